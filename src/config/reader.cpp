@@ -1,0 +1,222 @@
+#include "config/reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+// RFC 6901 escaping of one reference token.
+std::string escape_token(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '~') out += "~0";
+        else if (c == '/') out += "~1";
+        else out += c;
+    }
+    return out;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1,
+                               prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+JsonLocation JsonLocation::child(const std::string& key) const {
+    return {file, pointer + "/" + escape_token(key)};
+}
+
+JsonLocation JsonLocation::child(std::size_t index) const {
+    return {file, pointer + "/" + std::to_string(index)};
+}
+
+std::string JsonLocation::message(const std::string& what) const {
+    std::string where = file.empty() ? std::string() : file + ": ";
+    return where + (pointer.empty() ? std::string("/") : pointer) + ": " + what;
+}
+
+void JsonLocation::fail(const std::string& what) const { throw InputError(message(what)); }
+
+std::string json_type_name(const Json& j) {
+    if (j.is_number_integer() || j.is_number_unsigned()) return "integer";
+    return j.type_name();
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+    std::string best;
+    std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    for (const auto& c : candidates) {
+        std::size_t d = edit_distance(word, c);
+        if (d < best_d) best_d = d, best = c;
+    }
+    std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+    return best_d <= limit ? best : std::string();
+}
+
+ObjectReader::ObjectReader(const Json& obj, JsonLocation loc) : m_obj(obj), m_loc(std::move(loc)) {
+    if (!obj.is_object())
+        m_loc.fail("expected an object, but got " + json_type_name(obj));
+}
+
+bool ObjectReader::has(const std::string& key) const { return m_obj.contains(key); }
+
+const Json* ObjectReader::raw(const std::string& key) {
+    m_known.insert(key);
+    auto it = m_obj.find(key);
+    return it == m_obj.end() ? nullptr : &*it;
+}
+
+const Json& ObjectReader::required(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) m_loc.fail("missing required key \"" + key + "\"");
+    return *j;
+}
+
+std::optional<double> ObjectReader::number(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    if (!j->is_number())
+        at(key).fail("expected a number, but got " + json_type_name(*j) + " " + j->dump());
+    return j->get<double>();
+}
+
+double ObjectReader::number(const std::string& key, double fallback) {
+    return number(key).value_or(fallback);
+}
+
+namespace {
+long long to_integer(const Json& j, const JsonLocation& loc) {
+    if (j.is_number_integer()) return j.get<long long>();
+    if (j.is_number_unsigned()) {
+        auto u = j.get<unsigned long long>();
+        if (u > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
+            loc.fail("integer " + j.dump() + " is too large");
+        return static_cast<long long>(u);
+    }
+    if (j.is_number_float()) {
+        double d = j.get<double>();
+        if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<long long>(d);
+    }
+    loc.fail("expected an integer, but got " + json_type_name(j) + " " + j.dump());
+}
+}  // namespace
+
+std::optional<long long> ObjectReader::integer(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    return to_integer(*j, at(key));
+}
+
+long long ObjectReader::integer(const std::string& key, long long fallback) {
+    return integer(key).value_or(fallback);
+}
+
+std::optional<bool> ObjectReader::boolean(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    if (!j->is_boolean())
+        at(key).fail("expected true or false, but got " + json_type_name(*j) + " " + j->dump());
+    return j->get<bool>();
+}
+
+bool ObjectReader::boolean(const std::string& key, bool fallback) {
+    return boolean(key).value_or(fallback);
+}
+
+std::optional<std::string> ObjectReader::string(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    if (!j->is_string())
+        at(key).fail("expected a string, but got " + json_type_name(*j) + " " + j->dump());
+    return j->get<std::string>();
+}
+
+std::string ObjectReader::string(const std::string& key, const std::string& fallback) {
+    return string(key).value_or(fallback);
+}
+
+std::string ObjectReader::choice(const std::string& key, const std::vector<std::string>& allowed,
+                                 const std::string& fallback) {
+    auto s = string(key);
+    if (!s) return fallback;
+    if (std::find(allowed.begin(), allowed.end(), *s) != allowed.end()) return *s;
+    std::string list;
+    for (std::size_t i = 0; i < allowed.size(); ++i) list += (i ? ", " : "") + allowed[i];
+    std::string hint = did_you_mean(*s, allowed);
+    at(key).fail("unknown value \"" + *s + "\" (expected one of: " + list + ")" +
+                 (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+}
+
+std::vector<long long> read_integers(const Json& j, const JsonLocation& loc) {
+    if (!j.is_array()) loc.fail("expected a list of integers, but got " + json_type_name(j));
+    std::vector<long long> out;
+    for (std::size_t i = 0; i < j.size(); ++i) out.push_back(to_integer(j[i], loc.child(i)));
+    return out;
+}
+
+std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
+    if (!j.is_array()) loc.fail("expected a list of numbers, but got " + json_type_name(j));
+    std::vector<double> out;
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        if (!j[i].is_number())
+            loc.child(i).fail("expected a number, but got " + json_type_name(j[i]) + " " +
+                              j[i].dump());
+        out.push_back(j[i].get<double>());
+    }
+    return out;
+}
+
+std::optional<std::vector<long long>> ObjectReader::integers(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    return read_integers(*j, at(key));
+}
+
+std::optional<std::vector<double>> ObjectReader::numbers(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    return read_numbers(*j, at(key));
+}
+
+std::optional<std::vector<std::string>> ObjectReader::strings(const std::string& key) {
+    const Json* j = raw(key);
+    if (!j) return std::nullopt;
+    if (!j->is_array()) at(key).fail("expected a list of strings, but got " + json_type_name(*j));
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < j->size(); ++i) {
+        if (!(*j)[i].is_string())
+            at(key).child(i).fail("expected a string, but got " + json_type_name((*j)[i]));
+        out.push_back((*j)[i].get<std::string>());
+    }
+    return out;
+}
+
+void ObjectReader::allow(std::initializer_list<std::string> keys) {
+    for (const auto& k : keys) m_known.insert(k);
+}
+
+void ObjectReader::finish() const {
+    std::vector<std::string> known(m_known.begin(), m_known.end());
+    for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
+        if (m_known.count(it.key())) continue;
+        std::string hint = did_you_mean(it.key(), known);
+        m_loc.child(it.key()).fail("unknown key \"" + it.key() + "\"" +
+                                   (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+    }
+}
+
+}  // namespace normlab

@@ -1,0 +1,82 @@
+#pragma once
+// Typed, path-aware access to one JSON object of a config. Every error names the config
+// file and the JSON pointer of the offending value ("cfg.json: /norms/gn/num_groups: ...").
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+/// Where a JSON value sits: the config file (for messages) and its JSON pointer.
+struct JsonLocation {
+    std::string file;     ///< as the user named it; may be empty (command-line JSON)
+    std::string pointer;  ///< RFC 6901, e.g. "/norms/gn"
+    JsonLocation child(const std::string& key) const;
+    JsonLocation child(std::size_t index) const;
+    /// "file: pointer: message" as one line.
+    std::string message(const std::string& what) const;
+    /// Throws InputError with message(what).
+    [[noreturn]] void fail(const std::string& what) const;
+};
+
+/// "number", "string", "array", ... as messages name JSON types.
+std::string json_type_name(const Json& j);
+/// The closest of `candidates` to `word` by edit distance, or "" when none is close.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+/// Reads the fields of one JSON object. Each getter records the key as known; finish()
+/// rejects the keys nobody asked for (with a did-you-mean), because a misspelled "epsx"
+/// must not silently leave eps at its default.
+class ObjectReader {
+public:
+    /// Throws InputError if `obj` is not an object.
+    ObjectReader(const Json& obj, JsonLocation loc);
+
+    bool has(const std::string& key) const;
+    /// The raw value, or nullptr when absent (the key is marked known).
+    const Json* raw(const std::string& key);
+    /// Required variants throw "missing required key" naming the key.
+    const Json& required(const std::string& key);
+
+    std::optional<double> number(const std::string& key);
+    double number(const std::string& key, double fallback);
+    /// Integers are read as signed and range-checked: -1 never becomes 2^64-1.
+    std::optional<long long> integer(const std::string& key);
+    long long integer(const std::string& key, long long fallback);
+    std::optional<bool> boolean(const std::string& key);
+    bool boolean(const std::string& key, bool fallback);
+    std::optional<std::string> string(const std::string& key);
+    std::string string(const std::string& key, const std::string& fallback);
+    /// A string that must be one of `allowed`.
+    std::string choice(const std::string& key, const std::vector<std::string>& allowed,
+                       const std::string& fallback);
+    std::optional<std::vector<long long>> integers(const std::string& key);
+    std::optional<std::vector<double>> numbers(const std::string& key);
+    std::optional<std::vector<std::string>> strings(const std::string& key);
+
+    /// Declares keys as known without reading them (read by someone else).
+    void allow(std::initializer_list<std::string> keys);
+    /// Throws on the first key that no getter asked for.
+    void finish() const;
+
+    const JsonLocation& location() const { return m_loc; }
+    JsonLocation at(const std::string& key) const { return m_loc.child(key); }
+
+private:
+    const Json& m_obj;
+    JsonLocation m_loc;
+    std::set<std::string> m_known;
+};
+
+/// Reads j as a list of integers (error at loc otherwise).
+std::vector<long long> read_integers(const Json& j, const JsonLocation& loc);
+/// Reads j as a list of numbers (error at loc otherwise).
+std::vector<double> read_numbers(const Json& j, const JsonLocation& loc);
+
+}  // namespace normlab

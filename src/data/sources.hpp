@@ -1,0 +1,29 @@
+#pragma once
+// Builds Batches from the "data" section of a config: one function per source, chosen by
+// the "source" key.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "config/reader.hpp"
+#include "data/batch.hpp"
+
+namespace normlab {
+
+/// What every source needs besides its own JSON object.
+struct DataContext {
+    std::filesystem::path base_dir;  ///< folder of the config file: relative paths resolve here
+    std::uint64_t seed = 0;          ///< run seed (each data entry derives its own from it and its name)
+    DType dtype = DType::float32;    ///< run dtype: values are rounded to it
+};
+
+/// Names of the known sources, in the order `normlab list` shows them.
+const std::vector<std::string>& data_source_names();
+
+/// Builds the batch described by `spec` (the object under /data/<name>). Reads its own keys
+/// with an ObjectReader (unknown keys rejected) and throws InputError naming the file and
+/// JSON pointer for any problem: bad shape, missing file, bad npy, mask of the wrong shape.
+Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& loc,
+                 const DataContext& ctx);
+
+}  // namespace normlab

@@ -1,0 +1,73 @@
+#pragma once
+// The one generic normalization forward pass. Every preset (BatchNorm, LayerNorm,
+// InstanceNorm, GroupNorm, RMSNorm) resolves to a NormSpec and calls forward(); adding a
+// normalization means adding a preset, not a kernel (Flax linen/normalization.py
+// `_compute_stats` + `_normalize`; PyTorch ATen's math_group_norm composite).
+#include <cstdint>
+
+#include "tensor/tensor.hpp"
+
+namespace normlab {
+
+/// Where eps enters: rstd = 1/sqrt(var + eps) (every framework's layers), or
+/// rstd = 1/(sqrt(var) + eps) (a variant seen in hand-written ports).
+enum class EpsPlacement { inside_sqrt, add_to_std };
+/// Variance used to normalise: biased (divide by n, all frameworks' layers) or unbiased
+/// (divide by n-1, torch.std's default, seen in ports).
+enum class VarianceEstimator { biased, unbiased };
+
+/// The fields that determine a normalization (DESIGN.md "Architecture").
+struct NormSpec {
+    Axes reduction_axes;   ///< axes the statistics are taken over (canonical)
+    bool center = true;    ///< false: RMSNorm (no mean; var is the mean square)
+    VarianceEstimator variance = VarianceEstimator::biased;
+    EpsPlacement eps_placement = EpsPlacement::inside_sqrt;
+    double eps = 1e-5;
+    Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
+    double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
+};
+
+/// Batch statistics in the keep-dims statistics shape (reduced axes set to 1).
+struct Moments {
+    xt::xarray<double> mean;   ///< 0 everywhere when not centring
+    xt::xarray<double> var;    ///< biased: sum((x-mean)^2)/count (mean square when not centring)
+    xt::xarray<double> count;  ///< elements per statistic (real positions only under a mask)
+};
+
+/// Optional inputs of forward(); null pointers mean "absent".
+struct ForwardInputs {
+    const xt::xarray<double>* weight = nullptr;  ///< shape: x dims at spec.param_axes
+    const xt::xarray<double>* bias = nullptr;    ///< same shape as weight
+    /// 1 = real position, 0 = padding; rank of x, each dim equal to x's or 1 (broadcast).
+    /// Statistics are taken over real positions only; every position is then normalised
+    /// with them (padded positions too, so the output is defined everywhere).
+    const xt::xarray<std::uint8_t>* mask = nullptr;
+    /// Statistics to normalise with instead of the batch's (eval mode with running
+    /// statistics): mean and var in the statistics shape; var is used as given.
+    const xt::xarray<double>* given_mean = nullptr;
+    const xt::xarray<double>* given_var = nullptr;
+};
+
+/// Output and statistics of one forward pass; statistics in the keep-dims statistics shape.
+struct ForwardResult {
+    Tensor y;                  ///< same shape and dtype as x
+    xt::xarray<double> mean;   ///< mean used (0 when not centring)
+    xt::xarray<double> var;    ///< variance used to normalise (estimator per spec.variance)
+    xt::xarray<double> rstd;   ///< 1/sqrt(var+eps) (or 1/(sqrt(var)+eps) per eps_placement)
+    Moments batch;             ///< the batch moments (biased), empty when given stats were used
+};
+
+/// Batch moments over `reduction_axes`, accumulated in double with a two-pass scheme
+/// (mean, then the mean of squared deviations), whatever x's dtype: a float32 row with
+/// mean 1e4 and std 1 keeps full precision. A statistic with count 0 (fully masked) gets
+/// mean and var NaN. Throws InputError on a mask whose shape does not broadcast to x.
+Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
+                        const xt::xarray<std::uint8_t>* mask = nullptr);
+
+/// y = (x - mean) * rstd * (weight_offset + weight) + bias, broadcast per the spec, with
+/// x - mean and the scaling formed in double and y rounded once to x's dtype. var + eps = 0
+/// gives rstd = inf and a non-finite y, reported by the caller (never replaced silently).
+/// Throws InputError when weight/bias/given statistics have the wrong shape.
+ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in = {});
+
+}  // namespace normlab

@@ -1,0 +1,3 @@
+normlab_module(normlab_report
+  SOURCES report/table.cpp
+  DEPS normlab_tensor nlohmann_json::nlohmann_json)

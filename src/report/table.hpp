@@ -1,0 +1,37 @@
+#pragma once
+// Tidy result tables and their CSV/JSON forms (DESIGN.md "The output folder").
+#include <ostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace normlab {
+
+/// One CSV cell. Shapes and axis lists are strings in compact form, e.g. "[1,3,1,1]".
+using Cell = std::variant<std::string, double, long long, bool>;
+
+/// One table: a header and rows of equal length; one observation per row.
+struct Table {
+    std::vector<std::string> columns;
+    std::vector<std::vector<Cell>> rows;
+
+    /// Appends a row; throws std::logic_error if its length differs from the header's.
+    void add_row(std::vector<Cell> row);
+    /// Appends all rows of `other` (same columns required; std::logic_error otherwise).
+    void append(const Table& other);
+};
+
+/// Shortest text that reads back to the same double (std::to_chars); "nan", "inf", "-inf".
+std::string format_number(double v);
+/// RFC 4180 CSV: header row, fields quoted when they hold a comma, quote or newline,
+/// "\n" line ends, booleans as true/false.
+void write_csv(std::ostream& out, const Table& t);
+/// The table as a JSON array of row objects. Non-finite numbers become the strings
+/// "nan", "inf", "-inf" (JSON has no such numbers and nlohmann would write null).
+nlohmann::ordered_json table_to_json(const Table& t);
+/// A double as JSON under the same non-finite rule.
+nlohmann::ordered_json number_to_json(double v);
+
+}  // namespace normlab

@@ -1,0 +1,66 @@
+#pragma once
+// The tensor type every module passes around: an xtensor array plus the run's dtype.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+namespace normlab {
+
+/// Element type of a run. float16 and bfloat16 values are held in float32 storage,
+/// rounded to their format (round to nearest even), as frameworks hold them in registers.
+enum class DType { float16, bfloat16, float32, float64 };
+
+using Shape = std::vector<std::size_t>;
+using Axes = std::vector<std::size_t>;  ///< canonical axes: non-negative, sorted, unique
+
+/// "float32", "float64", ... ; the names numpy uses.
+std::string dtype_name(DType d);
+/// Inverse of dtype_name; throws InputError naming the accepted names.
+DType parse_dtype(const std::string& name);
+/// Machine epsilon of the dtype (torch.finfo(dtype).eps), the RMSNorm default eps.
+double machine_eps(DType d);
+/// Rounds v to the nearest value representable in d (round to nearest even; overflow
+/// gives +-inf as IEEE does).
+double round_to(DType d, double v);
+
+/// A dense row-major tensor. Exactly one of f32/f64 holds the values: f64 for float64,
+/// f32 otherwise. Invariant: every stored value is representable in `dtype`.
+struct Tensor {
+    DType dtype = DType::float32;
+    xt::xarray<float> f32;
+    xt::xarray<double> f64;
+
+    Shape shape() const;
+    std::size_t size() const;
+    std::size_t rank() const { return shape().size(); }
+    /// A float64 copy of the values (exact: every dtype widens to double losslessly).
+    xt::xarray<double> to_double() const;
+    /// Builds a tensor of dtype d from doubles, rounding each value to d.
+    static Tensor from_double(const xt::xarray<double>& values, DType d);
+};
+
+/// "[2, 3, 4]" (the form error messages use).
+std::string format_shape(const Shape& s);
+/// "[2,3,4]" (the compact form CSV cells use).
+std::string compact_shape(const Shape& s);
+std::size_t num_elements(const Shape& s);
+
+/// Converts possibly negative axes to canonical ones for a tensor of rank `rank`
+/// (Python-style: -1 is the last axis), sorted ascending. Throws InputError
+/// "axis A out of range for input of rank R" or "axis A repeated" (`what` prefixes the
+/// message, e.g. "layernorm axes").
+Axes canonicalize_axes(const std::vector<long long>& axes, std::size_t rank,
+                       const std::string& what);
+/// Single-axis version of canonicalize_axes.
+std::size_t canonicalize_axis(long long axis, std::size_t rank, const std::string& what);
+/// The axes of [0, rank) not in `axes`.
+Axes complement_axes(const Axes& axes, std::size_t rank);
+/// Shape with the given axes set to 1 (the keep-dims statistics shape).
+Shape keepdims_shape(const Shape& s, const Axes& reduced);
+/// The dims of s at the given axes, in order.
+Shape select_dims(const Shape& s, const Axes& axes);
+
+}  // namespace normlab

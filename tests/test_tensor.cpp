@@ -1,0 +1,62 @@
+// Axis handling, dtype rounding and config-reader errors: the helpers every module uses.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "config/reader.hpp"
+#include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
+
+using namespace normlab;
+
+TEST_CASE("canonicalize_axes: negative, sorted, errors") {
+    CHECK(canonicalize_axes({-1, 0}, 3, "t") == Axes{0, 2});
+    CHECK_THROWS_WITH_AS(canonicalize_axes({3}, 3, "layernorm axes"),
+                         "layernorm axes: axis 3 out of range for input of rank 3", InputError);
+    CHECK_THROWS_WITH_AS(canonicalize_axes({-4}, 3, "t"),
+                         "t: axis -4 out of range for input of rank 3", InputError);
+    CHECK_THROWS_WITH_AS(canonicalize_axes({2, -1}, 3, "t"),
+                         doctest::Contains("axis -1 repeated"), InputError);
+    CHECK(complement_axes({0, 2}, 4) == Axes{1, 3});
+    CHECK(keepdims_shape({2, 3, 4}, {1}) == Shape{2, 1, 4});
+    CHECK(format_shape({1, 3, 1, 1}) == "[1, 3, 1, 1]");
+    CHECK(compact_shape({1, 3, 1, 1}) == "[1,3,1,1]");
+}
+
+TEST_CASE("round_to: float16 and bfloat16 round to nearest even, overflow to inf") {
+    CHECK(round_to(DType::float16, 1.0 + 1.0 / 2048) == 1.0);            // tie -> even
+    CHECK(round_to(DType::float16, 1.0 + 3.0 / 2048) == 1.0 + 2.0 / 1024);  // tie -> even (up)
+    CHECK(round_to(DType::float16, 65504.0) == 65504.0);
+    CHECK(std::isinf(round_to(DType::float16, 65520.0)));
+    CHECK(round_to(DType::float16, 1e-12) == 0.0);  // eps 1e-12 underflows (case B09)
+    CHECK(round_to(DType::float16, 5.960464477539063e-08) == 5.960464477539063e-08);  // min subnormal
+    CHECK(round_to(DType::bfloat16, 1.0 + 1.0 / 256) == 1.0);
+    CHECK(round_to(DType::float32, 0.1) == static_cast<double>(0.1f));
+    CHECK(machine_eps(DType::float32) == doctest::Approx(1.1920928955078125e-07));
+}
+
+TEST_CASE("Tensor::from_double rounds to the dtype") {
+    xt::xarray<double> v = {{0.1, 0.2}};
+    Tensor t = Tensor::from_double(v, DType::float32);
+    CHECK(t.shape() == Shape{1, 2});
+    CHECK(t.to_double()(0, 0) == static_cast<double>(0.1f));
+    Tensor d = Tensor::from_double(v, DType::float64);
+    CHECK(d.to_double()(0, 1) == 0.2);
+}
+
+TEST_CASE("ObjectReader: types, unknown keys with did-you-mean, pointer paths") {
+    Json j = Json::parse(R"({"eps": "1e-5", "epsx": 1, "n": -1, "k": 3})");
+    JsonLocation loc{"cfg.json", "/norms/ln"};
+    ObjectReader r(j, loc);
+    CHECK_THROWS_WITH_AS(r.number("eps"),
+                         "cfg.json: /norms/ln/eps: expected a number, but got string \"1e-5\"",
+                         InputError);
+    CHECK(r.integer("n", 0) == -1);
+    CHECK(r.integer("k", 0) == 3);
+    CHECK_THROWS_WITH_AS(r.finish(), doctest::Contains("/norms/ln/epsx: unknown key \"epsx\"; did you mean \"eps\"?"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(ObjectReader(Json::array(), loc), doctest::Contains("expected an object"),
+                         InputError);
+    ObjectReader r2(j, loc);
+    CHECK_THROWS_WITH_AS(r2.choice("eps", {"a", "b"}, "a"), doctest::Contains("unknown value"), InputError);
+}
