@@ -1,0 +1,361 @@
+#include "norm/presets.hpp"
+
+#include <cmath>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+std::string norm_type_name(NormType t) { return norm_type_names()[static_cast<int>(t)]; }
+std::string convention_name(Convention c) { return convention_names()[static_cast<int>(c)]; }
+
+const std::vector<std::string>& norm_type_names() {
+    static const std::vector<std::string> names = {"batchnorm", "layernorm", "instancenorm",
+                                                   "groupnorm", "rmsnorm"};
+    return names;
+}
+
+const std::vector<std::string>& convention_names() {
+    static const std::vector<std::string> names = {"torch", "onnx", "keras", "flax"};
+    return names;
+}
+
+double default_eps(NormType t, Convention c, DType dtype) {
+    switch (c) {
+        case Convention::torch: return t == NormType::rmsnorm ? machine_eps(dtype) : 1e-5;
+        case Convention::onnx: return 1e-5;
+        case Convention::keras: return t == NormType::rmsnorm ? 1e-6 : 1e-3;
+        case Convention::flax: return t == NormType::batchnorm ? 1e-5 : 1e-6;
+    }
+    return 1e-5;
+}
+
+double default_momentum(Convention c) {
+    switch (c) {
+        case Convention::torch: return 0.1;
+        case Convention::onnx: return 0.9;
+        case Convention::keras:
+        case Convention::flax: return 0.99;
+    }
+    return 0.1;
+}
+
+xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what) {
+    switch (init.kind) {
+        case ParamInit::Kind::ones: return xt::ones<double>(shape);
+        case ParamInit::Kind::zeros: return xt::zeros<double>(shape);
+        case ParamInit::Kind::constant: {
+            xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
+            a.fill(init.constant);
+            return a;
+        }
+        case ParamInit::Kind::values: {
+            Shape got(init.values.shape().begin(), init.values.shape().end());
+            if (got != shape)
+                init.loc.fail(what + ": expected shape " + format_shape(shape) + " (" +
+                              std::to_string(num_elements(shape)) + " elements), but got " +
+                              format_shape(got));
+            return init.values;
+        }
+        case ParamInit::Kind::normal: {
+            // splitmix64 stream + Box-Muller: identical on every platform (no std::
+            // distributions, whose output is implementation-defined).
+            xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
+            std::uint64_t s = init.seed;
+            auto next = [&s] {
+                std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+                return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+            };
+            for (std::size_t i = 0; i < a.size(); i += 2) {
+                double u1 = 1.0 - next(), u2 = next();
+                double r = std::sqrt(-2.0 * std::log(u1)), t = 2.0 * M_PI * u2;
+                a.data()[i] = init.mean + init.std * r * std::cos(t);
+                if (i + 1 < a.size()) a.data()[i + 1] = init.mean + init.std * r * std::sin(t);
+            }
+            return a;
+        }
+    }
+    return {};
+}
+
+namespace {
+
+bool is_channel_norm(NormType t) {
+    return t == NormType::batchnorm || t == NormType::instancenorm || t == NormType::groupnorm;
+}
+
+// Prefix of every bind-time error: names the norm and the data (DESIGN.md: a pair that does
+// not fit is an error that names both).
+std::string pair_msg(const NormDef& d, const std::string& data, const std::string& what) {
+    return norm_type_name(d.type) + " \"" + d.name + "\" on data \"" + data + "\": " + what;
+}
+
+}  // namespace
+
+NormLayer::NormLayer(NormDef def, DType dtype) : m_def(std::move(def)), m_dtype(dtype) {}
+
+bool NormLayer::has_running_stats() const {
+    if (m_def.type == NormType::batchnorm) return m_def.track_running_stats.value_or(true);
+    if (m_def.type == NormType::instancenorm) return m_def.track_running_stats.value_or(false);
+    return false;
+}
+
+Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
+                              const std::string& data_name) const {
+    const NormDef& d = m_def;
+    auto fail = [&](const JsonLocation& loc, const std::string& what) {
+        loc.fail(pair_msg(d, data_name, what));
+    };
+    Resolution r;
+    r.input_shape = xs;
+    r.view_shape = xs;
+    r.eps = d.eps.value_or(default_eps(d.type, d.convention, m_dtype));
+    const std::size_t rank = xs.size();
+    bool affine_default = d.type != NormType::instancenorm;
+    bool affine = d.affine.value_or(affine_default);
+    NormSpec& spec = r.spec;
+    spec.eps = r.eps;
+    spec.eps_placement = d.eps_placement;
+    spec.variance = d.variance;
+    spec.weight_offset = d.weight_offset;
+
+    if (is_channel_norm(d.type)) {
+        std::size_t ca = data_channel_axis;
+        if (d.channel_axis) {
+            try {
+                ca = canonicalize_axis(*d.channel_axis, rank, "channel_axis");
+            } catch (const InputError& e) {
+                fail(d.loc.child("channel_axis"), e.what());
+            }
+        }
+        if (ca >= rank) fail(d.loc, "channel axis out of range for input of shape " + format_shape(xs));
+        r.channel_axis = ca;
+        r.channels = xs[ca];
+        if (d.type != NormType::batchnorm && (rank < 2 || ca == 0))
+            fail(d.loc, "expected an input with a batch axis 0 and a channel axis after it, but got "
+                        "input of shape " + format_shape(xs) + " with channel axis " +
+                        std::to_string(ca));
+        r.param_shape = {xs[ca]};
+        if (d.type == NormType::batchnorm) {
+            r.reduction_axes = complement_axes({ca}, rank);
+            spec.reduction_axes = r.reduction_axes;
+            spec.param_axes = {ca};
+        } else if (d.type == NormType::instancenorm) {
+            r.reduction_axes = complement_axes({0, ca}, rank);
+            spec.reduction_axes = r.reduction_axes;
+            spec.param_axes = {ca};
+        } else {  // groupnorm: split C into (G, C/G) in place and reduce all but (N, G)
+            long long g = d.num_groups;
+            if (g <= 0) fail(d.loc.child("num_groups"), "num_groups must be positive, but got " + std::to_string(g));
+            std::size_t G = static_cast<std::size_t>(g);
+            if (xs[ca] % G != 0)
+                fail(d.loc.child("num_groups"),
+                     "expected channels (C=" + std::to_string(xs[ca]) +
+                         ") to be divisible by num_groups (" + std::to_string(G) +
+                         "), but got input of shape " + format_shape(xs));
+            r.view_shape.clear();
+            for (std::size_t a = 0; a < rank; ++a) {
+                if (a == ca) {
+                    r.view_shape.push_back(G);
+                    r.view_shape.push_back(xs[ca] / G);
+                } else {
+                    r.view_shape.push_back(xs[a]);
+                }
+            }
+            r.reduction_axes = complement_axes({0}, rank);
+            spec.reduction_axes = complement_axes({0, ca}, rank + 1);
+            spec.param_axes = {ca, ca + 1};
+        }
+    } else {  // layernorm, rmsnorm: trailing normalized_shape or any axes
+        if (d.normalized_shape && d.axes)
+            fail(d.loc, "give either normalized_shape or axes, not both");
+        if (d.normalized_shape) {
+            const auto& ns = *d.normalized_shape;
+            bool ok = !ns.empty() && ns.size() <= rank;
+            for (std::size_t i = 0; ok && i < ns.size(); ++i)
+                ok = ns[i] > 0 && static_cast<std::size_t>(ns[i]) == xs[rank - ns.size() + i];
+            if (!ok) {
+                std::string nss = "[";
+                for (std::size_t i = 0; i < ns.size(); ++i) nss += (i ? ", " : "") + std::to_string(ns[i]);
+                nss += "]";
+                fail(d.loc.child("normalized_shape"),
+                     "given normalized_shape=" + nss + ", expected input with shape [*, " +
+                         nss.substr(1) + ", but got input of shape " + format_shape(xs));
+            }
+            for (std::size_t a = rank - ns.size(); a < rank; ++a) r.reduction_axes.push_back(a);
+        } else if (d.axes) {
+            try {
+                r.reduction_axes = canonicalize_axes(*d.axes, rank, "axes");
+            } catch (const InputError& e) {
+                fail(d.loc.child("axes"), e.what());
+            }
+            if (r.reduction_axes.empty()) fail(d.loc.child("axes"), "axes must not be empty");
+        } else {
+            fail(d.loc, "needs normalized_shape or axes");
+        }
+        spec.reduction_axes = r.reduction_axes;
+        spec.param_axes = r.reduction_axes;
+        r.param_shape = select_dims(xs, r.reduction_axes);
+        spec.center = d.type == NormType::layernorm;
+    }
+
+    r.has_weight = affine;
+    r.has_bias = affine && d.type != NormType::rmsnorm;
+    if (!affine) {
+        if (d.weight) fail(d.loc.child("weight"), "weight given but affine is false");
+        if (d.bias) fail(d.loc.child("bias"), "bias given but affine is false");
+    }
+    if (d.type == NormType::rmsnorm && d.bias) fail(d.loc.child("bias"), "rmsnorm has no bias (weight only)");
+    std::size_t pn = num_elements(r.param_shape);
+    r.num_params = (r.has_weight ? pn : 0) + (r.has_bias ? pn : 0);
+    r.stats_shape = keepdims_shape(r.view_shape, spec.reduction_axes);
+    r.num_stats = num_elements(r.stats_shape);
+    r.elems_per_stat = r.num_stats ? num_elements(xs) / r.num_stats : 0;
+
+    bool training = d.training.value_or(true);
+    bool tracking = has_running_stats();
+    r.use_batch_stats = !tracking || training;
+    r.update_running = tracking && training;
+    if (d.type == NormType::batchnorm && r.use_batch_stats && r.elems_per_stat == 1)
+        fail(d.loc, "in training mode: one value per channel (need more than 1), input shape " +
+                        format_shape(xs));
+    if (d.type == NormType::instancenorm && r.use_batch_stats && r.elems_per_stat == 1)
+        fail(d.loc, "one value per instance and channel (need more than 1 spatial element), "
+                    "input shape " + format_shape(xs));
+    if (d.type == NormType::groupnorm && r.elems_per_stat == 1)
+        fail(d.loc, "one value per group (need more than 1), input shape " + format_shape(xs) +
+                        " with num_groups " + std::to_string(d.num_groups));
+    if (tracking) {
+        Shape cs{r.channels};
+        if (m_running_mean.size() > 0 && m_running_mean.size() != r.channels)
+            fail(d.loc, "running statistics have " + std::to_string(m_running_mean.size()) +
+                            " channels from an earlier step, but this input has " +
+                            std::to_string(r.channels) + ": input shape " + format_shape(xs));
+        if (d.running_mean) materialize(*d.running_mean, cs, "running_mean");
+        if (d.running_var) materialize(*d.running_var, cs, "running_var");
+    }
+    if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight");
+    if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias");
+    return r;
+}
+
+namespace {
+
+// Reshape a (C)-shaped or param-shaped array to the engine's param shape (GroupNorm's
+// (G, C/G) view of C is the same row-major data).
+xt::xarray<double> to_view(xt::xarray<double> a, const Shape& s) {
+    a.reshape(s);
+    return a;
+}
+
+// A padding mask laid out for the engine's view: GroupNorm splits the channel dim too.
+xt::xarray<std::uint8_t> mask_view(const xt::xarray<std::uint8_t>& m, const Resolution& r) {
+    if (r.view_shape.size() == r.input_shape.size()) return m;
+    Shape ms(m.shape().begin(), m.shape().end());
+    Shape vs;
+    for (std::size_t a = 0; a < ms.size(); ++a) {
+        if (a == r.channel_axis) {
+            vs.push_back(ms[a] == 1 ? 1 : r.view_shape[a]);
+            vs.push_back(ms[a] == 1 ? 1 : r.view_shape[a + 1]);
+        } else {
+            vs.push_back(ms[a]);
+        }
+    }
+    xt::xarray<std::uint8_t> out = m;
+    out.reshape(vs);
+    return out;
+}
+
+}  // namespace
+
+StepResult NormLayer::forward(const Batch& b) {
+    StepResult out;
+    Resolution& r = out.res;
+    r = resolve(b.x.shape(), b.channel_axis, b.name);
+    const NormDef& d = m_def;
+    if (d.mask && !b.has_mask())
+        d.loc.child("mask").fail(pair_msg(d, b.name, "mask is true but the data has no padding mask"));
+
+    Shape vps = select_dims(r.view_shape, r.spec.param_axes);
+    xt::xarray<double> w, bias;
+    if (r.has_weight) w = to_view(d.weight ? materialize(*d.weight, r.param_shape, "weight") : xt::ones<double>(r.param_shape), vps);
+    if (r.has_bias) bias = to_view(d.bias ? materialize(*d.bias, r.param_shape, "bias") : xt::zeros<double>(r.param_shape), vps);
+
+    const bool tracking = has_running_stats();
+    if (tracking && m_running_mean.size() == 0) {
+        Shape cs{r.channels};
+        m_running_mean = d.running_mean ? materialize(*d.running_mean, cs, "running_mean") : xt::zeros<double>(cs);
+        m_running_var = d.running_var ? materialize(*d.running_var, cs, "running_var") : xt::ones<double>(cs);
+    }
+
+    Tensor xv = b.x;
+    if (r.view_shape != r.input_shape) {
+        if (xv.dtype == DType::float64) xv.f64.reshape(r.view_shape);
+        else xv.f32.reshape(r.view_shape);
+    }
+    xt::xarray<std::uint8_t> mv;
+    ForwardInputs in;
+    in.weight = r.has_weight ? &w : nullptr;
+    in.bias = r.has_bias ? &bias : nullptr;
+    if (d.mask) {
+        mv = mask_view(b.mask, r);
+        in.mask = &mv;
+    }
+    xt::xarray<double> gm, gv;
+    if (!r.use_batch_stats) {  // inference: running statistics broadcast over the stats shape
+        gm = xt::xarray<double>::from_shape(r.stats_shape);
+        gv = xt::xarray<double>::from_shape(r.stats_shape);
+        // Stats are per channel (BatchNorm) or per (sample, channel) (InstanceNorm); walk the
+        // stats array and pick the channel's running value.
+        std::size_t inner = 1;
+        for (std::size_t a = r.channel_axis + 1; a < r.stats_shape.size(); ++a) inner *= r.stats_shape[a];
+        for (std::size_t i = 0; i < gm.size(); ++i) {
+            std::size_t c = (i / inner) % r.channels;
+            gm.data()[i] = m_running_mean(c);
+            gv.data()[i] = m_running_var(c);
+        }
+        in.given_mean = &gm;
+        in.given_var = &gv;
+    }
+    out.fwd = normlab::forward(xv, r.spec, in);
+    if (r.view_shape != r.input_shape) {
+        if (out.fwd.y.dtype == DType::float64) out.fwd.y.f64.reshape(r.input_shape);
+        else out.fwd.y.f32.reshape(r.input_shape);
+    }
+
+    if (r.update_running) {
+        // Per-channel batch mean and variance: BatchNorm's stats are per channel already;
+        // InstanceNorm's are per (sample, channel) and PyTorch averages them over the batch.
+        const auto& bm = out.fwd.batch;
+        std::size_t inner = 1;
+        for (std::size_t a = r.channel_axis + 1; a < r.stats_shape.size(); ++a) inner *= r.stats_shape[a];
+        xt::xarray<double> cm = xt::zeros<double>({r.channels}), cv = xt::zeros<double>({r.channels});
+        xt::xarray<double> per = xt::zeros<double>({r.channels});
+        const bool unbiased_running = d.convention == Convention::torch;
+        for (std::size_t i = 0; i < bm.mean.size(); ++i) {
+            std::size_t c = (i / inner) % r.channels;
+            double n = bm.count.data()[i];
+            double v = bm.var.data()[i];
+            if (unbiased_running) v = v * n / (n - 1);
+            cm(c) += bm.mean.data()[i];
+            cv(c) += v;
+            per(c) += 1;
+        }
+        ++m_steps;
+        double m;  // weight of the new batch value
+        if (d.momentum_null) m = 1.0 / static_cast<double>(m_steps);
+        else {
+            double mom = d.momentum.value_or(default_momentum(d.convention));
+            m = d.convention == Convention::torch ? mom : 1.0 - mom;
+        }
+        for (std::size_t c = 0; c < r.channels; ++c) {
+            m_running_mean(c) = (1 - m) * m_running_mean(c) + m * cm(c) / per(c);
+            m_running_var(c) = (1 - m) * m_running_var(c) + m * cv(c) / per(c);
+        }
+    }
+    return out;
+}
+
+}  // namespace normlab

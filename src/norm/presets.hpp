@@ -1,0 +1,132 @@
+#pragma once
+// The five normalization presets. Each only resolves the generic NormSpec (reduction axes,
+// centring, parameter axes, eps) from its usual parameters and owns its running statistics;
+// the arithmetic is engine.hpp's forward() for all of them.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/reader.hpp"
+#include "data/batch.hpp"
+#include "norm/engine.hpp"
+
+namespace normlab {
+
+enum class NormType { batchnorm, layernorm, instancenorm, groupnorm, rmsnorm };
+/// Framework whose defaults and rules a norm follows (DESIGN.md "Conventions").
+enum class Convention { torch, onnx, keras, flax };
+
+std::string norm_type_name(NormType t);
+std::string convention_name(Convention c);
+const std::vector<std::string>& norm_type_names();
+const std::vector<std::string>& convention_names();
+
+/// Default eps of a norm type under a convention: torch 1e-5 (RMSNorm: machine eps of the
+/// dtype, PyTorch >= 2.4), onnx 1e-5, keras 1e-3 (RMSNorm 1e-6), flax 1e-5 for BatchNorm
+/// and 1e-6 for the others.
+double default_eps(NormType t, Convention c, DType dtype);
+/// Default momentum as the convention states it: torch 0.1 (weight of the new batch);
+/// onnx 0.9, keras 0.99, flax 0.99 (weight of the old running value).
+double default_momentum(Convention c);
+
+/// How a weight, bias or running statistic is initialised.
+struct ParamInit {
+    enum class Kind { ones, zeros, constant, values, normal };
+    Kind kind = Kind::ones;
+    double constant = 0;         ///< Kind::constant: every element
+    xt::xarray<double> values;   ///< Kind::values: as given (a list or an npy file)
+    double mean = 0, std = 1;    ///< Kind::normal: seeded draws
+    std::uint64_t seed = 0;
+    JsonLocation loc;            ///< where the config gave it, for shape errors
+};
+
+/// A norm as the config defines it; unset optionals take the convention's defaults.
+struct NormDef {
+    std::string name;
+    JsonLocation loc;            ///< /norms/<name>
+    NormType type = NormType::layernorm;
+    Convention convention = Convention::torch;
+    std::optional<double> eps;
+    std::optional<bool> affine;
+    std::optional<ParamInit> weight, bias;
+    std::optional<long long> channel_axis;            ///< batchnorm, instancenorm, groupnorm
+    std::optional<std::vector<long long>> normalized_shape;  ///< layernorm, rmsnorm
+    std::optional<std::vector<long long>> axes;              ///< layernorm, rmsnorm
+    long long num_groups = 0;                         ///< groupnorm
+    std::optional<bool> training;
+    /// Running-statistics momentum in the convention's sense; nullopt with momentum_null
+    /// set means "cumulative average" (PyTorch momentum=None).
+    std::optional<double> momentum;
+    bool momentum_null = false;
+    std::optional<bool> track_running_stats;
+    std::optional<ParamInit> running_mean, running_var;
+    bool mask = false;           ///< statistics from real positions only
+    EpsPlacement eps_placement = EpsPlacement::inside_sqrt;
+    VarianceEstimator variance = VarianceEstimator::biased;
+    double weight_offset = 0;    ///< rmsnorm: 1 scales by (1 + weight) (Gemma)
+};
+
+/// What a norm does to a batch of a given shape: pure shape logic, no data touched.
+struct Resolution {
+    NormSpec spec;               ///< in terms of view_shape
+    Shape input_shape;
+    Shape view_shape;            ///< the shape the engine sees (GroupNorm splits C into (G, C/G))
+    Axes reduction_axes;         ///< in terms of the input's axes (GroupNorm: incl. the channel axis)
+    Shape stats_shape;           ///< keep-dims statistics shape, in view_shape's rank
+    std::size_t num_stats = 0, elems_per_stat = 0;
+    Shape param_shape;           ///< shape of weight (and bias) as the user gives them
+    bool has_weight = false, has_bias = false;
+    std::size_t num_params = 0;  ///< weight + bias elements
+    std::size_t channel_axis = 0;  ///< canonical, for the norms that have one
+    std::size_t channels = 0;
+    bool use_batch_stats = true;   ///< false: normalise with the running statistics
+    bool update_running = false;   ///< training step updates running statistics
+    double eps = 0;
+};
+
+/// One step's output and statistics (statistics in Resolution::stats_shape).
+struct StepResult {
+    Resolution res;
+    ForwardResult fwd;           ///< fwd.y has the input's shape
+};
+
+/// A bound, stateful normalization layer: it keeps running statistics across steps.
+class NormLayer {
+public:
+    NormLayer(NormDef def, DType dtype);
+
+    const NormDef& def() const { return m_def; }
+    /// Resolves axes and shapes for `x_shape` with the data's channel axis. Throws InputError
+    /// naming the norm's JSON pointer and the data for every PyTorch shape error: channels not
+    /// divisible by num_groups, normalized_shape not the trailing shape, weight/bias/running
+    /// statistics of the wrong shape, axes out of range, rank too small.
+    Resolution resolve(const Shape& x_shape, std::size_t data_channel_axis,
+                       const std::string& data_name) const;
+    /// One forward step on `b`: training with batch statistics (updating the running
+    /// statistics: new = (1-m)*old + m*batch, running_var from the unbiased variance under the
+    /// torch convention, biased otherwise; m = 1/steps for momentum null) or inference with
+    /// the running statistics. Throws InputError for BatchNorm/InstanceNorm training with one
+    /// value per channel/instance (the running statistics are then left untouched).
+    StepResult forward(const Batch& b);
+
+    /// Running statistics of shape (C), empty until the first step binds C.
+    const xt::xarray<double>& running_mean() const { return m_running_mean; }
+    const xt::xarray<double>& running_var() const { return m_running_var; }
+    long long num_batches_tracked() const { return m_steps; }
+    bool has_running_stats() const;
+
+private:
+    NormDef m_def;
+    DType m_dtype;
+    // Shape {0} until the first step binds C (a default xarray is a 0-d array of size 1).
+    xt::xarray<double> m_running_mean = xt::xarray<double>::from_shape(Shape{0});
+    xt::xarray<double> m_running_var = xt::xarray<double>::from_shape(Shape{0});
+    long long m_steps = 0;
+};
+
+/// Fills an array of `shape` from an init; a list or npy must have exactly that shape
+/// (a flat list is accepted when the shape has one axis). Throws InputError at init.loc.
+xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what);
+
+}  // namespace normlab

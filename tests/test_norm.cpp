@@ -1,0 +1,265 @@
+// Engine and presets: values computed by hand, equivalences between presets, a float64
+// reference, and the errors PyTorch raises.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include <xtensor/xrandom.hpp>
+#include <xtensor/xreducer.hpp>
+#include <xtensor/xview.hpp>
+
+#include "norm/presets.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab;
+
+namespace {
+
+Batch batch(const xt::xarray<double>& v, DType d = DType::float64, std::size_t ca = 1) {
+    Batch b;
+    b.name = "x";
+    b.x = Tensor::from_double(v, d);
+    b.channel_axis = ca;
+    return b;
+}
+
+NormDef def(NormType t) {
+    NormDef d;
+    d.name = "n";
+    d.loc = {"cfg.json", "/norms/n"};
+    d.type = t;
+    return d;
+}
+
+double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+    REQUIRE(a.shape() == b.shape());
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a.data()[i] - b.data()[i]));
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("layernorm: the row [1,2,3,4]") {
+    NormDef d = def(NormType::layernorm);
+    d.normalized_shape = std::vector<long long>{4};
+    NormLayer ln(d, DType::float32);
+    auto r = ln.forward(batch({{1, 2, 3, 4}}, DType::float32));
+    auto y = r.fwd.y.to_double();
+    const double s = std::sqrt(1.25 + 1e-5);
+    CHECK(y(0, 0) == static_cast<double>(static_cast<float>(-1.5 / s)));
+    CHECK(y(0, 3) == static_cast<double>(static_cast<float>(1.5 / s)));
+    CHECK(y(0, 1) == doctest::Approx(-0.4472).epsilon(1e-4));
+    CHECK(r.fwd.mean(0, 0) == 2.5);
+    CHECK(r.fwd.var(0, 0) == 1.25);
+    CHECK(r.res.stats_shape == Shape{1, 1});
+}
+
+TEST_CASE("layernorm: rows [1,2,3] and [10,20,30] normalise to the same row") {
+    NormDef d = def(NormType::layernorm);
+    d.axes = std::vector<long long>{-1};
+    d.eps = 0.0;
+    NormLayer ln(d, DType::float64);
+    auto y = ln.forward(batch({{1, 2, 3}, {10, 20, 30}})).fwd.y.to_double();
+    for (int j = 0; j < 3; ++j) CHECK(y(0, j) == doctest::Approx(y(1, j)).epsilon(1e-15));
+    CHECK(y(0, 0) == doctest::Approx(-std::sqrt(1.5)).epsilon(1e-15));
+}
+
+TEST_CASE("a constant row gives zeros, never NaN, even with a large mean in float32") {
+    NormDef d = def(NormType::layernorm);
+    d.axes = std::vector<long long>{-1};
+    NormLayer ln(d, DType::float32);
+    xt::xarray<double> row = xt::ones<double>({1, 256}) * 1234.0;  // case B08
+    auto r = ln.forward(batch(row, DType::float32));
+    auto y = r.fwd.y.to_double();
+    for (auto v : y) CHECK(v == 0.0);
+    CHECK(r.fwd.var(0, 0) == 0.0);
+}
+
+TEST_CASE("batchnorm: two training steps, momentum 0.1 and null (cumulative average)") {
+    xt::xarray<double> x1 = {{1, 10}, {3, 30}};    // means 2, 20; unbiased vars 2, 200
+    xt::xarray<double> x2 = {{0, 0}, {4, -20}};    // means 2, -10; unbiased vars 8, 200
+    SUBCASE("momentum 0.1") {
+        NormLayer bn(def(NormType::batchnorm), DType::float64);
+        auto r1 = bn.forward(batch(x1));
+        CHECK(r1.fwd.y.to_double()(0, 0) == doctest::Approx(-1 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
+        CHECK(r1.res.stats_shape == Shape{1, 2});
+        CHECK(bn.running_mean()(0) == doctest::Approx(0.2).epsilon(1e-14));
+        CHECK(bn.running_var()(1) == doctest::Approx(20.9).epsilon(1e-14));
+        bn.forward(batch(x2));
+        CHECK(bn.running_mean()(0) == doctest::Approx(0.38).epsilon(1e-14));
+        CHECK(bn.running_mean()(1) == doctest::Approx(0.8).epsilon(1e-14));
+        CHECK(bn.running_var()(0) == doctest::Approx(1.79).epsilon(1e-14));
+        CHECK(bn.running_var()(1) == doctest::Approx(38.81).epsilon(1e-14));
+        CHECK(bn.num_batches_tracked() == 2);
+    }
+    SUBCASE("momentum null") {
+        NormDef d = def(NormType::batchnorm);
+        d.momentum_null = true;
+        NormLayer bn(d, DType::float64);
+        bn.forward(batch(x1));
+        CHECK(bn.running_mean()(1) == doctest::Approx(20).epsilon(1e-14));
+        CHECK(bn.running_var()(0) == doctest::Approx(2).epsilon(1e-14));
+        bn.forward(batch(x2));
+        CHECK(bn.running_mean()(0) == doctest::Approx(2).epsilon(1e-14));
+        CHECK(bn.running_mean()(1) == doctest::Approx(5).epsilon(1e-14));
+        CHECK(bn.running_var()(0) == doctest::Approx(5).epsilon(1e-14));
+        CHECK(bn.running_var()(1) == doctest::Approx(200).epsilon(1e-14));
+    }
+    SUBCASE("keras convention: momentum is the weight of the old value, biased running_var") {
+        NormDef d = def(NormType::batchnorm);
+        d.convention = Convention::keras;
+        NormLayer bn(d, DType::float64);
+        auto r = bn.forward(batch(x1));
+        CHECK(r.res.eps == 1e-3);
+        CHECK(bn.running_mean()(0) == doctest::Approx(0.02).epsilon(1e-14));
+        CHECK(bn.running_var()(0) == doctest::Approx(0.99 + 0.01 * 1).epsilon(1e-14));
+    }
+}
+
+TEST_CASE("batchnorm eval uses running statistics; one value per channel only fails in training") {
+    xt::xarray<double> x = {{0.5, -1.0, 2.0, 0.0}};  // case B01
+    NormDef d = def(NormType::batchnorm);
+    d.affine = false;
+    NormLayer train(d, DType::float64);
+    CHECK_THROWS_WITH_AS(train.forward(batch(x)),
+                         doctest::Contains("one value per channel (need more than 1), input shape [1, 4]"),
+                         InputError);
+    CHECK(train.running_mean().size() == 0);
+    d.training = false;
+    NormLayer eval(d, DType::float64);
+    auto y = eval.forward(batch(x)).fwd.y.to_double();
+    CHECK(y(0, 0) == doctest::Approx(0.5 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
+    CHECK(y(0, 2) == doctest::Approx(2 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
+}
+
+TEST_CASE("rmsnorm: no centring, eps = machine epsilon of the dtype, weight offset") {
+    NormDef d = def(NormType::rmsnorm);
+    d.normalized_shape = std::vector<long long>{4};
+    NormLayer rms(d, DType::float64);
+    auto r = rms.forward(batch({{1, 2, 3, 4}}));
+    CHECK(r.res.eps == std::numeric_limits<double>::epsilon());
+    CHECK(r.fwd.y.to_double()(0, 3) == doctest::Approx(4 / std::sqrt(7.5)).epsilon(1e-14));
+    CHECK(r.res.num_params == 4);
+    d.weight_offset = 1;
+    ParamInit w;
+    w.kind = ParamInit::Kind::values;
+    w.values = {0.5, -0.5, 0.0, 1.0};
+    d.weight = w;
+    NormLayer gemma(d, DType::float64);
+    auto y = gemma.forward(batch({{1, 2, 3, 4}})).fwd.y.to_double();
+    CHECK(y(0, 0) == doctest::Approx(1.5 / std::sqrt(7.5)).epsilon(1e-14));
+    CHECK(y(0, 3) == doctest::Approx(8 / std::sqrt(7.5)).epsilon(1e-14));
+}
+
+TEST_CASE("presets agree where the literature says they must") {
+    xt::random::seed(3);
+    xt::xarray<double> x = xt::random::randn<double>({3, 6, 5, 7});
+    auto run = [&](NormDef d) { return NormLayer(d, DType::float64).forward(batch(x)).fwd.y.to_double(); };
+    NormDef ln = def(NormType::layernorm);
+    ln.normalized_shape = std::vector<long long>{6, 5, 7};
+    ln.affine = false;
+    NormDef gn1 = def(NormType::groupnorm);
+    gn1.num_groups = 1;
+    gn1.affine = false;
+    CHECK(max_abs_diff(run(ln), run(gn1)) < 1e-13);
+    NormDef gn6 = def(NormType::groupnorm);
+    gn6.num_groups = 6;
+    NormDef in = def(NormType::instancenorm);
+    CHECK(max_abs_diff(run(gn6), run(in)) < 1e-13);
+    NormDef gn3 = def(NormType::groupnorm);
+    gn3.num_groups = 3;
+    auto r = NormLayer(gn3, DType::float64).forward(batch(x));
+    CHECK(r.res.stats_shape == Shape{3, 3, 1, 1, 1});
+    CHECK(r.res.elems_per_stat == 70);
+    // group 1 of sample 2 = channels 2,3: check against a direct computation
+    xt::xarray<double> g = xt::view(x, 2, xt::range(2, 4), xt::all(), xt::all());
+    double mu = xt::mean(g)(), var = xt::variance(g)();
+    CHECK(r.fwd.mean(2, 1, 0, 0, 0) == doctest::Approx(mu).epsilon(1e-13));
+    CHECK(r.fwd.var(2, 1, 0, 0, 0) == doctest::Approx(var).epsilon(1e-13));
+}
+
+TEST_CASE("engine: any reduction axes and a mask, against an xtensor float64 reference") {
+    xt::random::seed(5);
+    xt::xarray<double> x = xt::random::randn<double>({3, 5, 7}) * 3.0 + 2.0;
+    NormSpec spec;
+    spec.reduction_axes = {0, 2};
+    spec.param_axes = {1};
+    xt::xarray<double> w = xt::random::randn<double>({5}), b = xt::random::randn<double>({5});
+    ForwardInputs in;
+    in.weight = &w;
+    in.bias = &b;
+    auto r = forward(Tensor::from_double(x, DType::float64), spec, in);
+    xt::xarray<double> mu = xt::mean(x, {0, 2}, xt::keep_dims);
+    xt::xarray<double> var = xt::mean(xt::square(x - mu), {0, 2}, xt::keep_dims);
+    xt::xarray<double> ref = (x - mu) / xt::sqrt(var + 1e-5) * xt::view(w, xt::newaxis(), xt::all(), xt::newaxis()) +
+                             xt::view(b, xt::newaxis(), xt::all(), xt::newaxis());
+    CHECK(max_abs_diff(r.y.to_double(), ref) < 1e-13);
+    CHECK(max_abs_diff(r.mean, mu) < 1e-14);
+
+    SUBCASE("masked statistics ignore padded positions") {
+        // mask (3,1,7): sample 0 has 4 real steps, the others 7; padded values are huge
+        xt::xarray<std::uint8_t> m = xt::ones<std::uint8_t>({3, 1, 7});
+        xt::view(m, 0, 0, xt::range(4, 7)) = 0;
+        xt::xarray<double> xp = x;
+        xt::view(xp, 0, xt::all(), xt::range(4, 7)) = 1e6;
+        ForwardInputs mi;
+        mi.mask = &m;
+        auto rm = forward(Tensor::from_double(xp, DType::float64), spec, mi);
+        xt::xarray<double> real = xt::concatenate(xt::xtuple(
+            xt::reshape_view(xt::view(x, 0, xt::all(), xt::range(0, 4)), {5, 4}),
+            xt::reshape_view(xt::transpose(xt::view(x, xt::range(1, 3), xt::all(), xt::all()), {1, 0, 2}), {5, 14})), 1);
+        xt::xarray<double> mu1 = xt::mean(real, {1});
+        xt::xarray<double> var1 = xt::variance(real, {1});
+        for (std::size_t c = 0; c < 5; ++c) {
+            CHECK(rm.mean(0, c, 0) == doctest::Approx(mu1(c)).epsilon(1e-13));
+            CHECK(rm.var(0, c, 0) == doctest::Approx(var1(c)).epsilon(1e-13));
+            CHECK(rm.batch.count(0, c, 0) == 18);
+        }
+    }
+}
+
+TEST_CASE("shape errors name the norm, the data and the JSON path") {
+    xt::xarray<double> x = xt::zeros<double>({2, 30, 8, 8});
+    NormDef gn = def(NormType::groupnorm);
+    gn.num_groups = 4;
+    CHECK_THROWS_WITH_AS(NormLayer(gn, DType::float32).forward(batch(x)),
+                         "cfg.json: /norms/n/num_groups: groupnorm \"n\" on data \"x\": expected channels "
+                         "(C=30) to be divisible by num_groups (4), but got input of shape [2, 30, 8, 8]",
+                         InputError);
+    NormDef ln = def(NormType::layernorm);
+    ln.normalized_shape = std::vector<long long>{512};
+    CHECK_THROWS_WITH_AS(NormLayer(ln, DType::float32).forward(batch(x)),
+                         doctest::Contains("/norms/n/normalized_shape: layernorm \"n\" on data \"x\": given "
+                                           "normalized_shape=[512], expected input with shape [*, 512], but got "
+                                           "input of shape [2, 30, 8, 8]"),
+                         InputError);
+    NormDef bn = def(NormType::batchnorm);
+    ParamInit w;
+    w.kind = ParamInit::Kind::values;
+    w.values = {1.0, 2.0};
+    w.loc = {"cfg.json", "/norms/n/weight"};
+    bn.weight = w;
+    CHECK_THROWS_WITH_AS(NormLayer(bn, DType::float32).forward(batch(x)),
+                         doctest::Contains("/norms/n/weight: weight: expected shape [30] (30 elements), but got [2]"),
+                         InputError);
+    NormDef ax = def(NormType::layernorm);
+    ax.axes = std::vector<long long>{1, -3};
+    CHECK_THROWS_WITH_AS(NormLayer(ax, DType::float32).forward(batch(x)),
+                         doctest::Contains("/norms/n/axes:"), InputError);
+    NormDef in = def(NormType::instancenorm);
+    CHECK_THROWS_WITH_AS(NormLayer(in, DType::float32).forward(batch(xt::zeros<double>({2, 3, 1}))),
+                         doctest::Contains("one value per instance and channel"), InputError);
+}
+
+TEST_CASE("instancenorm with track_running_stats: PyTorch's update, then eval") {
+    // per-instance means: sample 0 ch 0: 1.5 (var_u 0.5), sample 1 ch 0: 3.5 (var_u 0.5)
+    xt::xarray<double> x = {{{1, 2}}, {{3, 4}}};
+    NormDef d = def(NormType::instancenorm);
+    d.track_running_stats = true;
+    NormLayer in(d, DType::float64);
+    in.forward(batch(x));
+    CHECK(in.running_mean()(0) == doctest::Approx(0.1 * 2.5).epsilon(1e-14));
+    CHECK(in.running_var()(0) == doctest::Approx(0.9 + 0.1 * 0.5).epsilon(1e-14));
+}
+
