@@ -1,5 +1,5 @@
 normlab_module(normlab_data
-  SOURCES data/batch.cpp data/random.cpp
+  SOURCES data/batch.cpp data/random.cpp data/half.cpp data/npy.cpp
   DEPS normlab_tensor normlab_config_reader)
 # The portable normal generator relies on every + - * / being rounded separately: a fused
 # multiply-add (which GCC/Clang may form on FMA hardware, e.g. aarch64) would change the

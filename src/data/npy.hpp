@@ -1,0 +1,55 @@
+#pragma once
+// numpy .npy files (format versions 1.0, 2.0, 3.0; numpy's NEP 1 "A simple file format for
+// NumPy arrays", implemented in numpy/lib/format.py): read any numeric array numpy writes,
+// write what numpy reads back exactly.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <xtensor/xarray.hpp>
+
+#include "tensor/tensor.hpp"
+
+namespace normlab {
+
+/// An array read from an .npy file, converted to double.
+struct NpyArray {
+    /// The values in row-major (C) order whatever the file's order. Exact for every dtype
+    /// except int64/uint64 magnitudes above 2^53, which round to the nearest double.
+    xt::xarray<double> values;
+    std::string descr;   ///< the file's dtype descriptor, e.g. "<f4", ">i8", "|b1"
+    std::string dtype;   ///< numpy's name for it: "float32", "int64", "bool", ...
+    bool fortran_order = false;  ///< as stored in the file (values are row-major anyway)
+    int major_version = 1;       ///< format version of the file: 1, 2 or 3
+};
+
+/// Parses the bytes of an .npy file. `what` names the file in messages. Accepts dtypes
+/// bool, int8..int64, uint8..uint64, float16/32/64 in either byte order. Throws InputError
+/// "<what>: <problem>" for a bad magic string, an unsupported version, a malformed header,
+/// an unsupported dtype (complex, object, strings, structured, ...), a truncated file or
+/// data whose size does not match the header's shape.
+NpyArray parse_npy(const std::string& bytes, const std::string& what);
+
+/// Reads an .npy file. Throws InputError naming the path when it is missing, is a
+/// directory, cannot be read, or is not a valid numeric .npy (see parse_npy).
+NpyArray read_npy(const std::filesystem::path& path);
+
+/// The bytes of an .npy file (version 1.0, little endian, C order) holding `values`
+/// rounded to `dtype`: float16 -> "<f2", float32 -> "<f4", float64 -> "<f8". bfloat16 is
+/// written as "<f4" (numpy has no bfloat16; every bfloat16 value is exact in float32).
+std::string npy_bytes(const xt::xarray<double>& values, DType dtype);
+/// npy_bytes of a tensor in its own dtype.
+std::string npy_bytes(const Tensor& t);
+/// The bytes of an .npy file of dtype bool ("|b1"): 0 is False, anything else True.
+/// Used for padding masks.
+std::string npy_bytes_bool(const xt::xarray<std::uint8_t>& mask);
+/// The bytes of an .npy file of dtype uint8 ("|u1").
+std::string npy_bytes_u8(const xt::xarray<std::uint8_t>& values);
+
+/// Writes `bytes` to `path` (not atomically: the report module renames a temporary file).
+/// Throws EnvError naming the path when the file cannot be written.
+void write_file_bytes(const std::filesystem::path& path, const std::string& bytes);
+/// write_file_bytes(path, npy_bytes(t)).
+void write_npy(const std::filesystem::path& path, const Tensor& t);
+
+}  // namespace normlab
