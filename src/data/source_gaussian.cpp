@@ -1,0 +1,41 @@
+// The "gaussian" source: i.i.d. normal values of a given shape, seeded per entry so that
+// the same config gives the same bytes on every platform (data/random.hpp).
+#include <limits>
+
+#include "data/random.hpp"
+#include "data/source_impl.hpp"
+
+namespace normlab {
+
+/// Reads a required list of positive dimensions (shared with the other generators).
+Shape read_positive_shape(ObjectReader& r, const std::string& key) {
+    const Json& j = r.required(key);
+    const std::vector<long long> dims = read_integers(j, r.at(key));
+    if (dims.empty()) r.at(key).fail("expected at least one dimension");
+    Shape shape;
+    std::size_t count = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (dims[i] <= 0)
+            r.at(key).child(i).fail("dimensions must be positive, but got " + std::to_string(dims[i]));
+        const auto d = static_cast<std::size_t>(dims[i]);
+        if (count > std::numeric_limits<std::size_t>::max() / d)
+            r.at(key).fail("shape has too many elements");
+        count *= d;
+        shape.push_back(d);
+    }
+    return shape;
+}
+
+SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataContext& ctx) {
+    const Shape shape = read_positive_shape(r, "shape");
+    const double mean = r.number("mean", 0.0);
+    const double std = r.number("std", 1.0);
+    if (!(std >= 0)) r.at("std").fail("std must be >= 0, but got " + std::to_string(std));
+    Rng rng(derive_seed(ctx.seed, name));
+    SourceData d;
+    d.values = xt::xarray<double>::from_shape(shape);
+    for (double& v : d.values) v = rng.normal(mean, std);
+    return d;
+}
+
+}  // namespace normlab

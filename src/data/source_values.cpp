@@ -1,0 +1,61 @@
+// The "values" source: an inline nested list of numbers, for the small examples people
+// reason about by hand. Shape = nesting.
+#include "data/source_impl.hpp"
+
+namespace normlab {
+
+namespace {
+
+// The shape is taken from the first element at each depth; fill() then checks that every
+// sublist agrees, so a ragged list is reported at the sublist that differs.
+Shape nesting_shape(const Json& j, const JsonLocation& loc) {
+    if (!j.is_array())
+        loc.fail("expected a nested list of numbers, but got " + json_type_name(j) + " " + j.dump());
+    Shape shape;
+    const Json* node = &j;
+    JsonLocation at = loc;
+    while (node->is_array()) {
+        if (node->empty()) at.fail("empty list: every list in \"values\" needs at least one element");
+        shape.push_back(node->size());
+        node = &(*node)[0];
+        at = at.child(std::size_t{0});
+    }
+    return shape;
+}
+
+void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, const Shape& shape,
+          std::size_t depth, double*& out) {
+    if (depth == shape.size()) {
+        if (j.is_array())
+            loc.fail("ragged nested list: expected a number here (as at " + first.pointer +
+                     "), but got a list");
+        if (!j.is_number())
+            loc.fail("expected a number, but got " + json_type_name(j) + " " + j.dump());
+        *out++ = j.get<double>();
+        return;
+    }
+    if (!j.is_array())
+        loc.fail("ragged nested list: expected a list of " + std::to_string(shape[depth]) +
+                 " elements (as at " + first.pointer + "), but got " + json_type_name(j) + " " +
+                 j.dump());
+    if (j.size() != shape[depth])
+        loc.fail("ragged nested list: this list has " + std::to_string(j.size()) +
+                 " elements, but " + first.pointer + " has " + std::to_string(shape[depth]));
+    for (std::size_t i = 0; i < j.size(); ++i)
+        fill(j[i], loc.child(i), first.child(std::size_t{0}), shape, depth + 1, out);
+}
+
+}  // namespace
+
+SourceData build_values(const std::string&, ObjectReader& r, const DataContext&) {
+    const Json& j = r.required("values");
+    const JsonLocation loc = r.at("values");
+    const Shape shape = nesting_shape(j, loc);
+    SourceData d;
+    d.values = xt::xarray<double>::from_shape(shape);
+    double* out = d.values.data();
+    fill(j, loc, loc, shape, 0, out);
+    return d;
+}
+
+}  // namespace normlab

@@ -1,0 +1,253 @@
+// make_batch for the foundation sources (values, gaussian, npy) and the common keys
+// (channel_axis, mask, lengths): shapes, determinism, and the error messages with their
+// JSON pointers.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+#include "data/npy.hpp"
+#include "data/sources.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab;
+
+namespace {
+
+DataContext test_ctx(DType d = DType::float32, std::uint64_t seed = 0) {
+    DataContext c;
+    c.base_dir = std::string(NORMLAB_TEST_DATA) + "/npy";
+    c.seed = seed;
+    c.dtype = d;
+    return c;
+}
+
+Batch batch(const std::string& json, const DataContext& ctx = test_ctx(), const std::string& name = "x") {
+    return make_batch(name, Json::parse(json), JsonLocation{"cfg.json", "/data/" + name}, ctx);
+}
+
+// "cfg.json: /data/x/<key>: <fixture dir>/<rest>": how loader errors are prefixed.
+std::string at(const std::string& key, const std::string& rest) {
+    return "cfg.json: /data/x/" + key + ": " + std::string(NORMLAB_TEST_DATA) + "/npy/" + rest;
+}
+
+xt::xarray<double> mask_of(const Batch& b) { return xt::cast<double>(b.mask); }
+
+// (B, T) -> (B, T, 1): brace-initialising an xarray with {{{1}, ...}} is ambiguous.
+xt::xarray<double> trailing_one(xt::xarray<double> m) {
+    m.reshape({m.shape()[0], m.shape()[1], 1});
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("make_batch: source key") {
+    CHECK_THROWS_WITH_AS(batch(R"({"shape": [2]})"), "cfg.json: /data/x: missing required key \"source\"",
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gausian"})"),
+                         doctest::Contains("/data/x/source: unknown value \"gausian\" (expected one of: "
+                                           "gaussian, values, npy); did you mean \"gaussian\"?"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": 3})"), doctest::Contains("/data/x/source: expected a string"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shap": [2, 3]})"),
+                         doctest::Contains("/data/x/shap: unknown key \"shap\"; did you mean \"shape\"?"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"([1, 2])"), doctest::Contains("/data/x: expected an object"), InputError);
+    const auto& names = data_source_names();
+    CHECK(std::find(names.begin(), names.end(), "gaussian") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "values") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "npy") != names.end());
+}
+
+TEST_CASE("values: shape is the nesting; values rounded to the run dtype") {
+    Batch b = batch(R"({"source": "values", "values": [[1, 2, 3, 4]]})");
+    CHECK(b.x.shape() == Shape{1, 4});
+    CHECK(b.source == "values");
+    CHECK(b.name == "x");
+    CHECK(b.channel_axis == 1);
+    CHECK(!b.has_mask());
+    CHECK(b.x.dtype == DType::float32);
+    Batch c = batch(R"({"source": "values", "values": [[[0.1], [2]], [[3], [4]]]})");
+    CHECK(c.x.shape() == Shape{2, 2, 1});
+    CHECK(c.x.to_double()(0, 0, 0) == static_cast<double>(0.1f));
+    Batch d = batch(R"({"source": "values", "values": [[0.1]]})", test_ctx(DType::float64));
+    CHECK(d.x.to_double()(0, 0) == 0.1);
+    Batch h = batch(R"({"source": "values", "values": [[0.1]]})", test_ctx(DType::float16));
+    CHECK(h.x.to_double()(0, 0) == round_to(DType::float16, 0.1));
+    // Rank 1: the only axis holds the features.
+    CHECK(batch(R"({"source": "values", "values": [1, 2, 3]})").channel_axis == 0);
+}
+
+TEST_CASE("values: errors at the pointer of the offending element") {
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, 2, 3], [4, 5]]})"),
+                         "cfg.json: /data/x/values/1: ragged nested list: this list has 2 elements, "
+                         "but /data/x/values/0 has 3",
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, 2], 3]})"),
+                         doctest::Contains("/data/x/values/1: ragged nested list: expected a list of 2"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, [2]], [3, 4]]})"),
+                         doctest::Contains("/data/x/values/0/1: ragged nested list: expected a number"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, "2"]]})"),
+                         "cfg.json: /data/x/values/0/1: expected a number, but got string \"2\"",
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, true]]})"),
+                         doctest::Contains("/data/x/values/0/1: expected a number, but got boolean"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": 3})"),
+                         doctest::Contains("/data/x/values: expected a nested list of numbers, but got integer 3"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": []})"),
+                         doctest::Contains("/data/x/values: empty list"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[]]})"),
+                         doctest::Contains("/data/x/values/0: empty list"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values"})"),
+                         doctest::Contains("missing required key \"values\""), InputError);
+}
+
+TEST_CASE("gaussian: shape, moments, determinism per name and seed") {
+    Batch b = batch(R"({"source": "gaussian", "shape": [32, 64, 50], "mean": 10, "std": 5, "channel_axis": -1})");
+    CHECK(b.x.shape() == Shape{32, 64, 50});
+    CHECK(b.channel_axis == 2);
+    xt::xarray<double> v = b.x.to_double();
+    double sum = 0, sum2 = 0;
+    for (double x : v) sum += x, sum2 += x * x;
+    double n = static_cast<double>(v.size()), mean = sum / n, var = sum2 / n - mean * mean;
+    CHECK(mean == doctest::Approx(10).epsilon(0.01));
+    CHECK(std::sqrt(var) == doctest::Approx(5).epsilon(0.01));
+
+    const std::string spec = R"({"source": "gaussian", "shape": [4, 3]})";
+    Batch a1 = batch(spec), a2 = batch(spec);
+    CHECK(a1.x.f32 == a2.x.f32);
+    CHECK(batch(spec, test_ctx(DType::float32, 0), "y").x.f32 != a1.x.f32);
+    CHECK(batch(spec, test_ctx(DType::float32, 1)).x.f32 != a1.x.f32);
+    // Recorded from one run: the first values of entry "x" under seed 0, float64.
+    Batch f = batch(spec, test_ctx(DType::float64));
+    CHECK(f.x.f64(0, 0) == 0.47249843206350928);
+    CHECK(f.x.f64(0, 1) == -0.43170175550220607);
+    // float32 is the float64 stream rounded.
+    CHECK(a1.x.to_double()(0, 0) == static_cast<double>(static_cast<float>(f.x.f64(0, 0))));
+    // std 0 is allowed and gives the mean.
+    Batch z = batch(R"({"source": "gaussian", "shape": [2], "mean": 3, "std": 0})");
+    CHECK(z.x.to_double() == xt::xarray<double>{3, 3});
+}
+
+TEST_CASE("gaussian: errors") {
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 0]})"),
+                         "cfg.json: /data/x/shape/1: dimensions must be positive, but got 0", InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [-2]})"),
+                         doctest::Contains("/data/x/shape/0: dimensions must be positive, but got -2"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": []})"),
+                         doctest::Contains("/data/x/shape: expected at least one dimension"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2.5]})"),
+                         doctest::Contains("/data/x/shape/0: expected an integer"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian"})"),
+                         doctest::Contains("missing required key \"shape\""), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2], "std": -1})"),
+                         doctest::Contains("/data/x/std: std must be >= 0"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2], "mean": "0"})"),
+                         doctest::Contains("/data/x/mean: expected a number"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [4294967296, 4294967296, 4294967296]})"),
+                         doctest::Contains("/data/x/shape: shape has too many elements"), InputError);
+}
+
+TEST_CASE("channel_axis: negative allowed, out of range is an error at its pointer") {
+    CHECK(batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -2})").channel_axis == 1);
+    CHECK(batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": 0})").channel_axis == 0);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "channel_axis": 2})"),
+                         "cfg.json: /data/x/channel_axis: channel_axis for data of shape [2, 3]: axis 2 "
+                         "out of range for input of rank 2",
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "channel_axis": -3})"),
+                         doctest::Contains("/data/x/channel_axis:"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "channel_axis": "1"})"),
+                         doctest::Contains("/data/x/channel_axis: expected an integer"), InputError);
+}
+
+TEST_CASE("npy source: path against base_dir, dtype rounding, errors naming file and pointer") {
+    Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "channel_axis": -1})");
+    CHECK(b.x.shape() == Shape{2, 3, 4});
+    CHECK(b.channel_axis == 2);
+    CHECK(b.x.to_double()(1, 2, 3) == 23.0 / 8);
+    Batch abs = batch(R"({"source": "npy", "path": ")" + std::string(NORMLAB_TEST_DATA) + R"(/npy/float64.npy"})");
+    CHECK(abs.x.shape() == Shape{2, 3});
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "missing.npy"})"),
+                         doctest::Contains(at("path", "missing.npy: no such file").c_str()),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "complex64.npy"})"),
+                         doctest::Contains(at("path", "complex64.npy: unsupported dtype '<c8'").c_str()),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "truncated.npy"})"),
+                         doctest::Contains(at("path", "truncated.npy: truncated").c_str()), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "scalar.npy"})"),
+                         doctest::Contains("/data/x: data must have at least one axis"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy"})"), doctest::Contains("missing required key \"path\""),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": 3})"),
+                         doctest::Contains("/data/x/path: expected a file path string"), InputError);
+}
+
+TEST_CASE("mask: (B,T) for (B,T,D) stored as (B,T,1); full shape accepted; others rejected") {
+    Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bool.npy", "channel_axis": -1})");
+    REQUIRE(b.has_mask());
+    CHECK(b.mask.shape() == std::vector<std::size_t>{2, 3, 1});
+    CHECK(mask_of(b) == trailing_one({{1, 1, 0}, {1, 0, 0}}));
+    CHECK(b.pad_fraction() == doctest::Approx(0.5));
+    Batch u = batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_u8.npy", "channel_axis": -1})");
+    CHECK(mask_of(u) == trailing_one({{1, 1, 1}, {1, 1, 0}}));
+    // With the channel axis 1 the mask (2, 3) does not fit (2, 3, 4): it would need (2, 4).
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bool.npy"})"),
+                         "cfg.json: /data/x/mask: mask of shape [2, 3] does not fit data of shape [2, 3, 4] "
+                         "with channel axis 1: expected the data's shape without its channel axis [2, 4] "
+                         "or the data's shape",
+                         InputError);
+    CHECK(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_wrong_shape.npy"})").mask.shape() ==
+          std::vector<std::size_t>{2, 1, 4});
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_wrong_shape.npy", "channel_axis": -1})"),
+                         doctest::Contains("mask of shape [2, 4] does not fit data of shape [2, 3, 4]"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bad_values.npy", "channel_axis": -1})"),
+                         doctest::Contains("/data/x/mask: mask values must be 0 or 1 (or bool), but element 1"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "nope.npy", "channel_axis": -1})"),
+                         doctest::Contains(at("mask", "nope.npy: no such file").c_str()),
+                         InputError);
+    // A full-shape mask on generated data.
+    Batch g = batch(R"({"source": "gaussian", "shape": [2, 3], "mask": "bool.npy"})");
+    CHECK(g.mask.shape() == std::vector<std::size_t>{2, 3});
+}
+
+TEST_CASE("lengths: right and left padding masks for (B,T,D)") {
+    Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, 0], "channel_axis": -1})");
+    CHECK(mask_of(b) == trailing_one({{1, 1, 0}, {0, 0, 0}}));
+    CHECK(b.lengths == std::vector<std::size_t>{2, 0});
+    Batch l = batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [1, 3], "padding_side": "left", "channel_axis": -1})");
+    CHECK(mask_of(l) == trailing_one({{0, 0, 1}, {1, 1, 1}}));
+    // (N, C, L): lengths count along the last axis.
+    Batch n = batch(R"({"source": "gaussian", "shape": [2, 4, 3], "lengths": [3, 1]})");
+    xt::xarray<double> expected_n = {{1, 1, 1}, {1, 0, 0}};
+    expected_n.reshape({2, 1, 3});
+    CHECK(mask_of(n) == expected_n);
+
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, 4], "channel_axis": -1})"),
+                         "cfg.json: /data/x/lengths: length 4 of sequence 1 exceeds the sequence axis of size 3",
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2], "channel_axis": -1})"),
+                         doctest::Contains("/data/x/lengths: got 1 lengths for a batch of 2 sequences"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, -1], "channel_axis": -1})"),
+                         doctest::Contains("/data/x/lengths/1: a length must be >= 0"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "lengths": [1, 1]})"),
+                         doctest::Contains("/data/x/lengths: lengths need data with a sample axis 0"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [1, 1], "mask": "mask_u8.npy", "channel_axis": -1})"),
+                         doctest::Contains("/data/x: give either \"mask\" or \"lengths\", not both"), InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "padding_side": "left"})"),
+                         doctest::Contains("/data/x/padding_side: \"padding_side\" applies to \"lengths\""),
+                         InputError);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [1, 1], "padding_side": "up", "channel_axis": -1})"),
+                         doctest::Contains("/data/x/padding_side: unknown value \"up\""), InputError);
+}
