@@ -4,15 +4,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
-#include <sstream>
-#include <system_error>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
 #include <xtensor/xmanipulation.hpp>
 
+#include "data/files.hpp"
 #include "data/half.hpp"
 #include "tensor/errors.hpp"
 
@@ -330,16 +327,7 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-    const std::string what = path.string();
-    std::error_code ec;
-    auto st = std::filesystem::status(path, ec);
-    if (!std::filesystem::exists(st)) fail(what, "no such file");
-    if (std::filesystem::is_directory(st)) fail(what, "is a directory, not an npy file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(what, std::string("cannot open: ") + std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) fail(what, "read error");
-    return parse_npy(bytes, what);
+    return parse_npy(read_file_bytes(path), path.string());
 }
 
 std::string npy_bytes(const xt::xarray<double>& values, DType dtype) {

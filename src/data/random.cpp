@@ -49,6 +49,25 @@ double portable_log(double x) {
     return static_cast<double>(e) * ln2 + 2.0 * sum;
 }
 
+double portable_exp(double x) {
+    if (x > 709.8) return std::numeric_limits<double>::infinity();
+    if (x < -745.2) return 0.0;
+    // x = k ln2 + r with |r| <= ln2/2; ln2 is split in a high part with trailing zero bits
+    // (so k * ln2_hi is exact) and a low correction (Cody-Waite reduction).
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    const double k = std::floor(x * 1.44269504088896340736 + 0.5);
+    const double r = (x - k * ln2_hi) - k * ln2_lo;
+    // Taylor series; |r| <= 0.347 and 18 terms leave an error below 2^-60.
+    double term = 1.0, sum = 1.0;
+    for (int n = 1; n < 18; ++n) {
+        term *= r / static_cast<double>(n);
+        sum += term;
+    }
+    // Two ldexp steps keep 2^k representable when k is near the ends of the range.
+    const int ki = static_cast<int>(k);
+    return std::ldexp(std::ldexp(sum, ki / 2), ki - ki / 2);
+}
+
 namespace {
 // Taylor series of cos and sin on [0, pi/2); degree 24/25 leaves an error below 1e-17.
 void cos_sin_quadrant(double a, double& c, double& s) {

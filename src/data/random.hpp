@@ -30,6 +30,10 @@ std::uint64_t derive_seed(std::uint64_t base_seed, const std::string& label);
 /// libraries). Relative error below 1e-15; not correctly rounded.
 double portable_log(double x);
 
+/// e^x for finite x, with basic operations only (see portable_log). Relative error below
+/// 1e-15; underflows to 0 below about -745 and overflows to inf above about 709.8.
+double portable_exp(double x);
+
 /// cos and sin of 2*pi*t for t in [0, 1), with basic operations only (see portable_log).
 /// Absolute error below 1e-15.
 void portable_cos_sin_2pi(double t, double& c, double& s);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "data/random.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -58,22 +59,9 @@ xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const 
             return init.values;
         }
         case ParamInit::Kind::normal: {
-            // splitmix64 stream + Box-Muller: identical on every platform (no std::
-            // distributions, whose output is implementation-defined).
             xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
-            std::uint64_t s = init.seed;
-            auto next = [&s] {
-                std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-            };
-            for (std::size_t i = 0; i < a.size(); i += 2) {
-                double u1 = 1.0 - next(), u2 = next();
-                double r = std::sqrt(-2.0 * std::log(u1)), t = 2.0 * M_PI * u2;
-                a.data()[i] = init.mean + init.std * r * std::cos(t);
-                if (i + 1 < a.size()) a.data()[i + 1] = init.mean + init.std * r * std::sin(t);
-            }
+            Rng rng(init.seed);
+            for (auto& v : a) v = rng.normal(init.mean, init.std);
             return a;
         }
     }
@@ -250,8 +238,9 @@ xt::xarray<double> to_view(xt::xarray<double> a, const Shape& s) {
     return a;
 }
 
-// A padding mask laid out for the engine's view: GroupNorm splits the channel dim too.
-xt::xarray<std::uint8_t> mask_view(const xt::xarray<std::uint8_t>& m, const Resolution& r) {
+}  // namespace
+
+xt::xarray<std::uint8_t> view_mask(const xt::xarray<std::uint8_t>& m, const Resolution& r) {
     if (r.view_shape.size() == r.input_shape.size()) return m;
     Shape ms(m.shape().begin(), m.shape().end());
     Shape vs;
@@ -268,7 +257,11 @@ xt::xarray<std::uint8_t> mask_view(const xt::xarray<std::uint8_t>& m, const Reso
     return out;
 }
 
-}  // namespace
+Tensor reshaped(Tensor t, const Shape& shape) {
+    if (t.dtype == DType::float64) t.f64.reshape(shape);
+    else t.f32.reshape(shape);
+    return t;
+}
 
 StepResult NormLayer::forward(const Batch& b) {
     StepResult out;
@@ -290,17 +283,13 @@ StepResult NormLayer::forward(const Batch& b) {
         m_running_var = d.running_var ? materialize(*d.running_var, cs, "running_var") : xt::ones<double>(cs);
     }
 
-    Tensor xv = b.x;
-    if (r.view_shape != r.input_shape) {
-        if (xv.dtype == DType::float64) xv.f64.reshape(r.view_shape);
-        else xv.f32.reshape(r.view_shape);
-    }
+    Tensor xv = reshaped(b.x, r.view_shape);
     xt::xarray<std::uint8_t> mv;
     ForwardInputs in;
     in.weight = r.has_weight ? &w : nullptr;
     in.bias = r.has_bias ? &bias : nullptr;
     if (d.mask) {
-        mv = mask_view(b.mask, r);
+        mv = view_mask(b.mask, r);
         in.mask = &mv;
     }
     xt::xarray<double> gm, gv;
@@ -320,10 +309,7 @@ StepResult NormLayer::forward(const Batch& b) {
         in.given_var = &gv;
     }
     out.fwd = normlab::forward(xv, r.spec, in);
-    if (r.view_shape != r.input_shape) {
-        if (out.fwd.y.dtype == DType::float64) out.fwd.y.f64.reshape(r.input_shape);
-        else out.fwd.y.f32.reshape(r.input_shape);
-    }
+    out.fwd.y = reshaped(std::move(out.fwd.y), r.input_shape);
 
     if (r.update_running) {
         // Per-channel batch mean and variance: BatchNorm's stats are per channel already;

@@ -125,6 +125,12 @@ private:
     long long m_steps = 0;
 };
 
+/// A padding mask (rank of the input, dims equal to the input's or 1) laid out for
+/// r.view_shape: GroupNorm splits the channel dim into (G, C/G).
+xt::xarray<std::uint8_t> view_mask(const xt::xarray<std::uint8_t>& m, const Resolution& r);
+/// The same row-major values viewed with another shape of equal size.
+Tensor reshaped(Tensor t, const Shape& shape);
+
 /// Fills an array of `shape` from an init; a list or npy must have exactly that shape
 /// (a flat list is accepted when the shape has one axis). Throws InputError at init.loc.
 xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what);

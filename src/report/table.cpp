@@ -1,0 +1,81 @@
+#include "report/table.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace normlab {
+
+void Table::add_row(std::vector<Cell> row) {
+    if (row.size() != columns.size())
+        throw std::logic_error("Table::add_row: " + std::to_string(row.size()) + " cells for " +
+                               std::to_string(columns.size()) + " columns");
+    rows.push_back(std::move(row));
+}
+
+void Table::append(const Table& other) {
+    if (other.columns != columns) throw std::logic_error("Table::append: columns differ");
+    rows.insert(rows.end(), other.rows.begin(), other.rows.end());
+}
+
+std::string format_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+    return std::string(buf, res.ptr);
+}
+
+namespace {
+
+// Bracketed lists (shapes, axes) are always quoted, so "[512]" and "[1,3,1,1]" look alike.
+std::string quote_csv(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos && (s.empty() || s[0] != '[')) return s;
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string cell_text(const Cell& c) {
+    if (auto s = std::get_if<std::string>(&c)) return quote_csv(*s);
+    if (auto d = std::get_if<double>(&c)) return format_number(*d);
+    if (auto i = std::get_if<long long>(&c)) return std::to_string(*i);
+    return std::get<bool>(c) ? "true" : "false";
+}
+
+}  // namespace
+
+void write_csv(std::ostream& out, const Table& t) {
+    for (std::size_t i = 0; i < t.columns.size(); ++i) out << (i ? "," : "") << quote_csv(t.columns[i]);
+    out << '\n';
+    for (const auto& row : t.rows) {
+        for (std::size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << cell_text(row[i]);
+        out << '\n';
+    }
+}
+
+nlohmann::ordered_json number_to_json(double v) {
+    if (std::isfinite(v)) return v;
+    return format_number(v);
+}
+
+nlohmann::ordered_json table_to_json(const Table& t) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const auto& row : t.rows) {
+        nlohmann::ordered_json o = nlohmann::ordered_json::object();
+        for (std::size_t i = 0; i < row.size(); ++i) {
+            const Cell& c = row[i];
+            if (auto s = std::get_if<std::string>(&c)) o[t.columns[i]] = *s;
+            else if (auto d = std::get_if<double>(&c)) o[t.columns[i]] = number_to_json(*d);
+            else if (auto n = std::get_if<long long>(&c)) o[t.columns[i]] = *n;
+            else o[t.columns[i]] = std::get<bool>(c);
+        }
+        rows.push_back(std::move(o));
+    }
+    return rows;
+}
+
+}  // namespace normlab

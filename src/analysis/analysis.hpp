@@ -1,0 +1,62 @@
+#pragma once
+// The analyses a config lists under "analyses": each is a pure function from resolved
+// batches and norm definitions to one tidy table (plus optional saved arrays).
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/reader.hpp"
+#include "data/batch.hpp"
+#include "norm/presets.hpp"
+#include "report/table.hpp"
+
+namespace normlab {
+
+/// One entry of "analyses" as the config gives it.
+struct AnalysisSpec {
+    std::string type;
+    JsonLocation loc;                 ///< /analyses/<i>
+    Json params;                      ///< the whole object (type, data, norms and its own keys)
+    std::vector<std::string> data;    ///< names under /data, validated to exist
+    std::vector<std::string> norms;   ///< names under /norms, validated to exist
+};
+
+/// Receives the tensors an analysis saves: arrays/<data>/<norm>/<what>.npy, in `dtype`.
+using SaveFn = std::function<void(const std::string& data, const std::string& norm,
+                                  const std::string& what, const xt::xarray<double>& values,
+                                  DType dtype)>;
+
+/// Everything an analysis may use.
+struct AnalysisContext {
+    const std::map<std::string, Batch>* batches = nullptr;    ///< by data name
+    const std::map<std::string, NormDef>* norms = nullptr;    ///< by norm name
+    DType dtype = DType::float32;   ///< run dtype
+    std::uint64_t seed = 0;         ///< run seed (derive per-analysis streams from it)
+    SaveFn save;                    ///< never null during a run
+
+    const Batch& batch(const std::string& name) const { return batches->at(name); }
+    const NormDef& norm(const std::string& name) const { return norms->at(name); }
+};
+
+/// What an analysis type provides.
+struct AnalysisType {
+    std::string name;
+    std::string summary;                  ///< one line for `normlab list`
+    std::vector<std::string> columns;     ///< CSV header (a contract: plotting scripts use it)
+    /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
+    std::function<void(const AnalysisSpec&)> validate;
+    /// Runs it; throws InputError naming the analysis, data and norm for a pair that does
+    /// not fit.
+    std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
+};
+
+/// All analysis types, in the order `normlab list` shows them.
+const std::vector<AnalysisType>& analysis_types();
+/// The type of that name, or nullptr.
+const AnalysisType* find_analysis(const std::string& name);
+
+/// An ObjectReader over spec.params that already knows the common keys (type, data, norms).
+ObjectReader analysis_reader(const AnalysisSpec& spec);
+
+}  // namespace normlab

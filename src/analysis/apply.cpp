@@ -1,0 +1,125 @@
+// apply: normalise each batch with each norm and summarise the output per group; optionally
+// save tensors; with "sequential", the listed batches are successive training steps.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+const std::vector<std::string> kSaveable = {"output", "mean", "var", "rstd", "running_mean", "running_var"};
+
+struct Options {
+    bool sequential = false;
+    std::vector<std::string> save;
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    o.sequential = r.boolean("sequential", false);
+    if (auto s = r.strings("save")) {
+        for (std::size_t i = 0; i < s->size(); ++i)
+            if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end())
+                r.at("save").child(i).fail("cannot save \"" + (*s)[i] +
+                                           "\" (expected output, mean, var, rstd, running_mean or running_var)");
+        o.save = *s;
+    }
+    r.finish();
+    return o;
+}
+
+std::pair<double, double> min_max(const xt::xarray<double>& a) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    bool nan = false;
+    for (double v : a) {
+        if (std::isnan(v)) nan = true;
+        else lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    if (nan || a.size() == 0) return {std::nan(""), std::nan("")};
+    return {lo, hi};
+}
+
+void save_step(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
+               const std::string& dn, NormLayer& layer, const StepResult& s) {
+    const NormDef& d = layer.def();
+    for (std::size_t i = 0; i < o.save.size(); ++i) {
+        const std::string& what = o.save[i];
+        JsonLocation at = spec.loc.child("save").child(i);
+        if (what == "output") ctx.save(dn, d.name, what, s.fwd.y.to_double(), ctx.dtype);
+        else if (what == "mean") {
+            if (d.type == NormType::rmsnorm)
+                at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)");
+            ctx.save(dn, d.name, what, s.fwd.mean, ctx.dtype);
+        } else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, ctx.dtype);
+        else if (what == "rstd") ctx.save(dn, d.name, what, s.fwd.rstd, ctx.dtype);
+        else {
+            if (!layer.has_running_stats())
+                at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
+                        (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""));
+            ctx.save(dn, d.name, what, what == "running_mean" ? layer.running_mean() : layer.running_var(),
+                     ctx.dtype);
+        }
+    }
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    Options o = read_options(spec);
+    Table t;
+    t.columns = apply_analysis().columns;
+    auto add = [&](const std::string& dn, NormLayer& layer, const StepResult& s, long long step) {
+        const Batch& b = ctx.batch(dn);
+        const bool masked = layer.def().mask;
+        GroupSummary g = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr);
+        auto mean_mm = min_max(g.mean), std_mm = min_max(g.std);
+        xt::xarray<double> x = b.x.to_double(), y = s.fwd.y.to_double();
+        auto in_mm = min_max(x), out_mm = min_max(y);
+        t.add_row({dn, layer.def().name, norm_type_name(layer.def().type), step, s.res.eps,
+                   mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
+                   in_mm.second, out_mm.first, out_mm.second,
+                   static_cast<long long>(count_nonfinite(y))});
+        save_step(spec, ctx, o, dn, layer, s);
+    };
+    if (o.sequential) {
+        for (const auto& nn : spec.norms) {
+            NormLayer layer(ctx.norm(nn), ctx.dtype);
+            long long step = 0;
+            for (const auto& dn : spec.data) add(dn, layer, layer.forward(ctx.batch(dn)), ++step);
+        }
+        // Rows in (data, norm) order like the non-sequential mode.
+        std::stable_sort(t.rows.begin(), t.rows.end(), [&](const auto& a, const auto& b) {
+            auto pos = [&](const Cell& c) {
+                return std::find(spec.data.begin(), spec.data.end(), std::get<std::string>(c)) - spec.data.begin();
+            };
+            return pos(a[0]) < pos(b[0]);
+        });
+    } else {
+        for (const auto& dn : spec.data)
+            for (const auto& nn : spec.norms) {
+                NormLayer layer(ctx.norm(nn), ctx.dtype);
+                add(dn, layer, layer.forward(ctx.batch(dn)), 1);
+            }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType apply_analysis() {
+    AnalysisType a;
+    a.name = "apply";
+    a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors";
+    a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
+                 "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
+                 "nonfinite_count"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

@@ -1,0 +1,3 @@
+normlab_module(normlab_analysis
+  SOURCES analysis/registry.cpp analysis/common.cpp analysis/stats_shapes.cpp analysis/apply.cpp
+  DEPS normlab_norm normlab_report)

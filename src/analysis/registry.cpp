@@ -1,0 +1,25 @@
+#include "analysis/types.hpp"
+
+namespace normlab {
+
+const std::vector<AnalysisType>& analysis_types() {
+    static const std::vector<AnalysisType> types = {
+        stats_shapes_analysis(),
+        apply_analysis(),
+    };
+    return types;
+}
+
+const AnalysisType* find_analysis(const std::string& name) {
+    for (const auto& t : analysis_types())
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+ObjectReader analysis_reader(const AnalysisSpec& spec) {
+    ObjectReader r(spec.params, spec.loc);
+    r.allow({"type", "data", "norms"});
+    return r;
+}
+
+}  // namespace normlab

@@ -1,0 +1,41 @@
+// stats_shapes: which statistics each norm computes for each batch, without computing them.
+#include "analysis/types.hpp"
+
+namespace normlab {
+
+namespace {
+
+std::string axes_cell(const Axes& a) { return compact_shape(Shape(a.begin(), a.end())); }
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    Table t;
+    t.columns = stats_shapes_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        for (const auto& nn : spec.norms) {
+            NormLayer layer(ctx.norm(nn), ctx.dtype);
+            Resolution r = layer.resolve(b.x.shape(), b.channel_axis, dn);
+            t.add_row({dn, nn, norm_type_name(layer.def().type), compact_shape(r.input_shape),
+                       axes_cell(r.reduction_axes), compact_shape(r.stats_shape),
+                       static_cast<long long>(r.num_stats), static_cast<long long>(r.elems_per_stat),
+                       r.num_params ? compact_shape(r.param_shape) : std::string(),
+                       static_cast<long long>(r.num_params), r.eps});
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType stats_shapes_analysis() {
+    AnalysisType a;
+    a.name = "stats_shapes";
+    a.summary = "statistics shape, count and parameter shape of each norm on each batch";
+    a.columns = {"data", "norm", "type", "input_shape", "reduction_axes", "stats_shape",
+                 "num_stats", "elems_per_stat", "param_shape", "num_params", "eps"};
+    a.validate = [](const AnalysisSpec& s) { analysis_reader(s).finish(); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

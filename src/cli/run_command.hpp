@@ -1,0 +1,38 @@
+#pragma once
+// The `run` and `validate` subcommands, callable without CLI11 (tests call them directly).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/reader.hpp"
+
+namespace normlab {
+
+/// Options of `normlab run`.
+struct RunOptions {
+    std::string config_path;
+    std::optional<std::string> out;          ///< --out: overrides output.dir
+    std::optional<long long> seed;           ///< --seed: overrides "seed"
+    std::vector<std::string> sets;           ///< --set PATH=VALUE, applied in order
+    bool force = false;                      ///< replace a non-normlab output folder
+    bool quiet = false;                      ///< no summary on stdout
+};
+
+/// Applies one "PATH=VALUE" override to a config document. PATH is a dotted path
+/// ("norms.ln.eps", "data.x.shape.0") or a JSON pointer ("/norms/ln/eps"); VALUE is parsed
+/// as JSON, else taken as a string. Throws InputError naming the override when PATH does
+/// not lead through existing objects/arrays.
+void apply_override(Json& config, const std::string& assignment);
+
+/// Loads, overrides and parses a config (no data loaded). Throws InputError.
+Json load_config_document(const RunOptions& o);
+
+/// Runs a config end to end and writes the output folder. Throws InputError (exit 2) or
+/// EnvError (exit 1); on any failure the output folder is left as it was.
+void run_config(const RunOptions& o);
+
+/// Parses a config and builds its batches and binds every analysed pair, without writing.
+/// Throws InputError on the first problem.
+void validate_config(const RunOptions& o);
+
+}  // namespace normlab

@@ -1,0 +1,240 @@
+#include "config/config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <xtensor/xadapt.hpp>
+
+#include "data/npy.hpp"
+#include "data/random.hpp"
+#include "data/sources.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+Json load_json_file(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw InputError(path.string() + ": is a directory, expected a JSON config file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path.string() + ": cannot open config file (missing or unreadable)");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    try {
+        return Json::parse(text);
+    } catch (const Json::parse_error& e) {
+        // Convert nlohmann's byte offset into a line and column people can find.
+        std::size_t byte = std::min<std::size_t>(e.byte, text.size());
+        std::size_t line = 1, col = 1;
+        for (std::size_t i = 0; i + 1 < byte; ++i) {
+            if (text[i] == '\n') ++line, col = 1;
+            else ++col;
+        }
+        std::string what = e.what();
+        auto pos = what.find("parse error");
+        if (pos != std::string::npos) what = what.substr(pos);
+        throw InputError(path.string() + ": line " + std::to_string(line) + ", column " +
+                         std::to_string(col) + " (byte " + std::to_string(e.byte) +
+                         "): malformed JSON: " + what);
+    }
+}
+
+namespace {
+
+// "ones", "zeros", a number, a nested list, {"npy": path} or {"normal": {"mean", "std"}}.
+ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesystem::path& base_dir,
+                      std::uint64_t seed) {
+    ParamInit p;
+    p.loc = loc;
+    if (j.is_string()) {
+        std::string s = j.get<std::string>();
+        if (s == "ones") p.kind = ParamInit::Kind::ones;
+        else if (s == "zeros") p.kind = ParamInit::Kind::zeros;
+        else loc.fail("unknown initialiser \"" + s + "\" (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})");
+        return p;
+    }
+    if (j.is_number()) {
+        p.kind = ParamInit::Kind::constant;
+        p.constant = j.get<double>();
+        return p;
+    }
+    if (j.is_array()) {
+        p.kind = ParamInit::Kind::values;
+        std::vector<double> v = read_numbers(j, loc);
+        p.values = xt::adapt(v, Shape{v.size()});
+        return p;
+    }
+    ObjectReader r(j, loc);
+    if (auto path = r.string("npy")) {
+        std::filesystem::path full = std::filesystem::path(*path).is_absolute() ? std::filesystem::path(*path) : base_dir / *path;
+        p.kind = ParamInit::Kind::values;
+        try {
+            p.values = read_npy(full).values;
+        } catch (const InputError& e) {
+            r.at("npy").fail(e.what());
+        }
+    } else if (const Json* n = r.raw("normal")) {
+        ObjectReader nr(*n, r.at("normal"));
+        p.kind = ParamInit::Kind::normal;
+        p.mean = nr.number("mean", 0.0);
+        p.std = nr.number("std", 1.0);
+        p.seed = derive_seed(seed, loc.pointer);
+        nr.finish();
+    } else {
+        loc.fail("expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {...}}");
+    }
+    r.finish();
+    return p;
+}
+
+}  // namespace
+
+NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
+                   const std::filesystem::path& base_dir, std::uint64_t seed) {
+    ObjectReader r(j, loc);
+    NormDef d;
+    d.name = name;
+    d.loc = loc;
+    const auto& types = norm_type_names();
+    if (!r.has("type")) loc.fail("missing required key \"type\" (one of: batchnorm, layernorm, instancenorm, groupnorm, rmsnorm)");
+    std::string type = r.choice("type", types, "");
+    d.type = static_cast<NormType>(std::find(types.begin(), types.end(), type) - types.begin());
+    std::string conv = r.choice("convention", convention_names(), "torch");
+    d.convention = static_cast<Convention>(
+        std::find(convention_names().begin(), convention_names().end(), conv) - convention_names().begin());
+    d.eps = r.number("eps");
+    if (d.eps && !(*d.eps >= 0)) r.at("eps").fail("eps must be >= 0, but got " + r.raw("eps")->dump());
+    d.affine = r.boolean("affine");
+    d.mask = r.boolean("mask", false);
+    if (const Json* w = r.raw("weight")) d.weight = parse_param(*w, r.at("weight"), base_dir, seed);
+    if (const Json* b = r.raw("bias")) d.bias = parse_param(*b, r.at("bias"), base_dir, seed);
+    d.eps_placement = r.choice("eps_placement", {"inside_sqrt", "add_to_std"}, "inside_sqrt") == "add_to_std"
+                          ? EpsPlacement::add_to_std : EpsPlacement::inside_sqrt;
+    d.variance = r.choice("variance", {"biased", "unbiased"}, "biased") == "unbiased"
+                     ? VarianceEstimator::unbiased : VarianceEstimator::biased;
+
+    const bool channel_norm = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
+                              d.type == NormType::groupnorm;
+    if (channel_norm) {
+        d.channel_axis = r.integer("channel_axis");
+    } else {
+        d.normalized_shape = r.integers("normalized_shape");
+        d.axes = r.integers("axes");
+        if (d.normalized_shape && d.axes) loc.fail("give either normalized_shape or axes, not both");
+        if (!d.normalized_shape && !d.axes) loc.fail("missing \"normalized_shape\" (trailing dims) or \"axes\" (any axes)");
+        if (d.normalized_shape) {
+            if (d.normalized_shape->empty()) r.at("normalized_shape").fail("normalized_shape must not be empty");
+            for (std::size_t i = 0; i < d.normalized_shape->size(); ++i)
+                if ((*d.normalized_shape)[i] <= 0)
+                    r.at("normalized_shape").child(i).fail("dims must be positive, but got " + std::to_string((*d.normalized_shape)[i]));
+        }
+    }
+    if (d.type == NormType::rmsnorm) {
+        d.weight_offset = r.number("weight_offset", 0.0);
+    }
+    if (d.type == NormType::groupnorm) {
+        if (!r.has("num_groups")) loc.fail("missing required key \"num_groups\"");
+        d.num_groups = *r.integer("num_groups");
+        if (d.num_groups <= 0) r.at("num_groups").fail("num_groups must be positive, but got " + std::to_string(d.num_groups));
+    }
+    if (d.type == NormType::batchnorm || d.type == NormType::instancenorm) {
+        d.training = r.boolean("training");
+        d.track_running_stats = r.boolean("track_running_stats");
+        if (const Json* m = r.raw("momentum")) {
+            if (m->is_null()) d.momentum_null = true;
+            else {
+                d.momentum = r.number("momentum");
+                if (!(*d.momentum >= 0 && *d.momentum <= 1))
+                    r.at("momentum").fail("momentum must be in [0, 1] or null, but got " + m->dump());
+            }
+        }
+        if (const Json* v = r.raw("running_mean")) d.running_mean = parse_param(*v, r.at("running_mean"), base_dir, seed);
+        if (const Json* v = r.raw("running_var")) d.running_var = parse_param(*v, r.at("running_var"), base_dir, seed);
+    }
+    r.finish();
+    return d;
+}
+
+Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir) {
+    Config c;
+    c.file = file;
+    c.base_dir = base_dir;
+    c.json = j;
+    JsonLocation root{file, ""};
+    ObjectReader r(j, root);
+    c.name = r.string("name", "run");
+    if (c.name.empty()) r.at("name").fail("name must not be empty");
+    long long seed = r.integer("seed", 0);
+    if (seed < 0) r.at("seed").fail("seed must be >= 0, but got " + std::to_string(seed));
+    c.seed = static_cast<std::uint64_t>(seed);
+    if (auto dt = r.string("dtype")) {
+        try {
+            c.dtype = parse_dtype(*dt);
+        } catch (const InputError& e) {
+            r.at("dtype").fail(e.what());
+        }
+    }
+
+    const Json& data = r.required("data");
+    ObjectReader dr(data, r.at("data"));
+    if (data.empty()) r.at("data").fail("no data defined (expected at least one entry)");
+    for (auto it = data.begin(); it != data.end(); ++it) {
+        dr.allow({it.key()});
+        c.data_order.push_back(it.key());
+        c.data[it.key()] = it.value();
+        if (!it.value().is_object()) r.at("data").child(it.key()).fail("expected an object, but got " + json_type_name(it.value()));
+    }
+
+    const Json& norms = r.required("norms");
+    ObjectReader nr(norms, r.at("norms"));
+    if (norms.empty()) r.at("norms").fail("no norms defined (expected at least one entry)");
+    for (auto it = norms.begin(); it != norms.end(); ++it) {
+        nr.allow({it.key()});
+        c.norm_order.push_back(it.key());
+        c.norms[it.key()] = parse_norm(it.key(), it.value(), r.at("norms").child(it.key()), base_dir, c.seed);
+    }
+
+    const Json& analyses = r.required("analyses");
+    if (!analyses.is_array()) r.at("analyses").fail("expected a list of analyses, but got " + json_type_name(analyses));
+    if (analyses.empty()) r.at("analyses").fail("no analyses listed (expected at least one)");
+    std::vector<std::string> type_names;
+    for (const auto& t : analysis_types()) type_names.push_back(t.name);
+    for (std::size_t i = 0; i < analyses.size(); ++i) {
+        JsonLocation loc = r.at("analyses").child(i);
+        ObjectReader ar(analyses[i], loc);
+        AnalysisSpec s;
+        s.loc = loc;
+        s.params = analyses[i];
+        if (!ar.has("type")) loc.fail("missing required key \"type\"");
+        s.type = ar.choice("type", type_names, "");
+        auto names = [&](const char* key, const std::vector<std::string>& known, const char* section) {
+            auto list = ar.strings(key);
+            if (!list) loc.fail(std::string("missing required key \"") + key + "\" (a list of names under /" + section + ")");
+            if (list->empty()) ar.at(key).fail("list is empty");
+            for (std::size_t k = 0; k < list->size(); ++k) {
+                const std::string& n = (*list)[k];
+                if (std::find(known.begin(), known.end(), n) == known.end()) {
+                    std::string hint = did_you_mean(n, known);
+                    ar.at(key).child(k).fail("no " + std::string(section) + " entry named \"" + n + "\"" +
+                                             (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                }
+            }
+            return *list;
+        };
+        s.data = names("data", c.data_order, "data");
+        s.norms = names("norms", c.norm_order, "norms");
+        find_analysis(s.type)->validate(s);
+        c.analyses.push_back(std::move(s));
+    }
+
+    if (const Json* out = r.raw("output")) {
+        ObjectReader orr(*out, r.at("output"));
+        c.output_dir = orr.string("dir");
+        orr.finish();
+    }
+    r.finish();
+    return c;
+}
+
+}  // namespace normlab

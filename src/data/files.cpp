@@ -1,0 +1,64 @@
+#include "data/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include <zlib.h>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+std::string read_file_bytes(const std::filesystem::path& path) {
+    const std::string what = path.string();
+    std::error_code ec;
+    auto st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) throw InputError(what + ": no such file");
+    if (std::filesystem::is_directory(st)) throw InputError(what + ": is a directory, not a file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(what + ": cannot open: " + std::strerror(errno));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw InputError(what + ": read error");
+    return bytes;
+}
+
+std::string gunzip(const std::string& bytes, const std::string& what) {
+    std::string out;
+    z_stream zs{};
+    // 15 + 32: a 32 KiB window with automatic gzip/zlib header detection.
+    if (inflateInit2(&zs, 15 + 32) != Z_OK) throw InputError(what + ": cannot initialise zlib");
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    zs.avail_in = static_cast<uInt>(bytes.size());
+    char buf[65536];
+    for (;;) {
+        zs.next_out = reinterpret_cast<Bytef*>(buf);
+        zs.avail_out = sizeof buf;
+        int rc = inflate(&zs, Z_NO_FLUSH);
+        out.append(buf, sizeof buf - zs.avail_out);
+        if (rc == Z_STREAM_END) {
+            if (zs.avail_in == 0) break;
+            inflateReset(&zs);  // another gzip member follows
+            continue;
+        }
+        if (rc == Z_OK) continue;
+        if (rc == Z_BUF_ERROR && zs.avail_out != 0) rc = Z_DATA_ERROR;  // input ended early
+        if (rc == Z_BUF_ERROR) continue;
+        std::string msg = zs.msg ? zs.msg : (rc == Z_DATA_ERROR ? "unexpected end of data" : "zlib error");
+        inflateEnd(&zs);
+        throw InputError(what + ": corrupt or truncated gzip data (" + msg + ")");
+    }
+    inflateEnd(&zs);
+    return out;
+}
+
+std::string read_maybe_gzip(const std::filesystem::path& path) {
+    std::string bytes = read_file_bytes(path);
+    const bool gz = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                    static_cast<unsigned char>(bytes[1]) == 0x8b;
+    return gz ? gunzip(bytes, path.string()) : bytes;
+}
+
+}  // namespace normlab

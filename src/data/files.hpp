@@ -1,0 +1,21 @@
+#pragma once
+// Reading whole input files with the error messages every loader shares.
+#include <filesystem>
+#include <string>
+
+namespace normlab {
+
+/// The bytes of a file. Throws InputError "<path>: no such file", "<path>: is a directory,
+/// not a file", "<path>: cannot open: <reason>" or "<path>: read error".
+std::string read_file_bytes(const std::filesystem::path& path);
+
+/// The bytes of a file, decompressed when they are gzip (or zlib) data, detected by the
+/// magic bytes rather than the name. Throws InputError as read_file_bytes, and
+/// "<path>: corrupt or truncated gzip data (<zlib message>)".
+std::string read_maybe_gzip(const std::filesystem::path& path);
+
+/// Decompresses gzip or zlib data held in memory (concatenated gzip members are joined, as
+/// gzip -d does). `what` names the data in messages; throws InputError on corrupt data.
+std::string gunzip(const std::string& bytes, const std::string& what);
+
+}  // namespace normlab
