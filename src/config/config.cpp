@@ -24,19 +24,12 @@ Json load_json_file(const std::filesystem::path& path) {
     try {
         return Json::parse(text);
     } catch (const Json::parse_error& e) {
-        // Convert nlohmann's byte offset into a line and column people can find.
-        std::size_t byte = std::min<std::size_t>(e.byte, text.size());
-        std::size_t line = 1, col = 1;
-        for (std::size_t i = 0; i + 1 < byte; ++i) {
-            if (text[i] == '\n') ++line, col = 1;
-            else ++col;
-        }
+        // nlohmann's message already says "parse error at line L, column C: ..."; keep it
+        // after our own prefix so the line starts with the file.
         std::string what = e.what();
         auto pos = what.find("parse error");
         if (pos != std::string::npos) what = what.substr(pos);
-        throw InputError(path.string() + ": line " + std::to_string(line) + ", column " +
-                         std::to_string(col) + " (byte " + std::to_string(e.byte) +
-                         "): malformed JSON: " + what);
+        throw InputError(path.string() + ": malformed JSON: " + what);
     }
 }
 

@@ -1,0 +1,12 @@
+# End-to-end tests: they run the built binary the way users do.
+function(normlab_cli_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
+  normlab_test(${name} SOURCES ${T_SOURCES} DEPS ${T_DEPS})
+  add_dependencies(${name} normlab)
+  target_compile_definitions(${name} PRIVATE
+    NORMLAB_BINARY="$<TARGET_FILE:normlab>"
+    NORMLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endfunction()
+
+normlab_cli_test(test_cli SOURCES test_cli.cpp DEPS normlab_data normlab_report)
+include(cli_more.cmake OPTIONAL)

@@ -1,0 +1,148 @@
+// End to end: the built binary on the quickstart config and on broken configs.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "data/npy.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = NORMLAB_SOURCE_DIR;
+
+// Runs a config given as text; returns the result.
+CliResult run_config_text(const std::string& name, const std::string& json, const std::string& extra = "") {
+    fs::path dir = fresh_dir(name);
+    write_text(dir / "cfg.json", json);
+    return run_normlab("run " + (dir / "cfg.json").string() + " --out " + (dir / "out").string() + " " + extra);
+}
+
+std::string one_norm(const std::string& data, const std::string& norm, const std::string& analysis = "apply") {
+    return R"({"name": "t", "data": {"x": )" + data + R"(}, "norms": {"n": )" + norm +
+           R"(}, "analyses": [{"type": ")" + analysis + R"(", "data": ["x"], "norms": ["n"]}]})";
+}
+
+}  // namespace
+
+TEST_CASE("quickstart: report, CSVs with the documented shapes, saved output readable") {
+    fs::path out = fresh_dir("quickstart") / "out";
+    CliResult r = run_normlab("run " + kSrc + "/configs/quickstart.json --out " + out.string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out.empty());
+    std::string shapes = read_text(out / "stats_shapes.csv");
+    CHECK(shapes.rfind("data,norm,type,input_shape,reduction_axes,stats_shape,num_stats,elems_per_stat,param_shape,num_params", 0) == 0);
+    CHECK(shapes.find("tokens,ln,layernorm,\"[32,64,512]\",\"[2]\",\"[32,64,1]\",2048,512") != std::string::npos);
+    CHECK(shapes.find("images,bn,batchnorm,\"[32,3,64,64]\",\"[0,2,3]\",\"[1,3,1,1]\",3,131072") != std::string::npos);
+    CHECK(shapes.find("images,ln_img,layernorm,\"[32,3,64,64]\",\"[1,2,3]\",\"[32,1,1,1]\",32,12288") != std::string::npos);
+    CHECK(shapes.find("small,ln_last,layernorm,\"[2,3,4]\",\"[2]\",\"[2,3,1]\",6,4") != std::string::npos);
+    CHECK(shapes.find("small,ln_two,layernorm,\"[2,3,4]\",\"[1,2]\",\"[2,1,1]\",2,12") != std::string::npos);
+    std::string apply = read_text(out / "apply.csv");
+    CHECK(apply.rfind("data,norm,type,step,eps,out_mean_min,out_mean_max,out_std_min,out_std_max,in_min,in_max,out_min,out_max", 0) == 0);
+    auto y = normlab::read_npy(out / "arrays/row/ln_row/output.npy");
+    CHECK(y.dtype == "float32");
+    REQUIRE(y.values.size() == 4);
+    CHECK(y.values(0, 0) == doctest::Approx(-1.3416).epsilon(1e-4));
+    CHECK(y.values(0, 1) == doctest::Approx(-0.4472).epsilon(1e-4));
+    CHECK(y.values(0, 3) == doctest::Approx(1.3416).epsilon(1e-4));
+    auto report = nlohmann::json::parse(read_text(out / "report.json"));
+    CHECK(report["tool"] == "normlab");
+    CHECK(report["data"]["images"]["shape"] == nlohmann::json::array({32, 3, 64, 64}));
+
+    SUBCASE("same config, same bytes (apart from timings); a second run replaces the first") {
+        fs::path out2 = fresh_dir("quickstart2") / "out";
+        REQUIRE(run_normlab("run " + kSrc + "/configs/quickstart.json --out " + out2.string() + " -q").exit_code == 0);
+        CHECK(read_text(out / "apply.csv") == read_text(out2 / "apply.csv"));
+        CHECK(read_text(out / "arrays/row/ln_row/output.npy") == read_text(out2 / "arrays/row/ln_row/output.npy"));
+        auto r2 = nlohmann::json::parse(read_text(out2 / "report.json"));
+        report.erase("timings_ms");
+        r2.erase("timings_ms");
+        CHECK(report == r2);
+        CHECK(run_normlab("run " + kSrc + "/configs/quickstart.json --out " + out2.string() + " -q").exit_code == 0);
+    }
+}
+
+TEST_CASE("bad configs exit 2 with one line naming the file and the JSON path") {
+    struct Case {
+        const char* name;
+        std::string json;
+        const char* expect;
+    };
+    const std::string gauss = R"({"source": "gaussian", "shape": [2, 30, 8, 8]})";
+    std::vector<Case> cases = {
+        {"malformed", R"({"name": "t", "data": {)", "line 1, column"},
+        {"unknown_key", one_norm(gauss, R"({"type": "layernorm", "normalized_shape": [8], "epsx": 1})"),
+         "/norms/n/epsx: unknown key \"epsx\"; did you mean \"eps\"?"},
+        {"wrong_type", one_norm(gauss, R"({"type": "layernorm", "normalized_shape": [8], "eps": "1e-5"})"),
+         "/norms/n/eps: expected a number, but got string"},
+        {"negative_eps", one_norm(gauss, R"({"type": "layernorm", "normalized_shape": [8], "eps": -1})"),
+         "/norms/n/eps: eps must be >= 0"},
+        {"groups", one_norm(gauss, R"({"type": "groupnorm", "num_groups": 4})"),
+         "/norms/n/num_groups: groupnorm \"n\" on data \"x\": expected channels (C=30) to be divisible by num_groups (4)"},
+        {"normalized_shape", one_norm(gauss, R"({"type": "layernorm", "normalized_shape": [512]})"),
+         "/norms/n/normalized_shape: layernorm \"n\" on data \"x\": given normalized_shape=[512], expected input with shape [*, 512], but got input of shape [2, 30, 8, 8]"},
+        {"axes_range", one_norm(gauss, R"({"type": "layernorm", "axes": [4]})"),
+         "/norms/n/axes: layernorm \"n\" on data \"x\": axes: axis 4 out of range for input of rank 4"},
+        {"axes_repeated", one_norm(gauss, R"({"type": "rmsnorm", "axes": [3, -1]})"), "axis -1 repeated"},
+        {"weight_shape", one_norm(gauss, R"({"type": "batchnorm", "weight": [1, 2]})"),
+         "/norms/n/weight: weight: expected shape [30] (30 elements), but got [2]"},
+        {"running_shape", one_norm(gauss, R"({"type": "batchnorm", "training": false, "running_var": [1, 2, 3]})"),
+         "/norms/n/running_var: running_var: expected shape [30]"},
+        {"bn_one_value", one_norm(R"({"source": "values", "values": [[0.5, -1.0, 2.0, 0.0]]})", R"({"type": "batchnorm"})"),
+         "one value per channel (need more than 1), input shape [1, 4]"},
+        {"undefined_data", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["y"], "norms": ["n"]}]})", "/analyses/0/data/0: no data entry named \"y\""},
+        {"unknown_analysis", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "aply", "data": ["x"], "norms": ["n"]}]})", "did you mean \"apply\"?"},
+        {"empty_norms", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {}, "analyses": []})", "/norms: no norms defined"},
+        {"unknown_type", one_norm(gauss, R"({"type": "layer_norm", "axes": [1]})"), "/norms/n/type: unknown value \"layer_norm\""},
+        {"bad_save", R"({"data": {"x": {"source": "values", "values": [[1, 2]]}}, "norms": {"n": {"type": "layernorm", "axes": [-1]}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"], "save": ["running_mean"]}]})",
+         "/analyses/0/save/0: layernorm \"n\" keeps no running statistics"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CliResult r = run_config_text(std::string("bad_") + c.name, c.json);
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(c.expect) != std::string::npos, r.err);
+        CHECK(r.err.find("cfg.json") != std::string::npos);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK_FALSE(fs::exists(fs::path(fresh_dir(std::string("bad_") + c.name + "_x")).parent_path() / (std::string("bad_") + c.name) / "out"));
+    }
+}
+
+TEST_CASE("--set overrides any config value; --out folder rules") {
+    const std::string cfg = one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
+                                     R"({"type": "layernorm", "normalized_shape": [4]})");
+    CliResult r = run_config_text("set", cfg, "--set norms.n.eps=0.5 --set /data/x/values/0/0=0 -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string csv = read_text(fresh_dir("set_probe").parent_path() / "set" / "out" / "apply.csv");
+    CHECK(csv.find(",0.5,") != std::string::npos);
+    CHECK(csv.find(",0,4,") != std::string::npos);  // in_min 0 after the override
+    CliResult bad = run_config_text("set_bad", cfg, "--set norms.m.eps=1");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("/norms/m does not exist") != std::string::npos);
+
+    fs::path dir = fresh_dir("foreign");
+    write_text(dir / "cfg.json", cfg);
+    write_text(dir / "out" / "mine.txt", "precious");
+    CliResult refused = run_normlab("run " + (dir / "cfg.json").string() + " --out " + (dir / "out").string());
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("not empty") != std::string::npos);
+    CHECK(read_text(dir / "out" / "mine.txt") == "precious");
+}
+
+TEST_CASE("usage errors exit 2; validate and list") {
+    CHECK(run_normlab("").exit_code == 2);
+    CHECK(run_normlab("run").exit_code == 2);
+    CHECK(run_normlab("run /nonexistent/cfg.json").exit_code == 2);
+    CHECK(run_normlab("--version").exit_code == 0);
+    CliResult v = run_normlab("validate " + kSrc + "/configs/quickstart.json");
+    CHECK(v.exit_code == 0);
+    CliResult l = run_normlab("list");
+    CHECK(l.exit_code == 0);
+    CHECK(l.out.find("groupnorm") != std::string::npos);
+    CHECK(l.out.find("stats_shapes") != std::string::npos);
+}
