@@ -55,5 +55,10 @@ Shape read_positive_shape(ObjectReader& r, const std::string& key);
 SourceData build_values(const std::string& name, ObjectReader& r, const DataContext& ctx);
 SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataContext& ctx);
 SourceData build_npy(const std::string& name, ObjectReader& r, const DataContext& ctx);
+SourceData build_images(const std::string& name, ObjectReader& r, const DataContext& ctx);
+SourceData build_tokens(const std::string& name, ObjectReader& r, const DataContext& ctx);
+SourceData build_text(const std::string& name, ObjectReader& r, const DataContext& ctx);
+SourceData build_csv(const std::string& name, ObjectReader& r, const DataContext& ctx);
+SourceData build_image_files(const std::string& name, ObjectReader& r, const DataContext& ctx);
 
 }  // namespace normlab

@@ -4,6 +4,7 @@
 
 #include "data/masks.hpp"
 #include "data/npy.hpp"
+#include "data/sequences.hpp"
 #include "data/source_impl.hpp"
 
 namespace normlab {
@@ -12,9 +13,16 @@ namespace {
 
 // The registry, in the order `normlab list` shows it. Default channel axes per DESIGN.md.
 const std::vector<SourceDef>& registry() {
+    auto with_style = [](std::vector<std::string> keys) {
+        for (const auto& k : sequence_style_keys()) keys.push_back(k);
+        return keys;
+    };
     static const std::vector<SourceDef> defs = {
         {"gaussian", {"shape", "mean", "std"}, 1, false, &build_gaussian},
         {"values", {"values"}, 1, false, &build_values},
+        {"images", {"shape", "channel_mean", "channel_std", "smooth", "clip"}, 1, false, &build_images},
+        {"tokens", with_style({"batch", "max_len", "dim", "lengths", "min_len", "vocab"}), -1, true, &build_tokens},
+        {"text", with_style({"path", "dim", "split", "max_sentences", "max_len"}), -1, true, &build_text},
         {"npy", {"path"}, 1, false, &build_npy},
     };
     return defs;
