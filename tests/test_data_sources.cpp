@@ -46,7 +46,7 @@ TEST_CASE("make_batch: source key") {
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "gausian"})"),
                          doctest::Contains("/data/x/source: unknown value \"gausian\" (expected one of: "
-                                           "gaussian, values, images, tokens, text, npy); did you mean \"gaussian\"?"),
+                                           "gaussian, values, images, tokens, text, npy, csv, image_files); did you mean \"gaussian\"?"),
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": 3})"), doctest::Contains("/data/x/source: expected a string"),
                          InputError);

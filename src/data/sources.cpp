@@ -24,6 +24,10 @@ const std::vector<SourceDef>& registry() {
         {"tokens", with_style({"batch", "max_len", "dim", "lengths", "min_len", "vocab"}), -1, true, &build_tokens},
         {"text", with_style({"path", "dim", "split", "max_sentences", "max_len"}), -1, true, &build_text},
         {"npy", {"path"}, 1, false, &build_npy},
+        {"csv", {"path", "skip_rows", "header", "delimiter", "max_rows", "columns", "drop_columns", "row_shape"},
+         1, false, &build_csv},
+        {"image_files", {"paths", "folder", "patch", "mode", "channels", "max_patches"}, 1, false,
+         &build_image_files},
     };
     return defs;
 }

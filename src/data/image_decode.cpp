@@ -1,0 +1,36 @@
+// The one translation unit that compiles stb_image's implementation.
+#include "data/image_decode.hpp"
+
+#include <climits>
+
+#include "data/files.hpp"
+#include "tensor/errors.hpp"
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO  // bytes come from read_file_bytes, which reports missing files our way
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#include <stb/stb_image.h>
+
+namespace normlab {
+
+Image8 decode_image(const std::string& bytes, int channels, const std::string& what) {
+    if (bytes.size() > static_cast<std::size_t>(INT_MAX)) throw InputError(what + ": image file too large");
+    int w = 0, h = 0, n = 0;
+    unsigned char* p = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(bytes.data()),
+                                             static_cast<int>(bytes.size()), &w, &h, &n, channels);
+    if (!p) throw InputError(what + ": cannot decode image (" + stbi_failure_reason() + ")");
+    Image8 img;
+    img.width = static_cast<std::size_t>(w);
+    img.height = static_cast<std::size_t>(h);
+    img.channels = static_cast<std::size_t>(channels);
+    img.pixels.assign(p, p + img.width * img.height * img.channels);
+    stbi_image_free(p);
+    return img;
+}
+
+Image8 read_image(const std::filesystem::path& path, int channels) {
+    return decode_image(read_file_bytes(path), channels, path.string());
+}
+
+}  // namespace normlab
