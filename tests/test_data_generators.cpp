@@ -55,7 +55,7 @@ std::vector<double> row(const Batch& b, std::size_t i, std::size_t t) {
 
 }  // namespace
 
-TEST_CASE("images: default RGB mean/std, i.i.d. pixels without smooth") {
+TEST_CASE("images: default RGB mean/std + i.i.d. pixels without smooth") {
     Batch b = make(R"({"source": "images", "shape": [8, 3, 32, 32]})");
     CHECK(b.x.shape() == Shape{8, 3, 32, 32});
     CHECK(b.channel_axis == 1);
@@ -106,7 +106,7 @@ TEST_CASE("images: errors") {
     CHECK(make(R"({"source": "images", "shape": [1, 2, 4, 4]})").x.shape() == Shape{1, 2, 4, 4});
 }
 
-TEST_CASE("tokens: the issue's example: shape, mask, lengths, zero padding") {
+TEST_CASE("tokens: the issue's example: shape + mask + lengths + zero padding") {
     Batch b = make(R"({"source": "tokens", "batch": 4, "max_len": 12, "dim": 16, "lengths": [3, 7, 12, 5], "vocab": 100, "pad_value": 0, "padding_side": "right"})");
     REQUIRE(b.x.shape() == Shape{4, 12, 16});
     CHECK(b.channel_axis == 2);
@@ -123,7 +123,7 @@ TEST_CASE("tokens: the issue's example: shape, mask, lengths, zero padding") {
     CHECK(row(b, 0, 0) != row(b, 0, 1));  // different tokens (1 chance in 100 of a clash)
 }
 
-TEST_CASE("tokens: drawn lengths, left padding, repeated tokens share a vector") {
+TEST_CASE("tokens: drawn lengths + left padding + repeated tokens share a vector") {
     Batch r = make(R"({"source": "tokens", "batch": 32, "max_len": 64, "dim": 512, "min_len": 8})");
     CHECK(r.x.shape() == Shape{32, 64, 512});
     std::size_t distinct = 0, prev = 0;
@@ -156,7 +156,7 @@ TEST_CASE("tokens: drawn lengths, left padding, repeated tokens share a vector")
     CHECK(e.pad_fraction() == 1.0);
 }
 
-TEST_CASE("tokens: scale, offset and outlier dimensions") {
+TEST_CASE("tokens: scale + offset and outlier dimensions") {
     Batch b = make(R"({"source": "tokens", "batch": 64, "max_len": 32, "dim": 8, "vocab": 1000, "min_len": 32, "scale": 2, "offset": [0, 0, 0, 0, 0, 0, 5, -5], "outlier_dims": [-1], "outlier_scale": 10})");
     for (std::size_t d = 0; d < 8; ++d) {
         double s = 0, s2 = 0, n = 0;
@@ -203,7 +203,7 @@ TEST_CASE("tokens: errors") {
                          doctest::Contains("/data/x/padding_side: unknown value \"both\""), InputError);
 }
 
-TEST_CASE("text: sentences as padded sequences, vocabulary shared across sentences") {
+TEST_CASE("text: sentences as padded sequences + vocabulary shared across sentences") {
     Batch b = make(R"({"source": "text", "path": "small.txt", "dim": 8})");
     REQUIRE(b.x.shape() == Shape{7, 6, 8});
     CHECK(b.channel_axis == 2);

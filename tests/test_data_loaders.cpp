@@ -34,7 +34,7 @@ std::string in_file(const std::string& key, const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("csv: header, dropping a text label column by name, quoting, CRLF and blank lines") {
+TEST_CASE("csv: header + dropping a text label column by name + quoting + CRLF and blank lines") {
     Batch b = csv(R"({"source": "csv", "path": "header_label.csv", "header": true, "drop_columns": ["label"]})");
     CHECK(b.x.shape() == Shape{3, 2});
     CHECK(b.channel_axis == 1);
@@ -67,7 +67,7 @@ TEST_CASE("csv: the real wine and digits files") {
     CHECK(g.x.f64(1796, 0, 7, 7) == 0);
 }
 
-TEST_CASE("csv: errors name the file, line and column") {
+TEST_CASE("csv: errors name the file + line and column") {
     const std::string dir = kData + "/csv/";
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "ragged.csv"})"),
                          (in_file("path", dir + "ragged.csv") +
@@ -112,14 +112,14 @@ TEST_CASE("csv: errors name the file, line and column") {
                          doctest::Contains("unknown key \"skip_row\"; did you mean \"skip_rows\"?"), InputError);
 }
 
-TEST_CASE("gunzip: plain bytes pass through read_maybe_gzip; corrupt data is an error") {
+TEST_CASE("gunzip: plain bytes pass through read_maybe_gzip - corrupt data is an error") {
     CHECK(read_maybe_gzip(kData + "/csv/ragged.csv") == "1,2,3\n4,5,6\n7,8\n");
     CHECK(read_maybe_gzip(kData + "/csv/table.csv.gz").substr(0, 8) == "0,1,2,3\n");
     CHECK_THROWS_WITH_AS(gunzip(std::string("\x1f\x8b\x08\x00garbage", 12), "mem"),
                          doctest::Contains("mem: corrupt or truncated gzip data"), InputError);
 }
 
-TEST_CASE("image_files: values, layout (N, C, H, W), centre crop and tiles") {
+TEST_CASE("image_files: values + layout NCHW + centre crop and tiles") {
     Batch a = img(R"({"source": "image_files", "paths": ["a_rgb_6x8.png"]})");
     REQUIRE(a.x.shape() == Shape{1, 3, 6, 8});
     CHECK(a.channel_axis == 1);
@@ -186,7 +186,7 @@ TEST_CASE("image_files: errors") {
                          doctest::Contains("/data/x/mode: unknown value \"crop\""), InputError);
 }
 
-TEST_CASE("split_sentences: sentence ends, blank lines, words") {
+TEST_CASE("split_sentences: sentence ends + blank lines + words") {
     const std::string text = read_file_bytes(kData + "/text/small.txt");
     using S = std::vector<std::vector<std::string>>;
     CHECK(split_sentences(text, false) == S{{"hello", "world"},

@@ -18,7 +18,7 @@ NpyArray fixture(const std::string& name) { return read_npy(kDir + name); }
 Shape shape_of(const xt::xarray<double>& a) { return Shape(a.shape().begin(), a.shape().end()); }
 }  // namespace
 
-TEST_CASE("npy: every integer and float dtype numpy writes, shape (2, 3), values 0..5") {
+TEST_CASE("npy: every integer and float dtype numpy writes + shape 2x3 + values 0..5") {
     for (std::string dt : {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                            "float32", "float64"}) {
         CAPTURE(dt);
@@ -29,7 +29,7 @@ TEST_CASE("npy: every integer and float dtype numpy writes, shape (2, 3), values
     }
 }
 
-TEST_CASE("npy: float16 including subnormal, inf and nan") {
+TEST_CASE("npy: float16 including subnormal + inf and nan") {
     NpyArray a = fixture("float16.npy");
     CHECK(a.descr == "<f2");
     CHECK(a.dtype == "float16");
@@ -78,7 +78,7 @@ TEST_CASE("npy: Fortran order is returned row-major") {
             for (std::size_t k = 0; k < 4; ++k) CHECK(b.values(i, j, k) == double(i * 12 + j * 4 + k));
 }
 
-TEST_CASE("npy: format versions 2.0 and 3.0, scalars and empty arrays") {
+TEST_CASE("npy: format versions 2.0 and 3.0 + scalars and empty arrays") {
     NpyArray v2 = fixture("v2.npy");
     CHECK(v2.major_version == 2);
     CHECK(v2.values == xt::xarray<double>{1, 2, 3});
@@ -170,7 +170,7 @@ TEST_CASE("npy: round trip through npy_bytes in every dtype") {
     CHECK(parse_npy(npy_bytes(scalar, DType::float64), "mem").values() == 2.0);
 }
 
-TEST_CASE("npy: write_npy writes a file read_npy reads back; unwritable path is EnvError") {
+TEST_CASE("npy: write_npy writes a file read_npy reads back - unwritable path is EnvError") {
     auto dir = std::filesystem::temp_directory_path() / "normlab_test_data_npy";
     std::filesystem::create_directories(dir);
     Tensor t = Tensor::from_double(xt::xarray<double>{{1, 2}, {3, 4.5}}, DType::float32);

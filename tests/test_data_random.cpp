@@ -30,7 +30,7 @@ TEST_CASE("Rng: recorded first values for seed 42 (bit-exact on every platform)"
     for (double e : expected_normal) CHECK(g.normal() == e);
 }
 
-TEST_CASE("Rng: 1e5 normals have mean ~0 and std ~1; uniforms fill [0, 1)") {
+TEST_CASE("Rng: 1e5 normals have mean ~0 and std ~1 - uniforms fill 0..1") {
     Rng rng(derive_seed(7, "moments"));
     const int n = 100000;
     double sum = 0, sum2 = 0, sum3 = 0, sum4 = 0;
@@ -57,7 +57,7 @@ TEST_CASE("Rng: 1e5 normals have mean ~0 and std ~1; uniforms fill [0, 1)") {
     CHECK(std::fabs(usum / n - 0.5) < 0.005);
 }
 
-TEST_CASE("Rng: normal(mean, std) and the pairing of Box-Muller values") {
+TEST_CASE("Rng: normal(mean std) and the pairing of Box-Muller values") {
     Rng a(3), b(3);
     double z0 = a.normal(), z1 = a.normal();
     CHECK(b.normal(10, 2) == 10 + 2 * z0);

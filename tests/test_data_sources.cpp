@@ -60,7 +60,7 @@ TEST_CASE("make_batch: source key") {
     CHECK(std::find(names.begin(), names.end(), "npy") != names.end());
 }
 
-TEST_CASE("values: shape is the nesting; values rounded to the run dtype") {
+TEST_CASE("values: shape is the nesting - values rounded to the run dtype") {
     Batch b = batch(R"({"source": "values", "values": [[1, 2, 3, 4]]})");
     CHECK(b.x.shape() == Shape{1, 4});
     CHECK(b.source == "values");
@@ -107,7 +107,7 @@ TEST_CASE("values: errors at the pointer of the offending element") {
                          doctest::Contains("missing required key \"values\""), InputError);
 }
 
-TEST_CASE("gaussian: shape, moments, determinism per name and seed") {
+TEST_CASE("gaussian: shape + moments + determinism per name and seed") {
     Batch b = batch(R"({"source": "gaussian", "shape": [32, 64, 50], "mean": 10, "std": 5, "channel_axis": -1})");
     CHECK(b.x.shape() == Shape{32, 64, 50});
     CHECK(b.channel_axis == 2);
@@ -154,7 +154,7 @@ TEST_CASE("gaussian: errors") {
                          doctest::Contains("/data/x/shape: shape has too many elements"), InputError);
 }
 
-TEST_CASE("channel_axis: negative allowed, out of range is an error at its pointer") {
+TEST_CASE("channel_axis: negative allowed + out of range is an error at its pointer") {
     CHECK(batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -2})").channel_axis == 1);
     CHECK(batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": 0})").channel_axis == 0);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "channel_axis": 2})"),
@@ -167,7 +167,7 @@ TEST_CASE("channel_axis: negative allowed, out of range is an error at its point
                          doctest::Contains("/data/x/channel_axis: expected an integer"), InputError);
 }
 
-TEST_CASE("npy source: path against base_dir, dtype rounding, errors naming file and pointer") {
+TEST_CASE("npy source: path against base_dir + dtype rounding + errors naming file and pointer") {
     Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "channel_axis": -1})");
     CHECK(b.x.shape() == Shape{2, 3, 4});
     CHECK(b.channel_axis == 2);
@@ -190,7 +190,7 @@ TEST_CASE("npy source: path against base_dir, dtype rounding, errors naming file
                          doctest::Contains("/data/x/path: expected a file path string"), InputError);
 }
 
-TEST_CASE("mask: (B,T) for (B,T,D) stored as (B,T,1); full shape accepted; others rejected") {
+TEST_CASE("mask: BT for BTD stored as BT1 - full shape accepted - others rejected") {
     Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bool.npy", "channel_axis": -1})");
     REQUIRE(b.has_mask());
     CHECK(b.mask.shape() == std::vector<std::size_t>{2, 3, 1});
@@ -220,7 +220,7 @@ TEST_CASE("mask: (B,T) for (B,T,D) stored as (B,T,1); full shape accepted; other
     CHECK(g.mask.shape() == std::vector<std::size_t>{2, 3});
 }
 
-TEST_CASE("lengths: right and left padding masks for (B,T,D)") {
+TEST_CASE("lengths: right and left padding masks for BTD") {
     Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, 0], "channel_axis": -1})");
     CHECK(mask_of(b) == trailing_one({{1, 1, 0}, {0, 0, 0}}));
     CHECK(b.lengths == std::vector<std::size_t>{2, 0});
