@@ -10,3 +10,4 @@ endfunction()
 
 normlab_cli_test(test_cli SOURCES test_cli.cpp DEPS normlab_data normlab_report)
 include(cli_more.cmake OPTIONAL)
+normlab_cli_test(test_scripting SOURCES test_scripting.cpp DEPS normlab_config)

@@ -1,11 +1,16 @@
 // normlab command line: parses arguments with CLI11, calls the core, maps errors to exit
-// codes (0 success, 2 bad input of any kind, 1 failure of the environment).
+// codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
+// stdout, messages to stderr.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "analysis/analysis.hpp"
+#include "cli/merge.hpp"
 #include "cli/run_command.hpp"
+#include "cli/shapes_command.hpp"
 #include "data/sources.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
@@ -15,14 +20,43 @@ using namespace normlab;
 namespace {
 
 void print_list() {
-    std::cout << "norm types:";
-    for (const auto& n : norm_type_names()) std::cout << ' ' << n;
-    std::cout << "\nconventions:";
+    std::cout << "norm types (keys; see README \"Norms\" for defaults):\n"
+                 "  batchnorm: channel_axis, training=true, momentum=0.1|null, track_running_stats=true, running_mean=zeros, running_var=ones, affine=true\n"
+                 "  layernorm: normalized_shape | axes, affine=true\n"
+                 "  instancenorm: channel_axis, affine=false, track_running_stats=false, training=true, momentum, running_mean, running_var\n"
+                 "  groupnorm: num_groups (required), channel_axis, affine=true\n"
+                 "  rmsnorm: normalized_shape | axes, affine=true (weight only), weight_offset=0\n"
+                 "  all: eps (convention default), weight, bias, mask=false, convention=torch, eps_placement=inside_sqrt, variance=biased\n";
+    std::cout << "conventions:";
     for (const auto& n : convention_names()) std::cout << ' ' << n;
     std::cout << "\ndata sources:";
     for (const auto& n : data_source_names()) std::cout << ' ' << n;
     std::cout << "\nanalyses:\n";
-    for (const auto& a : analysis_types()) std::cout << "  " << a.name << ": " << a.summary << '\n';
+    for (const auto& a : analysis_types()) {
+        std::cout << "  " << a.name << ": " << a.summary << "\n    columns:";
+        for (const auto& c : a.columns) std::cout << ' ' << c;
+        std::cout << '\n';
+    }
+}
+
+// "32,3,64,64" -> {32, 3, 64, 64}; CLI11's own vector parsing wants spaces or repeats.
+CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std::vector<long long>>& target,
+                      const std::string& help) {
+    return app->add_option_function<std::string>(name, [&target, name](const std::string& s) {
+        std::vector<long long> v;
+        std::stringstream ss(s);
+        std::string tok;
+        while (std::getline(ss, tok, ',')) {
+            try {
+                std::size_t used = 0;
+                v.push_back(std::stoll(tok, &used));
+                if (used != tok.size()) throw std::invalid_argument(tok);
+            } catch (const std::exception&) {
+                throw CLI::ValidationError(name, "expected comma-separated integers, but got \"" + s + "\"");
+            }
+        }
+        target = v;
+    }, help);
 }
 
 }  // namespace
@@ -35,12 +69,14 @@ int main(int argc, char** argv) {
 
     RunOptions run;
     long long seed = 0;
-    std::string out;
+    std::string out, shard;
     auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json and one CSV per analysis");
     run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
     run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)");
     run_cmd->add_option("--seed", seed, "override the config's seed");
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)");
+    run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
+    run_cmd->add_flag("--dry-run", run.dry_run, "validate and print the plan (data, norms, analyses, points, memory); write nothing");
     run_cmd->add_flag("--force", run.force, "replace an output folder that does not hold a normlab result");
     run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing on success");
 
@@ -52,6 +88,33 @@ int main(int argc, char** argv) {
 
     auto* list_cmd = app.add_subcommand("list", "norm types, conventions, data sources and analyses");
 
+    ShapesOptions sh;
+    std::optional<std::vector<long long>> sh_shape;
+    long long sh_groups = 0, sh_channel = 0;
+    auto* shapes_cmd = app.add_subcommand("shapes", "statistics shape of one norm on one input shape");
+    add_list(shapes_cmd, "--shape", sh_shape, "input shape, e.g. 32,3,64,64")->required();
+    shapes_cmd->add_option("--norm", sh.norm, "batchnorm, layernorm, instancenorm, groupnorm or rmsnorm")->required();
+    add_list(shapes_cmd, "--normalized-shape", sh.normalized_shape, "trailing dims (layernorm, rmsnorm), e.g. 3,64,64");
+    add_list(shapes_cmd, "--axes", sh.axes, "reduction axes (layernorm, rmsnorm), e.g. -1 or 1,2");
+    shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm)");
+    shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1)");
+    shapes_cmd->add_flag("--json", sh.json, "one JSON object instead of key: value lines");
+
+    std::string tmpl = "minimal", init_out;
+    bool init_force = false;
+    auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: minimal, sweep)");
+    init_cmd->add_option("template", tmpl, "template name");
+    init_cmd->add_option("-o,--output", init_out, "file to write (default: stdout)");
+    init_cmd->add_flag("--force", init_force, "overwrite an existing file");
+
+    std::string merge_out;
+    std::vector<std::string> merge_dirs;
+    bool merge_force = false;
+    auto* merge_cmd = app.add_subcommand("merge", "combine the folders of a sharded sweep into one");
+    merge_cmd->add_option("out", merge_out, "output folder")->required();
+    merge_cmd->add_option("dirs", merge_dirs, "shard folders")->required();
+    merge_cmd->add_flag("--force", merge_force, "replace an output folder that does not hold a normlab result");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -62,6 +125,7 @@ int main(int argc, char** argv) {
     try {
         if (*run_cmd) {
             if (!out.empty()) run.out = out;
+            if (!shard.empty()) run.shard = shard;
             if (run_cmd->count("--seed")) run.seed = seed;
             run_config(run);
         } else if (*val_cmd) {
@@ -72,6 +136,24 @@ int main(int argc, char** argv) {
             }
         } else if (*list_cmd) {
             print_list();
+        } else if (*shapes_cmd) {
+            sh.shape = *sh_shape;
+            if (shapes_cmd->count("--num-groups")) sh.num_groups = sh_groups;
+            if (shapes_cmd->count("--channel-axis")) sh.channel_axis = sh_channel;
+            std::cout << shapes_answer(sh);
+        } else if (*init_cmd) {
+            std::string text = template_text(tmpl);
+            if (init_out.empty()) {
+                std::cout << text;
+            } else {
+                if (std::filesystem::exists(init_out) && !init_force)
+                    throw InputError(init_out + ": exists; pass --force to overwrite");
+                std::ofstream f(init_out, std::ios::binary | std::ios::trunc);
+                if (!(f << text)) throw EnvError(init_out + ": cannot write");
+                std::cerr << "normlab: wrote " << init_out << " (run it: normlab run " << init_out << ")\n";
+            }
+        } else if (*merge_cmd) {
+            merge_results(merge_out, merge_dirs, merge_force);
         }
     } catch (const InputError& e) {
         std::cerr << "normlab: error: " << e.what() << '\n';

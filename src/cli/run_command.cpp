@@ -3,9 +3,13 @@
 #include <chrono>
 #include <iostream>
 #include <sstream>
+#include <tuple>
+#include <unistd.h>
 
 #include "analysis/analysis.hpp"
 #include "config/config.hpp"
+#include "config/sweep.hpp"
+#include "data/random.hpp"
 #include "data/npy.hpp"
 #include "data/sources.hpp"
 #include "report/output.hpp"
@@ -111,14 +115,14 @@ struct Loaded {
     std::map<std::string, Batch> batches;
 };
 
-Loaded load(const RunOptions& o) {
+Loaded load_document(const Json& doc, const std::string& file) {
     Loaded l;
-    fs::path base = fs::path(o.config_path).parent_path();
-    l.config = parse_config(load_config_document(o), o.config_path, base);
+    fs::path base = fs::path(file).parent_path();
+    l.config = parse_config(doc, file, base);
     DataContext ctx{base, l.config.seed, l.config.dtype};
     for (const auto& name : l.config.data_order)
         l.batches[name] = make_batch(name, l.config.data.at(name),
-                                     JsonLocation{o.config_path, "/data"}.child(name), ctx);
+                                     JsonLocation{file, "/data"}.child(name), ctx);
     return l;
 }
 
@@ -133,10 +137,21 @@ Json data_summary(const Batch& b) {
     return j;
 }
 
-}  // namespace
+// The config of one sweep point: the base with the point's overrides; its seed derived
+// from the base seed and the point unless the sweep keeps one seed for all points.
+Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt) {
+    Json doc = base;
+    for (const auto& [path, v] : pt.values) apply_override(doc, path + "=" + v.dump());
+    if (!sweep.paths.empty() && sweep.seed_per_point) {
+        std::uint64_t seed = doc.contains("seed") && doc["seed"].is_number_unsigned()
+                                 ? doc["seed"].get<std::uint64_t>() : 0;
+        doc["seed"] = derive_seed(seed, pt.label()) >> 1;  // a seed the config accepts (< 2^63)
+    }
+    return doc;
+}
 
-void validate_config(const RunOptions& o) {
-    Loaded l = load(o);
+// Binds every norm of every analysis to its data: the shape errors a run would hit.
+void check_pairs(const Loaded& l) {
     for (const auto& a : l.config.analyses)
         for (const auto& dn : a.data)
             for (const auto& nn : a.norms) {
@@ -145,51 +160,158 @@ void validate_config(const RunOptions& o) {
             }
 }
 
+}  // namespace
+
+void validate_config(const RunOptions& o) {
+    Json doc = load_config_document(o);
+    Sweep sweep = extract_sweep(doc, o.config_path);
+    for (const auto& pt : sweep.points) check_pairs(load_document(point_document(doc, sweep, pt), o.config_path));
+}
+
+namespace {
+
+// Prepends the sweep point's columns (point index, then one column per swept path).
+Table with_point_columns(const Table& t, const Sweep& sweep, const SweepPoint& pt) {
+    Table out;
+    out.columns.push_back("point");
+    for (const auto& p : sweep.paths) out.columns.push_back(sweep_column(p));
+    out.columns.insert(out.columns.end(), t.columns.begin(), t.columns.end());
+    std::vector<Cell> lead{static_cast<long long>(pt.index)};
+    for (const auto& [path, v] : pt.values) {
+        if (v.is_number_integer()) lead.push_back(v.get<long long>());
+        else if (v.is_number()) lead.push_back(v.get<double>());
+        else if (v.is_boolean()) lead.push_back(v.get<bool>());
+        else if (v.is_string()) lead.push_back(v.get<std::string>());
+        else lead.push_back(v.dump());
+    }
+    for (const auto& row : t.rows) {
+        std::vector<Cell> r = lead;
+        r.insert(r.end(), row.begin(), row.end());
+        out.add_row(std::move(r));
+    }
+    return out;
+}
+
+// Rough peak memory of one point: every batch, plus one output and its statistics for the
+// largest batch at a time (analyses hold at most a few tensors of one batch).
+std::size_t estimate_bytes(const Loaded& l) {
+    std::size_t total = 0, largest = 0;
+    for (const auto& [name, b] : l.batches) {
+        std::size_t bytes = b.x.size() * (b.x.dtype == DType::float64 ? 8 : 4);
+        total += bytes;
+        largest = std::max(largest, bytes);
+    }
+    return total + 3 * largest;
+}
+
+}  // namespace
+
 void run_config(const RunOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
-    Loaded l = load(o);
-    const Config& c = l.config;
-    double load_ms = ms_since(t0);
+    Json base_doc = load_config_document(o);
+    const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
+    Sweep sweep = extract_sweep(base_doc, o.config_path);
+    std::size_t shard_i = 0, shard_n = 1;
+    if (o.shard) std::tie(shard_i, shard_n) = parse_shard(*o.shard);
+    const bool swept = !sweep.paths.empty();
+    fs::path base = fs::path(o.config_path).parent_path();
 
-    fs::path out_dir = o.out ? fs::path(*o.out) : c.output_dir ? fs::path(*c.output_dir) : fs::path("results") / c.name;
+    // Parse every selected point before writing anything: a bad point fails the run early.
+    std::vector<const SweepPoint*> selected;
+    for (const auto& pt : sweep.points)
+        if (pt.index % shard_n == shard_i) selected.push_back(&pt);
+    auto point_doc = [&](const SweepPoint& pt) { return point_document(base_doc, sweep, pt); };
+    Config first = parse_config(point_doc(*selected.front()), o.config_path, base);
+
+    if (o.dry_run) {
+        std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype "
+                  << dtype_name(first.dtype) << ", seed " << first.seed << ")\n";
+        std::cout << "sweep points: " << sweep.points.size();
+        if (o.shard) std::cout << " (this shard runs " << selected.size() << ")";
+        std::cout << "\n";
+        std::size_t peak = 0;
+        for (const SweepPoint* pt : selected) {
+            Loaded l = load_document(point_doc(*pt), o.config_path);
+            peak = std::max(peak, estimate_bytes(l));
+            check_pairs(l);
+            if (pt != selected.front()) continue;
+            for (const auto& n : l.config.data_order) {
+                const Batch& b = l.batches.at(n);
+                std::cout << "data " << n << ": " << b.source << " " << format_shape(b.x.shape())
+                          << ", channel axis " << b.channel_axis
+                          << (b.has_mask() ? ", padding mask" : "") << "\n";
+            }
+            for (const auto& n : l.config.norm_order)
+                std::cout << "norm " << n << ": " << norm_type_name(l.config.norms.at(n).type) << "\n";
+            for (std::size_t i = 0; i < l.config.analyses.size(); ++i) {
+                const auto& a = l.config.analyses[i];
+                std::cout << "analysis " << i << ": " << a.type << " (" << a.data.size() << " data x "
+                          << a.norms.size() << " norms)\n";
+            }
+        }
+        std::cout << "estimated peak memory: " << (peak + (1u << 20) - 1) / (1u << 20) << " MiB\n";
+        return;
+    }
+
+    fs::path out_dir = o.out ? fs::path(*o.out) : first.output_dir ? fs::path(*first.output_dir) : fs::path("results") / first.name;
     OutputFolder folder(out_dir, o.force);
-
-    AnalysisContext ctx;
-    ctx.batches = &l.batches;
-    ctx.norms = &c.norms;
-    ctx.dtype = c.dtype;
-    ctx.seed = c.seed;
     std::vector<std::string> files;
-    ctx.save = [&](const std::string& data, const std::string& norm, const std::string& what,
-                   const xt::xarray<double>& values, DType dtype) {
-        fs::path rel = fs::path("arrays") / data / norm / (what + ".npy");
-        folder.write(rel, npy_bytes(values, dtype));
-        if (std::find(files.begin(), files.end(), rel.string()) == files.end()) files.push_back(rel.string());
-    };
-
     std::vector<std::string> type_order;
     std::map<std::string, Table> tables;
     Json analyses = Json::array();
     Json timings = Json::array();
-    for (std::size_t i = 0; i < c.analyses.size(); ++i) {
-        const AnalysisSpec& a = c.analyses[i];
-        auto ta = std::chrono::steady_clock::now();
-        Table t = find_analysis(a.type)->run(a, ctx);
-        timings.push_back({{"analysis", i}, {"type", a.type}, {"ms", ms_since(ta)}});
-        Json entry = Json::object();
-        entry["index"] = i;
-        entry["type"] = a.type;
-        entry["data"] = a.data;
-        entry["norms"] = a.norms;
-        entry["rows"] = table_to_json(t);
-        analyses.push_back(std::move(entry));
-        if (!tables.count(a.type)) {
-            type_order.push_back(a.type);
-            tables[a.type] = t;
-        } else {
-            tables[a.type].append(t);
+    Json data_summaries = Json::object();
+    const bool progress = swept && !o.quiet && ::isatty(2);
+
+    for (std::size_t k = 0; k < selected.size(); ++k) {
+        const SweepPoint& pt = *selected[k];
+        if (progress) std::cerr << "\rnormlab: point " << (k + 1) << "/" << selected.size() << std::flush;
+        Loaded l = load_document(point_doc(pt), o.config_path);
+        const Config& c = l.config;
+        AnalysisContext ctx;
+        ctx.batches = &l.batches;
+        ctx.norms = &c.norms;
+        ctx.dtype = c.dtype;
+        ctx.seed = c.seed;
+        fs::path arrays = swept ? fs::path("arrays") / ("p" + std::to_string(pt.index)) : fs::path("arrays");
+        ctx.save = [&](const std::string& data, const std::string& norm, const std::string& what,
+                       const xt::xarray<double>& values, DType dtype) {
+            fs::path rel = arrays / data / norm / (what + ".npy");
+            folder.write(rel, npy_bytes(values, dtype));
+            if (std::find(files.begin(), files.end(), rel.string()) == files.end()) files.push_back(rel.string());
+        };
+        Json point_data = Json::object();
+        for (const auto& n : c.data_order) point_data[n] = data_summary(l.batches.at(n));
+        if (swept) data_summaries[std::to_string(pt.index)] = point_data;
+        else data_summaries = point_data;
+
+        for (std::size_t i = 0; i < c.analyses.size(); ++i) {
+            const AnalysisSpec& a = c.analyses[i];
+            auto ta = std::chrono::steady_clock::now();
+            Table t = find_analysis(a.type)->run(a, ctx);
+            if (swept) t = with_point_columns(t, sweep, pt);
+            Json timing = {{"analysis", i}, {"type", a.type}, {"ms", ms_since(ta)}};
+            Json entry = Json::object();
+            if (swept) {
+                entry["point"] = pt.index;
+                timing["point"] = pt.index;
+            }
+            entry["index"] = i;
+            entry["type"] = a.type;
+            entry["data"] = a.data;
+            entry["norms"] = a.norms;
+            entry["rows"] = table_to_json(t);
+            analyses.push_back(std::move(entry));
+            timings.push_back(std::move(timing));
+            if (!tables.count(a.type)) {
+                type_order.push_back(a.type);
+                tables[a.type] = t;
+            } else {
+                tables[a.type].append(t);
+            }
         }
     }
+    if (progress) std::cerr << "\n";
     for (const auto& type : type_order) {
         std::ostringstream csv;
         write_csv(csv, tables[type]);
@@ -201,22 +323,34 @@ void run_config(const RunOptions& o) {
     report["tool"] = "normlab";
     report["normlab_version"] = kVersion;
     report["schema_version"] = 1;
-    report["name"] = c.name;
-    report["seed"] = c.seed;
-    report["dtype"] = dtype_name(c.dtype);
-    report["config"] = c.json;
-    Json data = Json::object();
-    for (const auto& n : c.data_order) data[n] = data_summary(l.batches.at(n));
-    report["data"] = data;
+    report["name"] = first.name;
+    report["seed"] = resolved_doc.value("seed", Json(0));
+    report["dtype"] = dtype_name(first.dtype);
+    if (swept) {
+        Json sw = Json::object();
+        sw["paths"] = sweep.paths;
+        sw["columns"] = Json::array();
+        for (const auto& p : sweep.paths) sw["columns"].push_back(sweep_column(p));
+        sw["total_points"] = sweep.points.size();
+        sw["seed_per_point"] = sweep.seed_per_point;
+        sw["shard"] = {shard_i, shard_n};
+        Json pts = Json::array();
+        for (const SweepPoint* pt : selected) pts.push_back(pt->index);
+        sw["points"] = pts;
+        report["sweep"] = sw;
+    }
+    report["config"] = resolved_doc;
+    report["data"] = data_summaries;
     report["analyses"] = analyses;
     report["files"] = files;
-    report["timings_ms"] = {{"load", load_ms}, {"analyses", timings}, {"total", ms_since(t0)}};
+    report["timings_ms"] = {{"analyses", timings}, {"total", ms_since(t0)}};
     folder.write("report.json", report.dump(2) + "\n");
     folder.commit();
     if (!o.quiet) {
-        std::cout << "normlab: " << c.name << ": " << c.analyses.size() << " analyses, "
+        std::cout << "normlab: " << first.name << ": " << selected.size() << " point(s), "
                   << files.size() << " files written to " << out_dir.string() << "\n";
-        for (const auto& f : files) std::cout << "  " << (out_dir / f).string() << "\n";
+        if (files.size() <= 20)
+            for (const auto& f : files) std::cout << "  " << (out_dir / f).string() << "\n";
     }
 }
 

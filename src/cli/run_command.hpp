@@ -16,6 +16,8 @@ struct RunOptions {
     std::vector<std::string> sets;           ///< --set PATH=VALUE, applied in order
     bool force = false;                      ///< replace a non-normlab output folder
     bool quiet = false;                      ///< no summary on stdout
+    bool dry_run = false;                    ///< validate and print the plan; write nothing
+    std::optional<std::string> shard;        ///< --shard I/N: run sweep points with index % N == I
 };
 
 /// Applies one "PATH=VALUE" override to a config document. PATH is a dotted path
@@ -27,7 +29,9 @@ void apply_override(Json& config, const std::string& assignment);
 /// Loads, overrides and parses a config (no data loaded). Throws InputError.
 Json load_config_document(const RunOptions& o);
 
-/// Runs a config end to end and writes the output folder. Throws InputError (exit 2) or
+/// Runs a config end to end (every sweep point of this shard, in one process) and writes
+/// the output folder; with dry_run, prints the plan (data shapes, norms, analyses, points,
+/// estimated memory) to stdout instead. Throws InputError (exit 2) or
 /// EnvError (exit 1); on any failure the output folder is left as it was.
 void run_config(const RunOptions& o);
 

@@ -100,13 +100,14 @@ double ObjectReader::number(const std::string& key, double fallback) {
 
 namespace {
 long long to_integer(const Json& j, const JsonLocation& loc) {
-    if (j.is_number_integer()) return j.get<long long>();
+    // nlohmann's is_number_integer() is also true for unsigned values: test unsigned first.
     if (j.is_number_unsigned()) {
         auto u = j.get<unsigned long long>();
         if (u > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
             loc.fail("integer " + j.dump() + " is too large");
         return static_cast<long long>(u);
     }
+    if (j.is_number_integer()) return j.get<long long>();
     if (j.is_number_float()) {
         double d = j.get<double>();
         if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<long long>(d);

@@ -1,0 +1,62 @@
+#include "cli/shapes_command.hpp"
+
+#include <algorithm>
+
+#include "norm/presets.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+std::string shapes_answer(const ShapesOptions& o) {
+    if (o.shape.empty()) throw InputError("--shape: expected a list of positive dims, e.g. 32,3,64,64");
+    Shape shape;
+    for (long long d : o.shape) {
+        if (d <= 0) throw InputError("--shape: dims must be positive, but got " + std::to_string(d));
+        shape.push_back(static_cast<std::size_t>(d));
+    }
+    const auto& types = norm_type_names();
+    auto it = std::find(types.begin(), types.end(), o.norm);
+    if (it == types.end())
+        throw InputError("--norm: unknown norm type \"" + o.norm + "\" (expected batchnorm, layernorm, instancenorm, groupnorm or rmsnorm)");
+    NormDef d;
+    d.name = o.norm;
+    d.loc = {"", "--norm " + o.norm};
+    d.type = static_cast<NormType>(it - types.begin());
+    d.normalized_shape = o.normalized_shape;
+    d.axes = o.axes;
+    d.num_groups = o.num_groups.value_or(0);
+    d.channel_axis = o.channel_axis;
+    const bool trailing = d.type == NormType::layernorm || d.type == NormType::rmsnorm;
+    if (trailing && !d.normalized_shape && !d.axes)
+        throw InputError("--norm " + o.norm + ": needs --normalized-shape or --axes");
+    if (d.type == NormType::groupnorm && !o.num_groups)
+        throw InputError("--norm groupnorm: needs --num-groups");
+    std::size_t ca = shape.size() > 1 ? 1 : 0;
+    Resolution r = NormLayer(d, DType::float32).resolve(shape, ca, "--shape " + compact_shape(shape));
+
+    std::vector<std::pair<std::string, std::string>> kv = {
+        {"norm", o.norm},
+        {"input_shape", compact_shape(r.input_shape)},
+        {"reduction_axes", compact_shape(Shape(r.reduction_axes.begin(), r.reduction_axes.end()))},
+        {"stats_shape", compact_shape(r.stats_shape)},
+        {"num_stats", std::to_string(r.num_stats)},
+        {"elems_per_stat", std::to_string(r.elems_per_stat)},
+        {"param_shape", r.num_params ? compact_shape(r.param_shape) : ""},
+        {"num_params", std::to_string(r.num_params)},
+    };
+    std::string out;
+    if (o.json) {
+        out = "{";
+        for (std::size_t i = 0; i < kv.size(); ++i) {
+            bool number = kv[i].first == "num_stats" || kv[i].first == "elems_per_stat" || kv[i].first == "num_params";
+            bool list = !kv[i].second.empty() && kv[i].second[0] == '[';
+            out += (i ? ", \"" : "\"") + kv[i].first + "\": " +
+                   (number || list ? kv[i].second : (kv[i].second.empty() && kv[i].first == "param_shape" ? "null" : "\"" + kv[i].second + "\""));
+        }
+        return out + "}\n";
+    }
+    for (const auto& [k, v] : kv) out += k + ": " + v + "\n";
+    return out;
+}
+
+}  // namespace normlab

@@ -1,0 +1,128 @@
+#include "config/sweep.hpp"
+
+#include <cctype>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+std::string SweepPoint::label() const {
+    std::string s;
+    for (std::size_t i = 0; i < values.size(); ++i)
+        s += (i ? ";" : "") + values[i].first + "=" + values[i].second.dump();
+    return s;
+}
+
+std::string sweep_column(const std::string& path) {
+    std::string out;
+    for (char c : path) {
+        bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        if (word) out += c;
+        else if (!out.empty() && out.back() != '_') out += '_';
+    }
+    while (!out.empty() && out.back() == '_') out.pop_back();
+    return out;
+}
+
+std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
+    auto slash = text.find('/');
+    auto bad = [&] {
+        throw InputError("--shard " + text + ": expected I/N with 0 <= I < N (e.g. 0/4 ... 3/4)");
+    };
+    if (slash == std::string::npos) bad();
+    try {
+        std::size_t u1 = 0, u2 = 0;
+        long long i = std::stoll(text.substr(0, slash), &u1);
+        long long n = std::stoll(text.substr(slash + 1), &u2);
+        if (u1 != slash || u2 != text.size() - slash - 1 || n <= 0 || i < 0 || i >= n) bad();
+        return {static_cast<std::size_t>(i), static_cast<std::size_t>(n)};
+    } catch (const std::logic_error&) {
+        bad();
+    }
+    return {0, 1};
+}
+
+Sweep extract_sweep(Json& config, const std::string& file) {
+    Sweep s;
+    if (!config.is_object() || !config.contains("sweep")) {
+        s.points.push_back({});
+        return s;
+    }
+    Json block = config["sweep"];
+    config.erase("sweep");
+    JsonLocation loc{file, "/sweep"};
+    if (!block.is_object()) loc.fail("expected an object {\"<config path>\": [values...]}, but got " + json_type_name(block));
+
+    // Dimensions of the product: each grid key is one; the zip block is one more.
+    std::vector<std::vector<std::pair<std::string, Json>>> dims;  // dim -> per-step values
+    std::vector<std::vector<std::string>> dim_paths;
+    std::vector<bool> is_zip;
+    auto check_list = [&](const std::string& key, const Json& v, const JsonLocation& at) {
+        if (!v.is_array()) at.fail("expected a list of values, but got " + json_type_name(v));
+        if (v.empty()) at.fail("list of values is empty");
+        for (const auto& p : s.paths)
+            if (p == key) at.fail("path \"" + key + "\" is swept twice");
+        s.paths.push_back(key);
+    };
+    for (auto it = block.begin(); it != block.end(); ++it) {
+        const std::string& key = it.key();
+        if (key == "seed_per_point") {
+            if (!it.value().is_boolean()) loc.child(key).fail("expected true or false");
+            s.seed_per_point = it.value().get<bool>();
+            continue;
+        }
+        if (key == "zip") {
+            JsonLocation zl = loc.child("zip");
+            if (!it.value().is_object() || it.value().empty())
+                zl.fail("expected an object of equally long lists {\"<path>\": [...], ...}");
+            std::size_t len = 0;
+            std::vector<std::string> paths;
+            for (auto z = it.value().begin(); z != it.value().end(); ++z) {
+                check_list(z.key(), z.value(), zl.child(z.key()));
+                if (len && z.value().size() != len)
+                    zl.child(z.key()).fail("zip lists must have equal lengths (" + std::to_string(len) +
+                                           " vs " + std::to_string(z.value().size()) + ")");
+                len = z.value().size();
+                paths.push_back(z.key());
+            }
+            std::vector<std::pair<std::string, Json>> steps;
+            for (std::size_t k = 0; k < len; ++k) steps.push_back({std::to_string(k), Json()});
+            dims.push_back(steps);
+            dim_paths.push_back(paths);
+            is_zip.push_back(true);
+            continue;
+        }
+        check_list(key, it.value(), loc.child(key));
+        std::vector<std::pair<std::string, Json>> steps;
+        for (const auto& v : it.value()) steps.push_back({key, v});
+        dims.push_back(steps);
+        dim_paths.push_back({key});
+        is_zip.push_back(false);
+    }
+    if (dims.empty()) loc.fail("sweep has no parameters");
+
+    std::size_t total = 1;
+    for (const auto& d : dims) total *= d.size();
+    const Json& zip = block.contains("zip") ? block["zip"] : Json();
+    for (std::size_t p = 0; p < total; ++p) {
+        SweepPoint pt;
+        pt.index = p;
+        // Mixed-radix decomposition, last dimension fastest.
+        std::vector<std::size_t> idx(dims.size());
+        std::size_t rest = p;
+        for (std::size_t d = dims.size(); d-- > 0;) {
+            idx[d] = rest % dims[d].size();
+            rest /= dims[d].size();
+        }
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+            if (!is_zip[d])
+                pt.values.push_back(dims[d][idx[d]]);
+            else
+                for (const auto& path : dim_paths[d]) pt.values.push_back({path, zip[path][idx[d]]});
+        }
+        s.points.push_back(std::move(pt));
+    }
+    return s;
+}
+
+}  // namespace normlab

@@ -1,0 +1,41 @@
+#pragma once
+// Parameter sweeps: the "sweep" block of a config expands into points, each a list of
+// config overrides. A grid is the cartesian product of its keys (the first key varies
+// slowest, like nested loops written in that order); "zip" lists vary together.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/reader.hpp"
+
+namespace normlab {
+
+/// One point of a sweep: its index in the full (unsharded) sweep and its overrides.
+struct SweepPoint {
+    std::size_t index = 0;
+    std::vector<std::pair<std::string, Json>> values;  ///< (config path, value), in column order
+    /// "path=value;path=value": a stable label, used to derive the point's seed.
+    std::string label() const;
+};
+
+/// A parsed sweep: its parameter paths (the CSV's leading columns) and all points.
+struct Sweep {
+    std::vector<std::string> paths;
+    std::vector<SweepPoint> points;
+    bool seed_per_point = true;  ///< each point's seed = derive_seed(seed, label)
+};
+
+/// Removes "sweep" from `config` and expands it. Without a sweep block: one point with no
+/// values. Grammar: {"<path>": [values...], ..., "zip": {"<path>": [...], ...},
+/// "seed_per_point": bool}. Throws InputError (at /sweep/...) for a non-list, an empty list,
+/// zip lists of unequal length, or a path given twice.
+Sweep extract_sweep(Json& config, const std::string& file);
+
+/// The CSV column name of a sweep path: dots, slashes and other punctuation become '_'
+/// ("norms.ln.eps" -> "norms_ln_eps", "/data/x/shape/0" -> "data_x_shape_0").
+std::string sweep_column(const std::string& path);
+
+/// Parses "I/N" (0 <= I < N) for --shard. Throws InputError.
+std::pair<std::size_t, std::size_t> parse_shard(const std::string& text);
+
+}  // namespace normlab

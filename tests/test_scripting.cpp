@@ -1,0 +1,92 @@
+// Scripting: sweeps in one process, shards merged equal to the unsharded run byte for byte,
+// shapes/init/dry-run subcommands.
+#include <doctest/doctest.h>
+
+#include "cli_util.hpp"
+#include "config/sweep.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+TEST_CASE("extract_sweep: grid order (first key slowest) and zip") {
+    normlab::Json j = normlab::Json::parse(R"({"a": 1, "sweep": {"x.y": [1, 2], "zip": {"p": [10, 20, 30], "q": ["u", "v", "w"]}}})");
+    normlab::Sweep s = normlab::extract_sweep(j, "c.json");
+    CHECK_FALSE(j.contains("sweep"));
+    REQUIRE(s.points.size() == 6);
+    CHECK(s.paths == std::vector<std::string>{"x.y", "p", "q"});
+    CHECK(s.points[0].values[0].second == 1);
+    CHECK(s.points[2].values[1].second == 30);
+    CHECK(s.points[2].values[2].second == "w");
+    CHECK(s.points[3].values[0].second == 2);
+    CHECK(s.points[3].values[1].second == 10);
+    CHECK(normlab::sweep_column("/data/x/shape/0") == "data_x_shape_0");
+    normlab::Json bad = normlab::Json::parse(R"({"sweep": {"zip": {"p": [1, 2], "q": [1]}}})");
+    CHECK_THROWS_WITH_AS(normlab::extract_sweep(bad, "c.json"), doctest::Contains("/sweep/zip/q: zip lists must have equal lengths"),
+                         normlab::InputError);
+    normlab::Json empty = normlab::Json::parse(R"({"sweep": {"a": []}})");
+    CHECK_THROWS_AS(normlab::extract_sweep(empty, "c.json"), normlab::InputError);
+    CHECK(normlab::parse_shard("2/4") == std::pair<std::size_t, std::size_t>{2, 4});
+    CHECK_THROWS_AS(normlab::parse_shard("4/4"), normlab::InputError);
+    CHECK_THROWS_AS(normlab::parse_shard("x"), normlab::InputError);
+}
+
+TEST_CASE("a 100-point sweep in one process and its 4 shards merged equal it byte for byte") {
+    fs::path dir = fresh_dir("sweep100");
+    write_text(dir / "cfg.json", R"({
+      "name": "s", "seed": 3,
+      "data": {"x": {"source": "gaussian", "shape": [4, 6, 5], "mean": 2, "std": 0.5}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [5]}, "bn": {"type": "batchnorm"}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln", "bn"], "save": ["output"]},
+                   {"type": "stats_shapes", "data": ["x"], "norms": ["ln"]}],
+      "sweep": {"norms.ln.eps": [1e-9, 1e-7, 1e-5, 1e-3, 1e-1], "data.x.std": [0.001, 0.01, 0.1, 1, 10],
+                "zip": {"data.x.mean": [0, 100, 1e4, -5], "norms.bn.momentum": [0.1, 0.2, 0.3, 0.4]}}
+    })");
+    std::string cfg = (dir / "cfg.json").string();
+    CliResult all = run_normlab("run " + cfg + " --out " + (dir / "all").string() + " -q");
+    REQUIRE_MESSAGE(all.exit_code == 0, all.err);
+    std::string csv = read_text(dir / "all" / "apply.csv");
+    CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 100 * 2);
+    CHECK(csv.rfind("point,norms_ln_eps,data_x_std,data_x_mean,norms_bn_momentum,data,norm,type", 0) == 0);
+    CHECK(fs::exists(dir / "all" / "arrays" / "p99" / "x" / "bn" / "output.npy"));
+    std::string merge_args;
+    for (int i = 0; i < 4; ++i) {
+        fs::path sd = dir / ("shard" + std::to_string(i));
+        CliResult r = run_normlab("run " + cfg + " --shard " + std::to_string(i) + "/4 --out " + sd.string() + " -q");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        merge_args += " " + sd.string();
+    }
+    CliResult m = run_normlab("merge " + (dir / "merged").string() + merge_args);
+    REQUIRE_MESSAGE(m.exit_code == 0, m.err);
+    CHECK(read_text(dir / "merged" / "apply.csv") == csv);
+    CHECK(read_text(dir / "merged" / "stats_shapes.csv") == read_text(dir / "all" / "stats_shapes.csv"));
+    CHECK(read_text(dir / "merged" / "arrays" / "p57" / "x" / "ln" / "output.npy") ==
+          read_text(dir / "all" / "arrays" / "p57" / "x" / "ln" / "output.npy"));
+    CliResult partial = run_normlab("merge " + (dir / "partial").string() + " " + (dir / "shard0").string());
+    CHECK(partial.exit_code == 2);
+    CHECK(partial.err.find("75 of 100 sweep points missing") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "partial"));
+}
+
+TEST_CASE("shapes, init and dry-run") {
+    CliResult s = run_normlab("shapes --shape 32,3,64,64 --norm batchnorm");
+    CHECK(s.exit_code == 0);
+    CHECK(s.out.find("stats_shape: [1,3,1,1]") != std::string::npos);
+    CliResult j = run_normlab("shapes --shape 32,3,64,64 --norm layernorm --normalized-shape 3,64,64 --json");
+    CHECK(j.out.find("\"stats_shape\": [32,1,1,1]") != std::string::npos);
+    CHECK(run_normlab("shapes --shape 2,30,8,8 --norm groupnorm --num-groups 4").exit_code == 2);
+    CHECK(run_normlab("shapes --shape 2,x --norm batchnorm").exit_code == 2);
+
+    fs::path dir = fresh_dir("init");
+    for (std::string t : {"minimal", "sweep"}) {
+        CAPTURE(t);
+        fs::path cfg = dir / (t + ".json");
+        REQUIRE(run_normlab("init " + t + " -o " + cfg.string()).exit_code == 0);
+        CHECK(run_normlab("init " + t + " -o " + cfg.string()).exit_code == 2);  // exists
+        CliResult dry = run_normlab("run " + cfg.string() + " --dry-run");
+        CHECK_MESSAGE(dry.exit_code == 0, dry.err);
+        CHECK(dry.out.find("estimated peak memory") != std::string::npos);
+        CHECK(run_normlab("validate " + cfg.string()).exit_code == 0);
+    }
+    CHECK(run_normlab("init nosuch").exit_code == 2);
+}
