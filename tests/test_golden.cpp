@@ -214,15 +214,15 @@ std::string gaussian(const std::string& shape) {
 
 }  // namespace
 
-TEST_CASE("golden: PyTorch 1.13 LayerNorm, BatchNorm, InstanceNorm, GroupNorm (float32, float64)") {
+TEST_CASE("golden: PyTorch 1.13 LayerNorm BatchNorm InstanceNorm GroupNorm in float32 and float64") {
     run_family({"torch_"}, 14);
 }
 
-TEST_CASE("golden: ONNX backend node cases (LayerNormalization, BatchNormalization, InstanceNormalization, MVN)") {
+TEST_CASE("golden: ONNX backend node cases for LayerNormalization BatchNormalization InstanceNormalization MVN") {
     run_family({"onnx_"}, 20);
 }
 
-TEST_CASE("golden: float64 numpy references (RMSNorm; keras/onnx/flax/torch conventions)") {
+TEST_CASE("golden: float64 numpy references for RMSNorm and the keras/onnx/flax/torch conventions") {
     run_family({"numpy_", "conv_"}, 6);
 }
 
@@ -261,7 +261,7 @@ TEST_CASE("golden: the comparison catches a wrong array") {
     CHECK(diff_arrays(bad, bad, tol, scratch).ratio == 0);
 }
 
-TEST_CASE("PyTorch's error cases not covered by test_cli: exit 2, one clear line") {
+TEST_CASE("PyTorch's error cases not covered by test_cli exit 2 with one clear line") {
     struct Case {
         const char* name;
         std::string json;

@@ -1,6 +1,7 @@
 #include "analysis/common.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace normlab {
@@ -34,6 +35,130 @@ std::size_t count_nonfinite(const xt::xarray<double>& a) {
     std::size_t n = 0;
     for (double v : a) n += std::isfinite(v) ? 0 : 1;
     return n;
+}
+
+double ulp(DType d, double v) {
+    if (!std::isfinite(v)) return std::numeric_limits<double>::quiet_NaN();
+    int mant = 52, emin = -1022;
+    switch (d) {
+        case DType::float16: mant = 10, emin = -14; break;
+        case DType::bfloat16: mant = 7, emin = -126; break;
+        case DType::float32: mant = 23, emin = -126; break;
+        case DType::float64: break;
+    }
+    int e = emin;
+    if (v != 0) {
+        std::frexp(v, &e);  // |v| = m * 2^e with 0.5 <= m < 1: leading bit at 2^(e-1)
+        e = std::max(e - 1, emin);
+    }
+    return std::ldexp(1.0, e - mant);
+}
+
+double elementwise_diff(double a, double b) {
+    if (a == b) return 0;  // equal finite values and equal infinities
+    const bool fa = std::isfinite(a), fb = std::isfinite(b);
+    if (fa && fb) return std::fabs(a - b);
+    if (std::isnan(a) && std::isnan(b)) return 0;
+    return std::numeric_limits<double>::infinity();
+}
+
+Deviation deviation(const xt::xarray<double>& y, const xt::xarray<double>& ref, DType ulp_dtype,
+                    const std::vector<std::uint8_t>* include) {
+    if (y.size() != ref.size() || (include && include->size() != y.size()))
+        throw std::logic_error("deviation: sizes differ");
+    Deviation dv;
+    double worst = -1;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        if (include && !(*include)[i]) continue;
+        ++dv.compared;
+        const double a = y.data()[i], r = ref.data()[i];
+        if (!std::isfinite(a)) ++dv.nonfinite;
+        const double d = elementwise_diff(a, r);
+        if (d > worst) worst = d, dv.worst = i;
+        dv.max_abs = std::max(dv.max_abs, d);
+        if (d > 0)  // relative to a reference of 0 (or non-finite) any difference is infinite
+            dv.max_rel = std::max(dv.max_rel, std::isfinite(r) && r != 0 ? d / std::fabs(r)
+                                                                         : std::numeric_limits<double>::infinity());
+        if (d > 0) {
+            const double u = ulp(ulp_dtype, r);
+            dv.max_ulp = std::max(dv.max_ulp, std::isnan(u) ? std::numeric_limits<double>::infinity() : d / u);
+        }
+    }
+    return dv;
+}
+
+std::vector<std::size_t> broadcast_offsets(const Shape& xs, const Shape& os) {
+    if (os.size() != xs.size()) throw std::logic_error("broadcast_offsets: ranks differ");
+    std::vector<std::size_t> stride(xs.size(), 0);
+    std::size_t s = 1;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+        if (os[d] != xs[d] && os[d] != 1) throw std::logic_error("broadcast_offsets: shapes do not broadcast");
+        stride[d] = os[d] == 1 ? 0 : s;
+        s *= os[d];
+    }
+    const std::size_t n = num_elements(xs);
+    std::vector<std::size_t> out(n);
+    std::vector<std::size_t> idx(xs.size(), 0);
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = off;
+        for (std::size_t d = xs.size(); d-- > 0;) {  // odometer, innermost axis first
+            off += stride[d];
+            if (++idx[d] < xs[d]) break;
+            off -= stride[d] * xs[d];
+            idx[d] = 0;
+        }
+    }
+    return out;
+}
+
+GroupLayout group_layout(const Resolution& res, const xt::xarray<std::uint8_t>* mask) {
+    const Shape& vs = res.view_shape;
+    GroupLayout g;
+    g.num_groups = num_elements(res.stats_shape);
+    g.group = broadcast_offsets(vs, res.stats_shape);
+    Shape ps(vs.size(), 1);
+    for (auto a : res.spec.param_axes) ps[a] = vs[a];
+    g.param = broadcast_offsets(vs, ps);
+    const std::size_t n = num_elements(vs);
+    g.real.assign(n, 1);
+    if (mask && mask->size() > 0) {
+        xt::xarray<std::uint8_t> mv = view_mask(*mask, res);
+        Shape ms(mv.shape().begin(), mv.shape().end());
+        std::vector<std::size_t> mo = broadcast_offsets(vs, ms);
+        for (std::size_t i = 0; i < n; ++i) g.real[i] = mv.data()[mo[i]] ? 1 : 0;
+    }
+    g.members.resize(g.num_groups);
+    g.all.resize(g.num_groups);
+    for (std::size_t i = 0; i < n; ++i) {
+        g.all[g.group[i]].push_back(i);
+        if (g.real[i]) g.members[g.group[i]].push_back(i);
+    }
+    return g;
+}
+
+double max_finite(DType d) {
+    switch (d) {
+        case DType::float16: return 65504.0;
+        case DType::bfloat16: return std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+        case DType::float32: return std::numeric_limits<float>::max();
+        case DType::float64: return std::numeric_limits<double>::max();
+    }
+    return std::numeric_limits<double>::max();
+}
+
+NarrowStats narrow_stats(DType d, double eps, const Moments& batch) {
+    NarrowStats s;
+    s.eps_in_dtype = round_to(d, eps);
+    const double big = max_finite(d);
+    for (std::size_t g = 0; g < batch.var.size(); ++g) {
+        const double v = batch.var.data()[g];
+        const double m = batch.mean.size() == batch.var.size() ? batch.mean.data()[g] : 0.0;
+        const double n = batch.count.data()[g];
+        if (n > 0 && v > big) ++s.var_overflow_groups;
+        if (n > 0 && n * (v + m * m) > big) ++s.sumsq_overflow_groups;
+    }
+    return s;
 }
 
 }  // namespace normlab

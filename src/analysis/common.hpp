@@ -1,6 +1,8 @@
 #pragma once
 // Small measurements several analyses share.
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "data/batch.hpp"
 #include "norm/presets.hpp"
@@ -22,5 +24,74 @@ GroupSummary group_summary(const Tensor& y, const Resolution& res,
 
 /// Number of non-finite (NaN or +-inf) values.
 std::size_t count_nonfinite(const xt::xarray<double>& a);
+
+/// Unit in the last place of `v` in dtype `d`: the spacing of d's values at |v|, i.e.
+/// 2^(max(floor(log2|v|), emin) - p) with p explicit mantissa bits (float16 10, bfloat16 7,
+/// float32 23, float64 52) and emin the smallest normal exponent (-14, -126, -126, -1022).
+/// ulp(d, 0) is d's smallest subnormal (float16: 5.96e-8). NaN for a non-finite v.
+double ulp(DType d, double v);
+
+/// How far an output `y` is from a reference `ref` (same shape), element by element:
+/// |y - ref|, where two NaNs or two equal infinities agree (difference 0) and a
+/// non-finite value facing a different one (finite, the other infinity, NaN) counts as an
+/// infinite difference, so a NaN output never hides from a maximum.
+struct Deviation {
+    double max_abs = 0;            ///< max |y - ref|
+    double max_rel = 0;            ///< max |y - ref| / |ref| (0/0 = 0; d/0 = inf for d > 0)
+    double max_ulp = 0;            ///< max |y - ref| / ulp(ulp_dtype, ref)
+    std::size_t nonfinite = 0;     ///< non-finite values of y among the compared elements
+    std::size_t worst = 0;         ///< flat index of the first element with the max |y - ref|
+    std::size_t compared = 0;      ///< elements compared (real positions under a mask)
+};
+/// Compares y with ref over all elements, or over those where `include` is non-zero
+/// (`include`: a flat 0/1 array of the same size, or nullptr). ulp_dtype sets the unit of
+/// max_ulp. std::logic_error when sizes differ (a programming error).
+Deviation deviation(const xt::xarray<double>& y, const xt::xarray<double>& ref, DType ulp_dtype,
+                    const std::vector<std::uint8_t>* include = nullptr);
+/// The element-wise difference deviation() uses: 0 when both are NaN or equal (infinities
+/// included), +inf when exactly one is non-finite or they are different infinities, else |a - b|.
+double elementwise_diff(double a, double b);
+
+/// For every element of a row-major array of shape `xs`, the flat (row-major) offset of the
+/// element of a broadcast operand of shape `os` (same rank as xs, each dim equal to xs's or
+/// 1) that it meets: the statistic of a keep-dims statistics shape, a mask position, a
+/// parameter. Throws std::logic_error when os does not broadcast to xs.
+std::vector<std::size_t> broadcast_offsets(const Shape& xs, const Shape& os);
+
+/// Element layout of a norm applied to a batch (view_shape order = the input's row-major
+/// order): the statistic (group) and affine parameter each element belongs to, and which
+/// elements enter the statistics. Computed once, used by analyses that re-implement the
+/// statistics (precision) or report per-group values (port_check).
+struct GroupLayout {
+    std::size_t num_groups = 0;            ///< elements of res.stats_shape
+    std::vector<std::size_t> group;        ///< per element: flat index into res.stats_shape
+    std::vector<std::size_t> param;        ///< per element: flat index into the (view) params
+    std::vector<std::uint8_t> real;        ///< per element: 1 = enters the statistics
+    /// Per group, the elements entering its statistics, in row-major order.
+    std::vector<std::vector<std::size_t>> members;
+    /// Per group, all its elements (padding included), in row-major order.
+    std::vector<std::vector<std::size_t>> all;
+};
+/// Builds the layout for `res` (from NormLayer::resolve); `mask` (the batch's padding mask,
+/// input rank) restricts the statistics to real positions when non-null and non-empty.
+GroupLayout group_layout(const Resolution& res, const xt::xarray<std::uint8_t>* mask);
+
+/// Largest finite value of d: 65504 (float16), 3.3895e38 (bfloat16), 3.4028e38 (float32),
+/// 1.7977e308 (float64).
+double max_finite(DType d);
+
+/// What keeping the statistics in dtype d (instead of the engine's double) would do, read
+/// off exact statistics: eps as d holds it (0 when it underflows, e.g. 1e-12 in float16,
+/// whose smallest subnormal is 5.96e-8), and the groups whose variance, or whose sum of
+/// squares n*(var + mean^2) (what a one-pass accumulator holds), exceeds max_finite(d).
+/// The engine itself never suffers these (it works in double): analyses report them so the
+/// effects of half formats stay visible (issue 5, part 4).
+struct NarrowStats {
+    double eps_in_dtype = 0;
+    std::size_t var_overflow_groups = 0;
+    std::size_t sumsq_overflow_groups = 0;
+};
+/// `batch`: the engine's batch moments (ForwardResult::batch: biased var, count per group).
+NarrowStats narrow_stats(DType d, double eps, const Moments& batch);
 
 }  // namespace normlab

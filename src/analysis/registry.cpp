@@ -6,6 +6,8 @@ const std::vector<AnalysisType>& analysis_types() {
     static const std::vector<AnalysisType> types = {
         stats_shapes_analysis(),
         apply_analysis(),
+        precision_analysis(),
+        port_check_analysis(),
     };
     return types;
 }

@@ -1,0 +1,263 @@
+// port_check: compare a reference norm definition with one or more "ports" of it (the same
+// layer as another framework or a hand-written re-implementation defines it) on the same
+// data, so that a porting mismatch (eps, eps placement, variance estimator, momentum
+// meaning, weight offset) shows as numbers before anyone trains (issue 5, part 3).
+//
+// Without "steps"/"train_data", each norm makes one forward pass on each listed data as
+// the config defines it (training or not), and the outputs (and running statistics after
+// that step) are compared. With "steps": K (or "train_data"), both norms first take K
+// training steps on the same batches, then normalise each listed data in eval mode (with
+// their running statistics, where they keep any): what a ported model would do at
+// inference after the same training.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "data/random.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+struct Pair {
+    std::string reference, port;
+};
+
+struct Options {
+    std::vector<Pair> pairs;
+    long long steps = 0;                   ///< resampled training steps (0: none)
+    std::vector<std::string> train_data;   ///< explicit training batches, in order
+    long long worst_groups = 1;            ///< rows per comparison
+};
+
+constexpr std::size_t kMaxValues = 16;  ///< values of a group written to the CSV
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    auto check_norm = [&](const std::string& n, const JsonLocation& at) {
+        if (std::find(spec.norms.begin(), spec.norms.end(), n) == spec.norms.end()) {
+            std::string hint = did_you_mean(n, spec.norms);
+            at.fail("\"" + n + "\" is not among this analysis' norms (list it under \"norms\")" +
+                    (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+        }
+    };
+    if (const Json* pj = r.raw("pairs")) {
+        if (r.has("reference") || r.has("ports"))
+            r.at("pairs").fail("give either pairs or reference/ports, not both");
+        JsonLocation at = r.at("pairs");
+        if (!pj->is_array() || pj->empty()) at.fail("expected a non-empty list of [reference, port] pairs");
+        for (std::size_t i = 0; i < pj->size(); ++i) {
+            const Json& e = (*pj)[i];
+            if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string())
+                at.child(i).fail("expected a pair of norm names [reference, port], but got " + e.dump());
+            Pair p{e[0].get<std::string>(), e[1].get<std::string>()};
+            check_norm(p.reference, at.child(i).child(std::size_t{0}));
+            check_norm(p.port, at.child(i).child(std::size_t{1}));
+            o.pairs.push_back(p);
+        }
+    } else {
+        std::string ref = spec.norms.empty() ? std::string() : spec.norms.front();
+        if (auto rr = r.string("reference")) {
+            ref = *rr;
+            check_norm(ref, r.at("reference"));
+        }
+        std::vector<std::string> ports;
+        if (auto ps = r.strings("ports")) {
+            if (ps->empty()) r.at("ports").fail("list is empty");
+            for (std::size_t i = 0; i < ps->size(); ++i) {
+                check_norm((*ps)[i], r.at("ports").child(i));
+                if ((*ps)[i] == ref) r.at("ports").child(i).fail("\"" + ref + "\" is the reference itself");
+            }
+            ports = *ps;
+        } else {
+            for (const auto& n : spec.norms)
+                if (n != ref) ports.push_back(n);
+        }
+        if (ports.empty())
+            spec.loc.child("norms").fail("port_check needs a reference and at least one port: list two or more norms");
+        for (const auto& p : ports) o.pairs.push_back({ref, p});
+    }
+    if (r.has("steps") && r.has("train_data")) r.at("steps").fail("give either steps or train_data, not both");
+    o.steps = r.integer("steps", 0);
+    if (o.steps < 1 && r.has("steps")) r.at("steps").fail("steps must be >= 1, but got " + std::to_string(o.steps));
+    if (auto td = r.strings("train_data")) {
+        if (td->empty()) r.at("train_data").fail("list is empty");
+        o.train_data = *td;
+    }
+    o.worst_groups = r.integer("worst_groups", 1);
+    if (o.worst_groups < 1)
+        r.at("worst_groups").fail("worst_groups must be >= 1, but got " + std::to_string(o.worst_groups));
+    r.finish();
+    return o;
+}
+
+/// A batch of the same shape whose rows (axis 0) are drawn with replacement from b's
+/// (bootstrap resampling); the padding mask and lengths follow their rows.
+Batch resample_rows(const Batch& b, Rng& rng) {
+    Batch out = b;
+    const Shape xs = b.x.shape();
+    if (xs.empty() || xs[0] == 0) return out;
+    const std::size_t n = xs[0];
+    std::vector<std::size_t> pick(n);
+    for (auto& j : pick) j = static_cast<std::size_t>(rng.below(n));
+    auto take = [&](const auto& src, auto& dst) {
+        const std::size_t row = src.size() / n;
+        for (std::size_t i = 0; i < n; ++i)
+            std::copy_n(src.data() + pick[i] * row, row, dst.data() + i * row);
+    };
+    const xt::xarray<double> x = b.x.to_double();
+    xt::xarray<double> y = xt::xarray<double>::from_shape(x.shape());
+    take(x, y);
+    out.x = Tensor::from_double(y, b.x.dtype);  // exact: the values are already in dtype
+    if (b.has_mask() && b.mask.shape()[0] == n) take(b.mask, out.mask);
+    if (b.lengths.size() == n)
+        for (std::size_t i = 0; i < n; ++i) out.lengths[i] = b.lengths[pick[i]];
+    return out;
+}
+
+/// One norm's side of a comparison: its eval output on a batch and running statistics.
+struct Side {
+    StepResult step;
+    xt::xarray<double> y;
+    bool has_running = false;
+    xt::xarray<double> running_mean, running_var;
+};
+
+/// Trains a copy of `def` on `train` (in order), then normalises `b` in eval mode with the
+/// running statistics reached; without training batches, one forward as `def` says.
+Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, const Batch& b) {
+    Side s;
+    if (train.empty()) {
+        NormLayer layer(def, dtype);
+        s.step = layer.forward(b);
+        s.has_running = layer.has_running_stats();
+        s.running_mean = layer.running_mean();
+        s.running_var = layer.running_var();
+    } else {
+        NormDef td = def;
+        td.training = true;
+        NormLayer trainer(td, dtype);
+        for (const auto& tb : train) trainer.forward(tb);
+        NormDef ed = def;
+        ed.training = false;
+        s.has_running = trainer.has_running_stats();
+        if (s.has_running) {
+            ParamInit m, v;
+            m.kind = v.kind = ParamInit::Kind::values;
+            m.values = trainer.running_mean();
+            v.values = trainer.running_var();
+            m.loc = v.loc = def.loc;
+            ed.running_mean = m;
+            ed.running_var = v;
+            s.running_mean = trainer.running_mean();
+            s.running_var = trainer.running_var();
+        }
+        NormLayer evaluator(ed, dtype);
+        s.step = evaluator.forward(b);
+    }
+    s.y = s.step.fwd.y.to_double();
+    return s;
+}
+
+/// max |a - b| of two running statistics; NaN when either norm keeps none, inf when their
+/// channel counts differ.
+double running_diff(const Side& a, const Side& b, bool mean) {
+    if (!a.has_running || !b.has_running) return std::numeric_limits<double>::quiet_NaN();
+    const auto& x = mean ? a.running_mean : a.running_var;
+    const auto& y = mean ? b.running_mean : b.running_var;
+    if (x.size() != y.size()) return std::numeric_limits<double>::infinity();
+    return deviation(y, x, DType::float64).max_abs;
+}
+
+std::string values_cell(const xt::xarray<double>& y, const std::vector<std::size_t>& idx) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < idx.size() && k < kMaxValues; ++k) s += (k ? "," : "") + format_number(y.data()[idx[k]]);
+    if (idx.size() > kMaxValues) s += ",...";
+    return s + "]";
+}
+
+std::string multi_index(std::size_t flat, const Shape& shape) {
+    Shape idx(shape.size(), 0);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        idx[d] = shape[d] ? flat % shape[d] : 0;
+        flat = shape[d] ? flat / shape[d] : 0;
+    }
+    return compact_shape(idx);
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    Options o = read_options(spec);
+    for (std::size_t i = 0; i < o.train_data.size(); ++i)
+        if (!ctx.batches->count(o.train_data[i])) {
+            std::vector<std::string> names;
+            for (const auto& kv : *ctx.batches) names.push_back(kv.first);
+            std::string hint = did_you_mean(o.train_data[i], names);
+            spec.loc.child("train_data").child(i).fail("no data entry named \"" + o.train_data[i] + "\"" +
+                                                      (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+        }
+    Table t;
+    t.columns = port_check_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        std::vector<Batch> train;
+        for (const auto& tn : o.train_data) train.push_back(ctx.batch(tn));
+        if (o.steps > 0) {
+            Rng rng(derive_seed(ctx.seed, "port_check" + spec.loc.pointer + "/" + dn));
+            for (long long k = 0; k < o.steps; ++k) train.push_back(resample_rows(b, rng));
+        }
+        const long long steps = static_cast<long long>(train.size());
+        for (const auto& pr : o.pairs) {
+            const NormDef& rd = ctx.norm(pr.reference);
+            const NormDef& pd = ctx.norm(pr.port);
+            Side ref = run_side(rd, ctx.dtype, train, b);
+            Side port = run_side(pd, ctx.dtype, train, b);
+            // Groups as the reference defines them; padding excluded when either norm masks.
+            const bool masked = b.has_mask() && (rd.mask || pd.mask);
+            GroupLayout lay = group_layout(ref.step.res, masked ? &b.mask : nullptr);
+            Deviation dv = deviation(port.y, ref.y, ctx.dtype, &lay.real);
+            std::vector<double> gdiff(lay.num_groups, 0);
+            for (std::size_t g = 0; g < lay.num_groups; ++g)
+                for (auto i : lay.members[g])
+                    gdiff[g] = std::max(gdiff[g], elementwise_diff(port.y.data()[i], ref.y.data()[i]));
+            std::vector<std::size_t> order(lay.num_groups);
+            std::iota(order.begin(), order.end(), std::size_t{0});
+            std::stable_sort(order.begin(), order.end(),
+                             [&](std::size_t a, std::size_t c) { return gdiff[a] > gdiff[c]; });
+            const double rm = running_diff(ref, port, true), rv = running_diff(ref, port, false);
+            const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(o.worst_groups), order.size());
+            for (std::size_t k = 0; k < rows; ++k) {
+                const std::size_t g = order[k];
+                t.add_row({dn, pr.reference, pr.port, norm_type_name(rd.type), norm_type_name(pd.type),
+                           steps, ref.step.res.eps, port.step.res.eps, dv.max_abs, dv.max_rel,
+                           static_cast<long long>(count_nonfinite(ref.y)),
+                           static_cast<long long>(count_nonfinite(port.y)), rm, rv,
+                           static_cast<long long>(k + 1), multi_index(g, ref.step.res.stats_shape),
+                           gdiff[g], values_cell(ref.y, lay.members[g]), values_cell(port.y, lay.members[g])});
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType port_check_analysis() {
+    AnalysisType a;
+    a.name = "port_check";
+    a.summary = "compare a reference norm with ports of it on the same data (optionally after "
+                "K training steps): max output differences, running statistics, worst groups";
+    a.columns = {"data", "reference", "port", "ref_type", "port_type", "steps", "ref_eps", "port_eps",
+                 "max_abs_diff", "max_rel_diff", "ref_nonfinite", "port_nonfinite",
+                 "running_mean_max_abs_diff", "running_var_max_abs_diff", "rank", "group",
+                 "group_max_abs_diff", "ref_values", "port_values"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

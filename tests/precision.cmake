@@ -1,0 +1,1 @@
+normlab_cli_test(test_precision SOURCES test_precision.cpp DEPS normlab_analysis normlab_data)
