@@ -456,6 +456,91 @@ def groupnorm_cases(dtype):
     return [c]
 
 
+# ---------------------------------------------------------------- PyTorch: other axes
+
+def channels_last_cases(dtype):
+    """Channel axis -1 (B,T,D and N,H,W,C layouts) and LayerNorm over non-trailing axes:
+    PyTorch applied to the input permuted to channels-first, the result permuted back."""
+    c = Case(f"torch_axes_{DTYPES[dtype][2]}", dtype,
+             TORCH_REF + ": nn modules and native ops on the permuted input",
+             "channel_axis -1: BatchNorm (training, momentum 0.1, then eval) on (2,5,3), "
+             "InstanceNorm on (2,5,3), GroupNorm 3 groups on (2,4,5,6); LayerNorm over axes "
+             "[1] and [1, 3] (non-trailing) of (2,3,4,5)")
+    rng = np.random.default_rng(700)
+    tdt = DTYPES[dtype][1]
+    seq = c.add_data("seq", rng.normal(0.5, 1.5, (2, 5, 3)), channel_axis=-1)
+    img = c.add_data("img", rng.normal(-0.2, 0.9, (2, 4, 5, 6)), channel_axis=-1)
+    x = c.add_data("x", rng.normal(0.1, 1.1, (2, 3, 4, 5)))
+    to_cf = lambda a: np.moveaxis(a, -1, 1)      # channels last -> channels first
+    to_cl = lambda a: np.moveaxis(a, 1, -1)
+
+    # BatchNorm, channel axis -1: training step then eval with the updated statistics.
+    w, b = rng.normal(1.0, 0.5, 3), rng.normal(0.0, 0.5, 3)
+    c.add_norm("bn", {"type": "batchnorm", "weight": c.param("bn", "weight", w), "bias": c.param("bn", "bias", b)})
+    m = nn.BatchNorm1d(3, dtype=tdt)
+    with torch.no_grad():
+        m.weight.copy_(t(w, c))
+        m.bias.copy_(t(b, c))
+    xs = t(to_cf(seq).copy(), c)
+    y = m(xs)
+    _, sm, sinv = torch.native_batch_norm(xs, None, None, None, None, True, 0.0, 1e-5)
+    c.expect("seq", "bn", "output", to_cl(n(y)))
+    c.expect("seq", "bn", "mean", n(sm).reshape(1, 1, 3))
+    c.expect("seq", "bn", "rstd", n(sinv).reshape(1, 1, 3))
+    c.expect("seq", "bn", "running_mean", n(m.running_mean))
+    c.expect("seq", "bn", "running_var", n(m.running_var))
+    c.apply(["seq"], ["bn"], ["output", "mean", "rstd", "running_mean", "running_var"])
+    rm, rv = n(m.running_mean), n(m.running_var)
+    c.add_norm("bn_eval", {"type": "batchnorm", "training": False, "affine": False,
+                           "running_mean": c.param("bn_eval", "running_mean", rm),
+                           "running_var": c.param("bn_eval", "running_var", rv)})
+    m2 = nn.BatchNorm1d(3, affine=False, dtype=tdt)
+    with torch.no_grad():
+        m2.running_mean.copy_(t(rm, c))
+        m2.running_var.copy_(t(rv, c))
+    c.expect("seq", "bn_eval", "output", to_cl(n(m2.eval()(xs))))
+    c.apply(["seq"], ["bn_eval"], ["output"])
+
+    # InstanceNorm, channel axis -1.
+    c.add_norm("in", {"type": "instancenorm"})
+    y = nn.InstanceNorm1d(3, dtype=tdt)(xs)
+    mean, inv = instance_stats(to_cf(seq), c, 1e-5)
+    c.expect("seq", "in", "output", to_cl(n(y)))
+    c.expect("seq", "in", "mean", mean.reshape(2, 1, 3))
+    c.expect("seq", "in", "rstd", inv.reshape(2, 1, 3))
+    c.apply(["seq"], ["in"], ["output", "mean", "rstd"])
+
+    # GroupNorm, channel axis -1: normlab's view splits C=6 into (3, 2) at the last axis, so
+    # the statistics shape is (N, 1, 1, G, 1).
+    w, b = rng.normal(1.0, 0.5, 6), rng.normal(0.0, 0.5, 6)
+    c.add_norm("gn", {"type": "groupnorm", "num_groups": 3, "eps": 1e-3,
+                      "weight": c.param("gn", "weight", w), "bias": c.param("gn", "bias", b)})
+    cf = t(to_cf(img).copy(), c)
+    y, mean, rstd = torch.native_group_norm(cf, t(w, c), t(b, c), 2, 6, 20, 3, 1e-3)
+    c.expect("img", "gn", "output", to_cl(n(y)))
+    c.expect("img", "gn", "mean", n(mean).reshape(2, 1, 1, 3, 1))
+    c.expect("img", "gn", "rstd", n(rstd).reshape(2, 1, 1, 3, 1))
+    c.apply(["img"], ["gn"], ["output", "mean", "rstd"])
+
+    # LayerNorm over non-trailing axes: torch's LayerNorm over the same axes moved last.
+    for name, axes in [("ln_mid", [1]), ("ln_13", [1, 3])]:
+        shape = [x.shape[a] for a in axes]
+        w, b = rng.normal(1.0, 0.5, shape), rng.normal(0.0, 0.5, shape)
+        c.add_norm(name, {"type": "layernorm", "axes": axes, "eps": 1e-4,
+                          "weight": c.param(name, "weight", w), "bias": c.param(name, "bias", b)})
+        rest = [a for a in range(4) if a not in axes]
+        perm = rest + axes
+        xp = t(np.transpose(x, perm).copy(), c)
+        y, mean, rstd = torch.native_layer_norm(xp, shape, t(w, c), t(b, c), 1e-4)
+        inv = np.argsort(perm)
+        ks = [1 if a in axes else x.shape[a] for a in range(4)]
+        c.expect("x", name, "output", np.transpose(n(y), inv))
+        c.expect("x", name, "mean", n(mean).reshape(ks))
+        c.expect("x", name, "rstd", n(rstd).reshape(ks))
+    c.apply(["x"], ["ln_mid", "ln_13"], ["output", "mean", "rstd"])
+    return [c]
+
+
 # ---------------------------------------------------------------- numpy: RMSNorm
 
 def rms_ref(x, axes, eps, w=None, offset=0.0):
@@ -735,7 +820,8 @@ def main():
     cases = []
     for dtype in DTYPES:
         cases += layernorm_cases(dtype) + batchnorm_cases(dtype) + instancenorm_cases(dtype)
-        cases += groupnorm_cases(dtype) + rmsnorm_cases(dtype) + convention_cases(dtype)
+        cases += groupnorm_cases(dtype) + channels_last_cases(dtype) + rmsnorm_cases(dtype)
+        cases += convention_cases(dtype)
     cases += onnx_cases()
     total = 0
     for c in cases:
