@@ -263,3 +263,55 @@ TEST_CASE("instancenorm with track_running_stats: PyTorch's update, then eval") 
     CHECK(in.running_var()(0) == doctest::Approx(0.9 + 0.1 * 0.5).epsilon(1e-14));
 }
 
+
+TEST_CASE("results are bit-identical for every thread count, across chunk boundaries") {
+    xt::random::seed(11);
+    // Shapes chosen to cut runs into pieces (a 40000-element row), to put many runs in one
+    // chunk (rows of 7), and BatchNorm with channels last (every chunk touches every stat).
+    struct Case { Shape shape; Axes reduced, params; };
+    std::vector<Case> cases = {{{3, 40000}, {1}, {1}}, {{5000, 7}, {1}, {1}}, {{64, 33, 17}, {0, 1}, {2}},
+                               {{4, 6, 50, 50}, {0, 2, 3}, {1}}};
+    for (const auto& c : cases) {
+        CAPTURE(format_shape(c.shape));
+        xt::xarray<double> x = xt::random::randn<double>(c.shape) * 3.0 + 1e3;
+        Tensor t = Tensor::from_double(x, DType::float32);
+        NormSpec spec;
+        spec.reduction_axes = c.reduced;
+        spec.param_axes = c.params;
+        xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+        ForwardInputs in;
+        in.weight = &w;
+        const unsigned saved = engine_threads();
+        set_engine_threads(1);
+        ForwardResult r1 = forward(t, spec, in);
+        for (unsigned th : {2u, 3u, 8u}) {
+            set_engine_threads(th);
+            ForwardResult rt = forward(t, spec, in);
+            CHECK(rt.y.f32 == r1.y.f32);
+            CHECK(rt.mean == r1.mean);
+            CHECK(rt.var == r1.var);
+        }
+        set_engine_threads(saved);
+        // and the chunked merge agrees with a float64 two-pass reference
+        xt::xarray<double> xd = t.to_double();
+        xt::xarray<double> mu = xt::mean(xd, c.reduced, xt::keep_dims);
+        xt::xarray<double> var = xt::mean(xt::square(xd - mu), c.reduced, xt::keep_dims);
+        CHECK(max_abs_diff(r1.mean, mu) < 1e-9);
+        CHECK(max_abs_diff(r1.var, var) < 1e-9);
+    }
+}
+
+TEST_CASE("buffers are reused across steps: no fresh output allocation") {
+    NormDef d = def(NormType::groupnorm);
+    d.num_groups = 2;
+    NormLayer gn(d, DType::float32);
+    xt::xarray<double> x = xt::random::randn<double>({2, 4, 3, 3});
+    Batch b = batch(x, DType::float32);
+    StepResult s;
+    gn.forward(b, s);
+    const float* first = s.fwd.y.f32.data();
+    gn.forward(b, s);
+    CHECK(s.fwd.y.f32.data() == first);
+    CHECK(s.fwd.y.shape() == Shape{2, 4, 3, 3});
+    CHECK(s.res.stats_shape == Shape{2, 2, 1, 1, 1});
+}

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "analysis/analysis.hpp"
+#include "cli/bench.hpp"
 #include "cli/merge.hpp"
 #include "cli/run_command.hpp"
 #include "cli/shapes_command.hpp"
@@ -115,6 +116,18 @@ int main(int argc, char** argv) {
     merge_cmd->add_option("dirs", merge_dirs, "shard folders")->required();
     merge_cmd->add_flag("--force", merge_force, "replace an output folder that does not hold a normlab result");
 
+    BenchOptions bench;
+    std::vector<std::string> bench_shapes;
+    std::string bench_norms, bench_threads;
+    auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
+    bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
+    bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: issue-7 suite)");
+    bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
+    bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts (default: 1 and all cores)");
+    bench_cmd->add_option("--repeat", bench.repeat, "timed repetitions per case");
+    bench_cmd->add_option("--num-groups", bench.num_groups, "groups for groupnorm");
+    bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -152,6 +165,33 @@ int main(int argc, char** argv) {
                 if (!(f << text)) throw EnvError(init_out + ": cannot write");
                 std::cerr << "normlab: wrote " << init_out << " (run it: normlab run " << init_out << ")\n";
             }
+        } else if (*bench_cmd) {
+            auto split = [](const std::string& s) {
+                std::vector<std::string> v;
+                std::stringstream ss(s);
+                std::string t;
+                while (std::getline(ss, t, ',')) v.push_back(t);
+                return v;
+            };
+            bench.norms = split(bench_norms);
+            for (const auto& t : split(bench_threads)) {
+                std::stringstream ss(t);
+                long long n = 0;
+                if (!(ss >> n) || n <= 0) throw InputError("bench --threads: expected positive integers, but got \"" + t + "\"");
+                bench.threads.push_back(static_cast<unsigned>(n));
+            }
+            for (const auto& s : bench_shapes) {
+                std::vector<long long> dims;
+                for (const auto& t : split(s)) {
+                    try {
+                        dims.push_back(std::stoll(t));
+                    } catch (const std::exception&) {
+                        throw InputError("bench --shape: expected comma-separated integers, but got \"" + s + "\"");
+                    }
+                }
+                bench.shapes.push_back(dims);
+            }
+            std::cout << run_bench(bench);
         } else if (*merge_cmd) {
             merge_results(merge_out, merge_dirs, merge_force);
         }

@@ -1,17 +1,49 @@
 #include "norm/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "norm/strided.hpp"
 #include "tensor/errors.hpp"
+
+// The hot chunk kernels are compiled twice, for AVX2 and for the baseline x86-64, and the
+// loader picks one at run time: 4 doubles per instruction where the CPU has them, a
+// portable binary everywhere. No FMA is enabled, and each lane rounds exactly as scalar
+// code does, so both versions give bit-identical results.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define NORMLAB_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define NORMLAB_VECTOR_CLONES
+#endif
 
 namespace normlab {
 
 namespace {
 
-// Validates a broadcastable mask and returns its strides over x's shape (0 where the mask
-// has a dim of 1).
+// Elements per chunk: 16 Ki values (64 KiB of float32) stay in L2 between the two passes.
+constexpr std::size_t kChunk = 16384;
+
+unsigned g_threads = std::max(1u, std::thread::hardware_concurrency());
+
+// Runs f(chunk, thread) for every chunk, on up to g_threads threads, each taking a
+// contiguous block of chunks. What a chunk computes never depends on who computes it.
+template <class F>
+void parallel_chunks(std::size_t chunks, F&& f) {
+    const std::size_t threads = std::min<std::size_t>(g_threads, chunks);
+    if (threads <= 1) {
+        for (std::size_t c = 0; c < chunks; ++c) f(c, 0);
+        return;
+    }
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            for (std::size_t c = chunks * t / threads; c < chunks * (t + 1) / threads; ++c) f(c, t);
+        });
+    for (auto& th : pool) th.join();
+}
+
 Strides mask_strides(const Shape& xs, const xt::xarray<std::uint8_t>& m) {
     Shape ms(m.shape().begin(), m.shape().end());
     bool ok = ms.size() == xs.size();
@@ -29,126 +61,261 @@ void check_shape(const xt::xarray<double>& a, const Shape& expected, const char*
                          ", but got " + format_shape(got));
 }
 
+// Sums over a contiguous run with eight independent accumulators: a single accumulator
+// is a chain of dependent additions (one add latency per element, the bottleneck of a
+// row reduction); eight break the chain and let the compiler use vector registers. The
+// order is fixed, so the result does not depend on anything but the data.
+template <class T, class F>
+double sum8(const T* x, std::size_t n, F&& f) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (std::size_t j = 0; j < 8; ++j) acc[j] += f(static_cast<double>(x[k + j]));
+    double tail = 0;
+    for (; k < n; ++k) tail += f(static_cast<double>(x[k]));
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+// Partial moments of one statistic over one chunk.
+struct Partial {
+    std::size_t stat;
+    double count, mean, m2;
+};
+
+// Per-thread scratch, indexed by statistic; `touched` lists the statistics a chunk used.
+struct Scratch {
+    std::vector<double> sum, count, m2;
+    std::vector<std::size_t> touched;
+    std::vector<char> seen;
+    explicit Scratch(std::size_t stats) : sum(stats), count(stats), m2(stats), seen(stats) {}
+    void touch(std::size_t s) {
+        if (!seen[s]) seen[s] = 1, touched.push_back(s);
+    }
+};
+
+// One chunk's statistics: exact two-pass (mean, then squared deviations) in double while
+// the chunk is in cache. Without centring, m2 is the plain sum of squares.
+template <class T>
+NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, const Walk& w, std::size_t c, bool center,
+                   Scratch& s, std::vector<Partial>& out) {
+    w.chunk(c, [&](const Run& r) {
+        const T* xp = x + r.x;
+        if (r.da == 0) {
+            s.touch(r.a);
+            double sum = 0, cnt = 0;
+            if (!m) {
+                sum = center ? sum8(xp, r.n, [](double v) { return v; })
+                             : sum8(xp, r.n, [](double v) { return v * v; });
+                cnt = static_cast<double>(r.n);
+            } else {
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    double v = m[r.b + k * r.db] ? static_cast<double>(xp[k]) : 0.0;
+                    sum += center ? v : v * v;
+                    cnt += m[r.b + k * r.db] ? 1.0 : 0.0;
+                }
+            }
+            s.sum[r.a] += sum;
+            s.count[r.a] += cnt;
+        } else if (r.da == 1 && !m) {  // channels last: one statistic per element of the run
+            for (std::size_t k = 0; k < r.n; ++k) s.touch(r.a + k);
+            double* sum = s.sum.data() + r.a;
+            double* cnt = s.count.data() + r.a;
+            if (center) for (std::size_t k = 0; k < r.n; ++k) sum[k] += static_cast<double>(xp[k]);
+            else for (std::size_t k = 0; k < r.n; ++k) sum[k] += static_cast<double>(xp[k]) * static_cast<double>(xp[k]);
+            for (std::size_t k = 0; k < r.n; ++k) cnt[k] += 1.0;
+        } else {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t a = r.a + k * r.da;
+                s.touch(a);
+                if (m && !m[r.b + k * r.db]) continue;
+                double v = static_cast<double>(xp[k]);
+                s.sum[a] += center ? v : v * v;
+                s.count[a] += 1.0;
+            }
+        }
+    });
+    if (center) {
+        for (std::size_t a : s.touched) s.sum[a] = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
+        w.chunk(c, [&](const Run& r) {
+            const T* xp = x + r.x;
+            if (r.da == 0 && !m) {
+                const double mu = s.sum[r.a];
+                s.m2[r.a] += sum8(xp, r.n, [mu](double v) { return (v - mu) * (v - mu); });
+            } else if (r.da == 1 && !m) {
+                const double* mu = s.sum.data() + r.a;
+                double* m2 = s.m2.data() + r.a;
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    double d = static_cast<double>(xp[k]) - mu[k];
+                    m2[k] += d * d;
+                }
+            } else {
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    if (m && !m[r.b + k * r.db]) continue;
+                    std::size_t a = r.a + k * r.da;
+                    double d = static_cast<double>(xp[k]) - s.sum[a];
+                    s.m2[a] += d * d;
+                }
+            }
+        });
+    }
+    for (std::size_t a : s.touched) {
+        out.push_back({a, s.count[a], center ? s.sum[a] : 0.0, center ? s.m2[a] : s.sum[a]});
+        s.sum[a] = s.count[a] = s.m2[a] = 0;
+        s.seen[a] = 0;
+    }
+    s.touched.clear();
+}
+
 template <class T>
 Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center,
                      const xt::xarray<std::uint8_t>* mask) {
     Shape ss = keepdims_shape(xs, reduced);
-    Strides st = broadcast_strides(xs, ss);
     Strides mt = mask ? mask_strides(xs, *mask) : Strides(xs.size(), 0);
+    Walk w(xs, broadcast_strides(xs, ss), mt, kChunk);
     const std::uint8_t* m = mask ? mask->data() : nullptr;
+    const std::size_t stats = num_elements(ss);
+
+    std::vector<std::vector<Partial>> parts(w.num_chunks());
+    std::vector<Scratch> scratch(std::min<std::size_t>(g_threads, std::max<std::size_t>(1, w.num_chunks())), Scratch(stats));
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t t) {
+        chunk_moments(x, m, w, c, center, scratch[t], parts[c]);
+    });
+
+    // Merge the chunks in chunk order (Chan, Golub, LeVeque 1979):
+    //   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
+    //   M2 = M2a + M2b + delta^2 * na * nb / n.
     Moments out;
     out.mean = xt::zeros<double>(ss);
     out.var = xt::zeros<double>(ss);
     out.count = xt::zeros<double>(ss);
     double* mean = out.mean.data();
-    double* var = out.var.data();
+    double* m2 = out.var.data();
     double* count = out.count.data();
-
-    if (m) {
-        walk(xs, st, mt, [&](const Run& r) {
-            for (std::size_t k = 0; k < r.n; ++k) count[r.a + k * r.da] += m[r.b + k * r.db];
-        });
-    } else {
-        std::size_t n = num_elements(xs) / std::max<std::size_t>(1, out.count.size());
-        if (num_elements(xs) == 0) n = 0;
-        for (auto& c : out.count) c = static_cast<double>(n);
-    }
-
-    // Pass 1: the mean (skipped for RMSNorm, whose "variance" is the mean square about 0).
-    if (center) {
-        walk(xs, st, mt, [&](const Run& r) {
-            const T* xp = x + r.x;
-            if (r.da == 0 && !m) {
-                double s = 0;
-                for (std::size_t k = 0; k < r.n; ++k) s += static_cast<double>(xp[k]);
-                mean[r.a] += s;
+    for (const auto& chunk : parts)
+        for (const Partial& p : chunk) {
+            double na = count[p.stat], n = na + p.count;
+            if (p.count == 0) continue;
+            if (center) {
+                double delta = p.mean - mean[p.stat];
+                mean[p.stat] += delta * p.count / n;
+                m2[p.stat] += p.m2 + delta * delta * na * p.count / n;
             } else {
-                for (std::size_t k = 0; k < r.n; ++k)
-                    mean[r.a + k * r.da] +=
-                        m && !m[r.b + k * r.db] ? 0.0 : static_cast<double>(xp[k]);
+                m2[p.stat] += p.m2;
             }
-        });
-        for (std::size_t i = 0; i < out.mean.size(); ++i)
-            mean[i] = count[i] > 0 ? mean[i] / count[i] : std::numeric_limits<double>::quiet_NaN();
-    }
-
-    // Pass 2: mean of squared deviations, formed in double. Two passes instead of
-    // E[x^2]-E[x]^2, which cancels catastrophically when |mean| >> std (case B08).
-    walk(xs, st, mt, [&](const Run& r) {
-        const T* xp = x + r.x;
-        if (r.da == 0 && !m) {
-            double mu = mean[r.a], s = 0;
-            for (std::size_t k = 0; k < r.n; ++k) {
-                double d = static_cast<double>(xp[k]) - mu;
-                s += d * d;
-            }
-            var[r.a] += s;
-        } else {
-            for (std::size_t k = 0; k < r.n; ++k) {
-                if (m && !m[r.b + k * r.db]) continue;
-                double d = static_cast<double>(xp[k]) - mean[r.a + k * r.da];
-                var[r.a + k * r.da] += d * d;
-            }
+            count[p.stat] = n;
         }
-    });
-    for (std::size_t i = 0; i < out.var.size(); ++i)
-        var[i] = count[i] > 0 ? var[i] / count[i] : std::numeric_limits<double>::quiet_NaN();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t i = 0; i < stats; ++i) {
+        if (count[i] > 0) m2[i] /= count[i];
+        else mean[i] = m2[i] = nan;
+    }
+    if (!center)
+        for (std::size_t i = 0; i < stats; ++i) mean[i] = count[i] > 0 ? 0.0 : nan;
     return out;
 }
 
+// y = (x - mean) * (rstd * scale) + shift over one chunk. The common layouts get loops
+// with unit or zero strides that the compiler vectorises; everything else takes the
+// general loop.
 template <class T>
-void normalize_impl(const T* x, T* y, const Shape& xs, const Axes& reduced, const NormSpec& spec,
-                    const double* mean, const double* rstd, const double* w, const double* b,
-                    DType dtype) {
+NORMLAB_VECTOR_CLONES void normalize_chunk(const T* x, T* y, const Walk& w, std::size_t c, const double* mean,
+                                           const double* rstd, const double* scale, const double* shift,
+                                           DType dtype) {
     // Half formats live in float storage; their outputs are rounded once, from double.
     const bool half = dtype == DType::float16 || dtype == DType::bfloat16;
-    Shape ss = keepdims_shape(xs, reduced);
-    Strides st = broadcast_strides(xs, ss);
-    Strides pt = param_strides(xs, spec.param_axes);
-    const double off = spec.weight_offset;
-    walk(xs, st, pt, [&](const Run& r) {
-        for (std::size_t k = 0; k < r.n; ++k) {
-            std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
-            double v = (static_cast<double>(x[r.x + k]) - mean[s]) * rstd[s];
-            if (w) v *= off + w[p];
-            if (b) v += b[p];
-            y[r.x + k] = static_cast<T>(half ? round_to(dtype, v) : v);
+    w.chunk(c, [&](const Run& r) {
+        const T* xp = x + r.x;
+        T* yp = y + r.x;
+        if (half) {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                double v = (static_cast<double>(xp[k]) - mean[s]) * (rstd[s] * scale[p]) + shift[p];
+                yp[k] = static_cast<T>(round_to(dtype, v));
+            }
+        } else if (r.da == 0 && r.db == 0) {  // BatchNorm/InstanceNorm/GroupNorm planes
+            const double mu = mean[r.a], a = rstd[r.a] * scale[r.b], b = shift[r.b];
+            for (std::size_t k = 0; k < r.n; ++k) yp[k] = static_cast<T>((static_cast<double>(xp[k]) - mu) * a + b);
+        } else if (r.da == 0 && r.db == 1) {  // LayerNorm/RMSNorm rows
+            const double mu = mean[r.a], rs = rstd[r.a];
+            const double* sc = scale + r.b;
+            const double* sh = shift + r.b;
+            for (std::size_t k = 0; k < r.n; ++k)
+                yp[k] = static_cast<T>((static_cast<double>(xp[k]) - mu) * (rs * sc[k]) + sh[k]);
+        } else if (r.da == 1 && r.db == 1) {  // BatchNorm with channels last
+            const double* mu = mean + r.a;
+            const double* rs = rstd + r.a;
+            const double* sc = scale + r.b;
+            const double* sh = shift + r.b;
+            for (std::size_t k = 0; k < r.n; ++k)
+                yp[k] = static_cast<T>((static_cast<double>(xp[k]) - mu[k]) * (rs[k] * sc[k]) + sh[k]);
+        } else {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                yp[k] = static_cast<T>((static_cast<double>(xp[k]) - mean[s]) * (rstd[s] * scale[p]) + shift[p]);
+            }
         }
     });
+}
+
+template <class T>
+void normalize_impl(const T* x, T* y, const Walk& w, const double* mean, const double* rstd,
+                    const double* scale, const double* shift, DType dtype) {
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) {
+        normalize_chunk(x, y, w, c, mean, rstd, scale, shift, dtype);
+    });
+}
+
+void check_size(const Tensor& x, const Shape& shape) {
+    if (num_elements(shape) != x.size())
+        throw InputError("cannot view input of shape " + format_shape(x.shape()) + " as " + format_shape(shape));
+}
+
+// Reuses `a` when it already has shape s (no fresh pages touched), else reallocates.
+template <class A>
+void ensure_shape(A& a, const Shape& s) {
+    if (a.dimension() != s.size() || !std::equal(s.begin(), s.end(), a.shape().begin()))
+        a = A::from_shape(s);
 }
 
 }  // namespace
 
-Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
+void set_engine_threads(unsigned n) { g_threads = std::max(1u, n); }
+unsigned engine_threads() { return g_threads; }
+
+Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes, bool center,
                         const xt::xarray<std::uint8_t>* mask) {
-    Shape xs = x.shape();
+    check_size(x, shape);
     for (auto a : reduction_axes)
-        if (a >= xs.size())
+        if (a >= shape.size())
             throw InputError("reduction axis " + std::to_string(a) +
-                             " out of range for input of shape " + format_shape(xs));
-    if (x.dtype == DType::float64)
-        return moments_impl(x.f64.data(), xs, reduction_axes, center, mask);
-    return moments_impl(x.f32.data(), xs, reduction_axes, center, mask);
+                             " out of range for input of shape " + format_shape(shape));
+    if (x.dtype == DType::float64) return moments_impl(x.f64.data(), shape, reduction_axes, center, mask);
+    return moments_impl(x.f32.data(), shape, reduction_axes, center, mask);
 }
 
-ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {
-    Shape xs = x.shape();
+Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
+                        const xt::xarray<std::uint8_t>* mask) {
+    return compute_moments(x, x.shape(), reduction_axes, center, mask);
+}
+
+void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
+             ForwardResult& out) {
+    check_size(x, xs);
     Shape ss = keepdims_shape(xs, spec.reduction_axes);
     Shape ps = select_dims(xs, spec.param_axes);
     if (in.weight) check_shape(*in.weight, ps, "weight");
     if (in.bias) check_shape(*in.bias, ps, "bias");
     if (in.mask) mask_strides(xs, *in.mask);
 
-    ForwardResult out;
     if (in.given_mean || in.given_var) {
-        if (!in.given_mean || !in.given_var)
-            throw InputError("given statistics need both mean and var");
+        if (!in.given_mean || !in.given_var) throw InputError("given statistics need both mean and var");
         check_shape(*in.given_mean, ss, "mean");
         check_shape(*in.given_var, ss, "var");
         out.mean = *in.given_mean;
         out.var = *in.given_var;
+        out.batch = Moments{};
     } else {
-        out.batch = compute_moments(x, spec.reduction_axes, spec.center, in.mask);
+        out.batch = compute_moments(x, xs, spec.reduction_axes, spec.center, in.mask);
         out.mean = out.batch.mean;
         out.var = out.batch.var;
         if (spec.variance == VarianceEstimator::unbiased) {
@@ -159,26 +326,35 @@ ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs
             }
         }
     }
-    out.rstd = xt::xarray<double>::from_shape(ss);
+    ensure_shape(out.rstd, ss);
     for (std::size_t i = 0; i < out.rstd.size(); ++i) {
         double v = out.var.data()[i];
-        out.rstd.data()[i] = spec.eps_placement == EpsPlacement::inside_sqrt
-                                 ? 1.0 / std::sqrt(v + spec.eps)
-                                 : 1.0 / (std::sqrt(v) + spec.eps);
+        out.rstd.data()[i] = spec.eps_placement == EpsPlacement::inside_sqrt ? 1.0 / std::sqrt(v + spec.eps)
+                                                                             : 1.0 / (std::sqrt(v) + spec.eps);
     }
 
-    const double* w = in.weight ? in.weight->data() : nullptr;
-    const double* b = in.bias ? in.bias->data() : nullptr;
+    // Effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0).
+    const std::size_t np = std::max<std::size_t>(1, num_elements(ps));
+    std::vector<double> scale(np, 1.0), shift(np, 0.0);
+    if (in.weight)
+        for (std::size_t i = 0; i < np; ++i) scale[i] = spec.weight_offset + in.weight->data()[i];
+    if (in.bias)
+        for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
+
+    Walk w(xs, broadcast_strides(xs, ss), param_strides(xs, spec.param_axes), kChunk);
     out.y.dtype = x.dtype;
     if (x.dtype == DType::float64) {
-        out.y.f64 = xt::xarray<double>::from_shape(xs);
-        normalize_impl(x.f64.data(), out.y.f64.data(), xs, spec.reduction_axes, spec,
-                       out.mean.data(), out.rstd.data(), w, b, x.dtype);
+        ensure_shape(out.y.f64, xs);
+        normalize_impl(x.f64.data(), out.y.f64.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
     } else {
-        out.y.f32 = xt::xarray<float>::from_shape(xs);
-        normalize_impl(x.f32.data(), out.y.f32.data(), xs, spec.reduction_axes, spec,
-                       out.mean.data(), out.rstd.data(), w, b, x.dtype);
+        ensure_shape(out.y.f32, xs);
+        normalize_impl(x.f32.data(), out.y.f32.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
     }
+}
+
+ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {
+    ForwardResult out;
+    forward(x, x.shape(), spec, in, out);
     return out;
 }
 

@@ -57,17 +57,34 @@ struct ForwardResult {
     Moments batch;             ///< the batch moments (biased), empty when given stats were used
 };
 
-/// Batch moments over `reduction_axes`, accumulated in double with a two-pass scheme
-/// (mean, then the mean of squared deviations), whatever x's dtype: a float32 row with
-/// mean 1e4 and std 1 keeps full precision. A statistic with count 0 (fully masked) gets
-/// mean and var NaN. Throws InputError on a mask whose shape does not broadcast to x.
+/// Threads the engine uses (>= 1; default: the machine's hardware threads). Work is split
+/// into chunks fixed by the shape alone and partial statistics are merged in chunk order,
+/// so results are bit-identical for every thread count.
+void set_engine_threads(unsigned n);
+unsigned engine_threads();
+
+/// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
+/// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
+/// walked in cache-sized chunks; within a chunk each statistic gets an exact two-pass mean
+/// and sum of squared deviations in double, and chunks are merged with Chan, Golub and
+/// LeVeque's pairwise update (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever
+/// x's dtype. A statistic with count 0 (fully masked) gets mean and var NaN. Throws
+/// InputError on a mask whose shape does not broadcast to `shape`.
+Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
+                        bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
+/// compute_moments over x's own shape.
 Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
                         const xt::xarray<std::uint8_t>* mask = nullptr);
 
-/// y = (x - mean) * rstd * (weight_offset + weight) + bias, broadcast per the spec, with
-/// x - mean and the scaling formed in double and y rounded once to x's dtype. var + eps = 0
-/// gives rstd = inf and a non-finite y, reported by the caller (never replaced silently).
-/// Throws InputError when weight/bias/given statistics have the wrong shape.
+/// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
+/// broadcast per the spec, with x - mean and the scaling formed in double and y rounded
+/// once to x's dtype (out.y gets `shape`). Reuses out's buffers when their shapes fit, so
+/// repeated calls do not touch fresh memory. var + eps = 0 gives rstd = inf and a
+/// non-finite y, reported by the caller (never replaced silently). Throws InputError when
+/// weight/bias/given statistics/mask have the wrong shape.
+void forward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
+             ForwardResult& out);
+/// forward over x's own shape, returning a fresh result.
 ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in = {});
 
 }  // namespace normlab

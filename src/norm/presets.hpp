@@ -109,6 +109,9 @@ public:
     /// the running statistics. Throws InputError for BatchNorm/InstanceNorm training with one
     /// value per channel/instance (the running statistics are then left untouched).
     StepResult forward(const Batch& b);
+    /// forward() into `out`, reusing its buffers when the shapes match (no fresh memory
+    /// touched on repeated steps).
+    void forward(const Batch& b, StepResult& out);
 
     /// Running statistics of shape (C), empty until the first step binds C.
     const xt::xarray<double>& running_mean() const { return m_running_mean; }

@@ -1,8 +1,10 @@
 #pragma once
-// The one loop every kernel of the engine runs on: a walk over a row-major tensor in
-// memory order, carrying the offsets of two broadcast operands (statistics, mask or
-// parameters) along, in contiguous runs of the innermost (coalesced) axis. Kernels see
-// plain offsets and increments, never multi-indices (PyTorch's TensorIterator idea).
+// The loop structure every kernel of the engine runs on: a row-major tensor walked in
+// memory order as contiguous runs of its innermost (coalesced) axis, carrying the offsets
+// of two broadcast operands (statistics, and a mask or the affine parameters). The walk is
+// cut into chunks fixed by the shape alone (never by the thread count), which is what
+// makes results identical for every number of threads. Kernels see plain offsets and
+// increments, never multi-indices (the idea of PyTorch's TensorIterator).
 #include <cstddef>
 #include <vector>
 
@@ -15,72 +17,56 @@ using Strides = std::vector<std::size_t>;
 
 /// Row-major strides of an array of shape `s` (same rank as xs, each dim equal to xs's or
 /// 1), with 0 along its dims of 1.
-inline Strides broadcast_strides(const Shape& xs, const Shape& s) {
-    Strides out(xs.size(), 0);
-    std::size_t stride = 1;
-    for (std::size_t d = s.size(); d-- > 0;) {
-        out[d] = s[d] == 1 ? 0 : stride;
-        stride *= s[d];
-    }
-    return out;
-}
-
+Strides broadcast_strides(const Shape& xs, const Shape& s);
 /// Strides of a parameter array whose shape is xs at `axes` (ascending), laid out row-major.
-inline Strides param_strides(const Shape& xs, const Axes& axes) {
-    Strides out(xs.size(), 0);
-    std::size_t stride = 1;
-    for (std::size_t i = axes.size(); i-- > 0;) {
-        out[axes[i]] = stride;
-        stride *= xs[axes[i]];
-    }
-    return out;
-}
+Strides param_strides(const Shape& xs, const Axes& axes);
 
 /// One contiguous run of x: elements x+k for k < n, operand A at a + k*da, B at b + k*db.
 struct Run {
     std::size_t x, a, b, n, da, db;
 };
 
-/// Calls f(Run) for every run of x (shape xs, contiguous row-major) in memory order.
-/// Adjacent axes are merged where both operands stay linear across them, so a LayerNorm
-/// over trailing axes walks whole rows and a per-channel operand walks whole planes.
+/// A walk over a tensor of shape xs with operands A and B, coalesced and cut into chunks of
+/// at most `chunk_elems` elements (a run longer than that is cut into pieces).
+class Walk {
+public:
+    Walk(const Shape& xs, const Strides& sa, const Strides& sb, std::size_t chunk_elems);
+    std::size_t num_chunks() const { return m_chunks; }
+    /// Calls f(Run) for every run (or piece of a run) of chunk c, in memory order.
+    template <class F>
+    void chunk(std::size_t c, F&& f) const;
+
+private:
+    void seek(std::size_t run, std::vector<std::size_t>& idx, std::size_t& a, std::size_t& b) const;
+    std::vector<std::size_t> m_n, m_da, m_db;  // coalesced dims, innermost first
+    std::size_t m_runs = 0, m_pieces = 1, m_piece_len = 0, m_runs_per_chunk = 1, m_chunks = 0;
+};
+
 template <class F>
-void walk(const Shape& xs, const Strides& sa, const Strides& sb, F&& f) {
-    // Coalesce from the innermost axis outwards; size-1 axes vanish.
-    std::vector<std::size_t> n, da, db;
-    for (std::size_t d = xs.size(); d-- > 0;) {
-        if (xs[d] == 1) continue;
-        if (!n.empty() && da.back() * n.back() == sa[d] && db.back() * n.back() == sb[d]) {
-            n.back() *= xs[d];
-            continue;
-        }
-        n.push_back(xs[d]);
-        da.push_back(sa[d]);
-        db.push_back(sb[d]);
-    }
-    for (auto e : xs)
-        if (e == 0) return;
-    if (n.empty()) {  // a single element
-        f(Run{0, 0, 0, 1, 0, 0});
+void Walk::chunk(std::size_t c, F&& f) const {
+    const std::size_t n0 = m_n[0];
+    std::vector<std::size_t> idx;
+    std::size_t a = 0, b = 0;
+    if (m_pieces > 1) {  // long runs: one piece of one run per chunk
+        std::size_t run = c / m_pieces, p = c % m_pieces;
+        seek(run, idx, a, b);
+        std::size_t start = p * m_piece_len, len = std::min(m_piece_len, n0 - start);
+        f(Run{run * n0 + start, a + start * m_da[0], b + start * m_db[0], len, m_da[0], m_db[0]});
         return;
     }
-    // n[0] is the innermost run; odometer over the outer axes n[1..].
-    const std::size_t outer = n.size() - 1;
-    std::vector<std::size_t> idx(outer, 0);
-    std::size_t x = 0, a = 0, b = 0;
-    for (;;) {
-        f(Run{x, a, b, n[0], da[0], db[0]});
-        x += n[0];
-        std::size_t k = 1;
-        for (; k <= outer; ++k) {
-            a += da[k];
-            b += db[k];
-            if (++idx[k - 1] < n[k]) break;
-            a -= da[k] * n[k];
-            b -= db[k] * n[k];
+    std::size_t first = c * m_runs_per_chunk, last = std::min(m_runs, first + m_runs_per_chunk);
+    seek(first, idx, a, b);
+    for (std::size_t run = first;;) {
+        f(Run{run * n0, a, b, n0, m_da[0], m_db[0]});
+        if (++run == last) return;
+        for (std::size_t k = 1; k < m_n.size(); ++k) {  // odometer over the outer dims
+            a += m_da[k];
+            b += m_db[k];
+            if (++idx[k - 1] < m_n[k]) break;
+            a -= m_da[k] * m_n[k];
+            b -= m_db[k] * m_n[k];
             idx[k - 1] = 0;
         }
-        if (k > outer) return;
     }
 }
 

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""PyTorch's CPU forward throughput for the same cases as `normlab bench`.
+
+Run with Debian's interpreter, which has python3-torch (1.13) and python3-numpy:
+    /usr/bin/python3 scripts/bench_torch.py [--threads 1,2] [--repeat 20] [--json]
+Figures: median steady-state time of F.layer_norm / rms-norm composite / F.group_norm /
+F.instance_norm / F.batch_norm(training=True) into a preallocated output where the op has
+an out= form (otherwise torch allocates, as in real use), GB/s counting one read of the
+input and one write of the output, and a plain copy (torch.Tensor.copy_) of the same bytes.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+CASES = [
+    ("layernorm", (32, 64, 512)), ("layernorm", (64, 128, 768)), ("layernorm", (8, 512, 4096)),
+    ("rmsnorm", (32, 64, 512)), ("rmsnorm", (64, 128, 768)), ("rmsnorm", (8, 512, 4096)),
+    ("groupnorm", (32, 64, 56, 56)), ("instancenorm", (32, 64, 56, 56)),
+    ("batchnorm", (32, 64, 56, 56)), ("batchnorm", (32, 3, 64, 64)),
+]
+
+
+def op(norm, x):
+    c = x.shape[1]
+    if norm == "layernorm":
+        return lambda: F.layer_norm(x, (x.shape[-1],), torch.ones(x.shape[-1]), torch.zeros(x.shape[-1]))
+    if norm == "rmsnorm":  # torch 1.13 has no RMSNorm: the usual composite
+        w = torch.ones(x.shape[-1])
+        eps = torch.finfo(x.dtype).eps
+        return lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    if norm == "groupnorm":
+        return lambda: F.group_norm(x, 32, torch.ones(c), torch.zeros(c))
+    if norm == "instancenorm":
+        return lambda: F.instance_norm(x)
+    if norm == "batchnorm":
+        rm, rv = torch.zeros(c), torch.ones(c)
+        return lambda: F.batch_norm(x, rm, rv, torch.ones(c), torch.zeros(c), training=True)
+    raise ValueError(norm)
+
+
+def median_ms(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    torch.manual_seed(1)
+    if not a.json:
+        print(f"{'norm':13}{'shape':18}{'threads':8}{'median_ms':11}{'gb_per_s':10}{'copy_gb_per_s':14}of_copy")
+    for th in [int(t) for t in a.threads.split(",")]:
+        torch.set_num_threads(th)
+        for norm, shape in CASES:
+            x = torch.rand(shape) * 4 - 2
+            nbytes = x.numel() * x.element_size()
+            t = median_ms(op(norm, x), a.repeat)
+            dst = torch.empty_like(x)
+            tc = median_ms(lambda: dst.copy_(x), a.repeat)
+            gbs, cgbs = 2 * nbytes / (t * 1e6), 2 * nbytes / (tc * 1e6)
+            row = {"norm": norm, "shape": list(shape), "dtype": "float32", "threads": th, "median_ms": t,
+                   "gb_per_s": gbs, "copy_gb_per_s": cgbs, "fraction_of_copy": gbs / cgbs, "state": "steady",
+                   "framework": "torch " + torch.__version__}
+            if a.json:
+                print(json.dumps(row))
+            else:
+                print(f"{norm:13}{str(list(shape)).replace(' ', ''):18}{th:<8}{t:<11.4g}{gbs:<10.4g}{cgbs:<14.4g}{gbs / cgbs:.4g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+#include "cli/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+#include <sys/resource.h>
+
+#include "data/random.hpp"
+#include "norm/presets.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double peak_rss_mib() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// Median time of copying `bytes` between two warm buffers with `threads` threads: the
+// machine's achievable bandwidth for this size, the yardstick for the normalization.
+double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
+    std::vector<char> src(bytes, 1), dst(bytes, 0);
+    auto once = [&] {
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                std::size_t lo = bytes * t / threads, hi = bytes * (t + 1) / threads;
+                std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+            });
+        for (auto& p : pool) p.join();
+    };
+    once();
+    std::vector<double> times;
+    for (unsigned r = 0; r < repeat; ++r) {
+        auto t0 = Clock::now();
+        once();
+        times.push_back(ms(t0, Clock::now()));
+    }
+    return median(times);
+}
+
+NormDef bench_def(const std::string& norm, const Shape& shape, unsigned groups) {
+    const auto& types = norm_type_names();
+    auto it = std::find(types.begin(), types.end(), norm);
+    if (it == types.end()) throw InputError("bench --norm: unknown norm type \"" + norm + "\"");
+    NormDef d;
+    d.name = norm;
+    d.loc = {"", "bench --norm " + norm};
+    d.type = static_cast<NormType>(it - types.begin());
+    if (d.type == NormType::layernorm || d.type == NormType::rmsnorm)
+        d.normalized_shape = std::vector<long long>{static_cast<long long>(shape.back())};
+    if (d.type == NormType::groupnorm) d.num_groups = groups;
+    return d;
+}
+
+std::vector<std::vector<long long>> default_shapes(const std::string& norm) {
+    if (norm == "layernorm" || norm == "rmsnorm") return {{32, 64, 512}, {64, 128, 768}, {8, 512, 4096}};
+    if (norm == "batchnorm") return {{32, 64, 56, 56}, {32, 3, 64, 64}};
+    return {{32, 64, 56, 56}};
+}
+
+}  // namespace
+
+std::string run_bench(const BenchOptions& o) {
+    DType dtype = parse_dtype(o.dtype);
+    std::vector<std::string> norms = o.norms;
+    if (norms.empty()) norms = {"layernorm", "rmsnorm", "groupnorm", "instancenorm", "batchnorm"};
+    std::vector<unsigned> threads = o.threads;
+    if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
+    if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
+    const unsigned saved_threads = engine_threads();
+
+    std::ostringstream out;
+    if (!o.json)
+        out << std::left << std::setw(13) << "norm" << std::setw(18) << "shape" << std::setw(9) << "dtype"
+            << std::setw(8) << "threads" << std::setw(11) << "median_ms" << std::setw(10) << "gb_per_s"
+            << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(9) << "cold_ms"
+            << "peak_rss_mib\n";
+    for (const auto& norm : norms) {
+        auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;
+        for (const auto& sv : shapes) {
+            Shape shape;
+            for (long long d : sv) {
+                if (d <= 0) throw InputError("bench --shape: dims must be positive");
+                shape.push_back(static_cast<std::size_t>(d));
+            }
+            Batch b;
+            b.name = "bench";
+            b.channel_axis = shape.size() > 1 ? 1 : 0;
+            xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
+            Rng rng(1);
+            for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
+            b.x = Tensor::from_double(v, dtype);
+            v = xt::xarray<double>();
+            const std::size_t bytes = b.x.size() * (dtype == DType::float64 ? 8 : 4);
+            for (unsigned th : threads) {
+                set_engine_threads(th);
+                NormLayer layer(bench_def(norm, shape, o.num_groups), dtype);
+                StepResult s;
+                auto c0 = Clock::now();
+                layer.forward(b, s);  // first call: touches fresh output pages
+                double cold = ms(c0, Clock::now());
+                std::vector<double> times;
+                for (unsigned r = 0; r < o.repeat; ++r) {
+                    auto t0 = Clock::now();
+                    layer.forward(b, s);
+                    times.push_back(ms(t0, Clock::now()));
+                }
+                double med = median(times), copy = copy_ms(bytes, th, o.repeat);
+                double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
+                double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
+                if (o.json) {
+                    out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
+                        << o.dtype << "\", \"threads\": " << th << ", \"median_ms\": " << med
+                        << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
+                        << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"state\": \"steady\", \"cold_ms\": "
+                        << cold << ", \"peak_rss_mib\": " << peak_rss_mib() << "}\n";
+                } else {
+                    out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
+                        << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
+                        << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
+                        << gbs / copy_gbs << std::setw(9) << cold << peak_rss_mib() << "\n";
+                }
+            }
+        }
+    }
+    set_engine_threads(saved_threads);
+    if (!o.json) out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages)\n";
+    return out.str();
+}
+
+}  // namespace normlab

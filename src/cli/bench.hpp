@@ -1,0 +1,27 @@
+#pragma once
+// `normlab bench`: forward-pass throughput of the engine against a plain copy of the same
+// bytes, measured side by side in one process.
+#include <string>
+#include <vector>
+
+namespace normlab {
+
+/// Options of `normlab bench`; empty lists mean the default suite (issue 7's targets).
+struct BenchOptions {
+    std::vector<std::string> norms;              ///< batchnorm, layernorm, instancenorm, groupnorm, rmsnorm
+    std::vector<std::vector<long long>> shapes;  ///< input shapes
+    std::string dtype = "float32";
+    std::vector<unsigned> threads;               ///< thread counts to measure
+    unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
+    unsigned num_groups = 32;                    ///< groupnorm
+    bool json = false;                           ///< one JSON object per line instead of a table
+};
+
+/// Runs every (norm, shape, threads) case and returns the printable result: per case the
+/// median steady-state time (output buffers reused), GB/s counting one read of the input
+/// and one write of the output, the GB/s of a plain copy of the same bytes measured in the
+/// same run, the first ("cold") call's time, and the process's peak resident memory.
+/// Throws InputError for unknown norms, bad shapes or a norm that does not fit a shape.
+std::string run_bench(const BenchOptions& o);
+
+}  // namespace normlab
