@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Turn normlab CSVs into PNG figures with gnuplot (Debian package gnuplot-nox).
+
+    scripts/plot.py epsilon RESULT_DIR OUT.png   # epsilon.csv: |std(output) - 1| vs input scale, per norm and eps
+    scripts/plot.py padding RESULT_DIR OUT.png   # padding.csv: statistic contamination by padding, per norm
+    scripts/plot.py stats   RESULT_DIR OUT.png   # stats_shapes.csv: number of statistics per norm and data
+
+Standard library only (csv, subprocess): the CSV contract is read by column name, so the
+script keeps working when columns are added. Installs nothing; without gnuplot it says so.
+"""
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+
+def rows(result_dir, name):
+    path = Path(result_dir) / name
+    if not path.exists():
+        sys.exit(f"plot.py: {path} not found (run the config that writes it first)")
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(text):
+    return float(text)  # normlab writes nan/inf/-inf, which float() reads
+
+
+def gnuplot(script, out):
+    if not shutil.which("gnuplot"):
+        sys.exit("plot.py: gnuplot not found; install it with: apt-get install -y gnuplot-nox")
+    header = f"set terminal pngcairo size 900,560 font ',10'\nset output '{out}'\nset key outside right noenhanced\nset grid\nset termoption noenhanced\n"
+    subprocess.run(["gnuplot"], input=header + script, text=True, check=True)
+    print(out)
+
+
+def series_plot(groups, xlabel, ylabel, title, out, logx=True, logy=True):
+    """groups: OrderedDict title -> list of (x, y); one line per group."""
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
+        for title_i, pts in groups.items():
+            dat.write(f'"{title_i}"\n')
+            for x, y in sorted(pts):
+                dat.write(f"{x!r} {y!r}\n")
+            dat.write("\n\n")
+    script = (f"set xlabel '{xlabel}'\nset ylabel '{ylabel}'\nset title '{title}' noenhanced\n"
+              + ("set logscale x\n" if logx else "") + ("set logscale y\n" if logy else "")
+              + f"plot for [i=0:{len(groups) - 1}] '{dat.name}' index i using 1:2 with linespoints "
+                "title columnheader(1) noenhanced\n")
+    gnuplot(script, out)
+
+
+def plot_epsilon(result_dir, out):
+    groups = OrderedDict()
+    for r in rows(result_dir, "epsilon.csv"):
+        if r.get("dtype", "float32") != "float32":
+            continue
+        y = num(r["std_err_max"])
+        if not y > 0:  # log axis: an exact 0 cannot be drawn
+            y = 1e-17
+        key = f"{r['data']}/{r['norm']} eps={r['eps']}"
+        groups.setdefault(key, []).append((num(r["scale"]), y))
+    series_plot(groups, "input scale (x multiplied by)", "max over groups of |std(output) - 1|",
+                "epsilon takes over as the input variance falls toward eps", out)
+
+
+def plot_padding(result_dir, out):
+    data = []
+    for r in rows(result_dir, "padding.csv"):
+        data.append((f"{r['data']}/{r['norm']}" + (" masked" if r["masked"] == "true" else ""),
+                     num(r["mean_contamination_max"]), num(r["var_contamination_rel_max"])))
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
+        for name, m, v in data:
+            dat.write(f'"{name}" {m!r} {v!r}\n')
+    script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
+              "set xtics rotate by -35 noenhanced\nset ylabel 'contamination'\n"
+              "set title 'statistics contaminated by padding (0 = padding-free)'\nset logscale y\nset yrange [1e-8:*]\n"
+              f"plot '{dat.name}' using ($2+1e-8):xtic(1) title 'max |mean with pad - mean without|', "
+              f"'' using ($3+1e-8) title 'max relative variance change'\n")
+    gnuplot(script, out)
+
+
+def plot_stats(result_dir, out):
+    data = [(f"{r['data']}/{r['norm']}", int(r["num_stats"]), int(r["elems_per_stat"]))
+            for r in rows(result_dir, "stats_shapes.csv")]
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
+        for name, n, e in data:
+            dat.write(f'"{name}" {n} {e}\n')
+    script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
+              "set xtics rotate by -35 noenhanced\nset logscale y\nset ylabel 'count (log)'\n"
+              "set title 'how many statistics each norm computes, and over how many elements'\n"
+              f"plot '{dat.name}' using 2:xtic(1) title 'num_stats', '' using 3 title 'elems_per_stat'\n")
+    gnuplot(script, out)
+
+
+def main():
+    kinds = {"epsilon": plot_epsilon, "padding": plot_padding, "stats": plot_stats}
+    if len(sys.argv) != 4 or sys.argv[1] not in kinds:
+        sys.exit(__doc__)
+    kinds[sys.argv[1]](sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    main()
