@@ -18,13 +18,13 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
 }
 
 GroupSummary group_summary(const Tensor& y, const Resolution& res,
-                           const xt::xarray<std::uint8_t>* mask) {
+                           const xt::xarray<std::uint8_t>* mask, bool center) {
     // Reuse the engine's moments on the output viewed as the engine saw the input.
     Tensor yv = reshaped(y, res.view_shape);
     xt::xarray<std::uint8_t> mv;
     const bool masked = mask && mask->size() > 0;
     if (masked) mv = view_mask(*mask, res);
-    Moments m = compute_moments(yv, res.spec.reduction_axes, true, masked ? &mv : nullptr);
+    Moments m = compute_moments(yv, res.spec.reduction_axes, center, masked ? &mv : nullptr);
     GroupSummary s;
     s.mean = m.mean;
     s.std = xt::sqrt(m.var);

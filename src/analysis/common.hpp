@@ -15,12 +15,13 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b);
 
 /// Per-group mean and std (biased) of `y`, grouped as the norm's statistics are (the
 /// resolution's reduction axes, GroupNorm's groups included), over real positions when a
-/// mask is given. Returns arrays in the statistics shape.
+/// mask is given. Returns arrays in the statistics shape. With center false (RMSNorm's
+/// own measure of spread) mean is 0 and std is the root mean square about 0.
 struct GroupSummary {
     xt::xarray<double> mean, std;
 };
 GroupSummary group_summary(const Tensor& y, const Resolution& res,
-                           const xt::xarray<std::uint8_t>* mask);
+                           const xt::xarray<std::uint8_t>* mask, bool center = true);
 
 /// Number of non-finite (NaN or +-inf) values.
 std::size_t count_nonfinite(const xt::xarray<double>& a);

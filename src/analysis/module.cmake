@@ -1,4 +1,6 @@
 normlab_module(normlab_analysis
   SOURCES analysis/registry.cpp analysis/common.cpp analysis/stats_shapes.cpp analysis/apply.cpp
   analysis/precision.cpp analysis/port_check.cpp
+  analysis/batch_ops.cpp analysis/epsilon.cpp analysis/padding.cpp analysis/equivalence.cpp
+  analysis/invariance.cpp analysis/batch_dependence.cpp analysis/train_eval.cpp
   DEPS normlab_norm normlab_report)

@@ -8,6 +8,8 @@ const std::vector<AnalysisType>& analysis_types() {
         apply_analysis(),
         precision_analysis(),
         port_check_analysis(),
+        epsilon_analysis(), padding_analysis(), equivalence_analysis(), invariance_analysis(),
+        batch_dependence_analysis(), train_eval_analysis(),
     };
     return types;
 }

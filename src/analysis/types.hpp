@@ -11,5 +11,13 @@ AnalysisType apply_analysis();
 AnalysisType precision_analysis();
 /// port_check (port_check.cpp): a reference norm against ports of it on the same data.
 AnalysisType port_check_analysis();
+/// epsilon, padding, equivalence, invariance, batch_dependence, train_eval (one .cpp each,
+/// same names): the effect analyses of issue 4; README "Analyses" documents their columns.
+AnalysisType epsilon_analysis();
+AnalysisType padding_analysis();
+AnalysisType equivalence_analysis();
+AnalysisType invariance_analysis();
+AnalysisType batch_dependence_analysis();
+AnalysisType train_eval_analysis();
 
 }  // namespace normlab

@@ -33,8 +33,17 @@ SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataCo
     if (!(std >= 0)) r.at("std").fail("std must be >= 0, but got " + std::to_string(std));
     Rng rng(derive_seed(ctx.seed, name));
     SourceData d;
-    d.values = xt::xarray<double>::from_shape(shape);
-    for (double& v : d.values) v = rng.normal(mean, std);
+    Tensor t;
+    t.dtype = ctx.dtype;
+    // Drawn in double and rounded once to the dtype, exactly as Tensor::from_double would.
+    if (ctx.dtype == DType::float64) {
+        t.f64 = xt::xarray<double>::from_shape(shape);
+        for (double& v : t.f64) v = rng.normal(mean, std);
+    } else {
+        t.f32 = xt::xarray<float>::from_shape(shape);
+        for (float& v : t.f32) v = static_cast<float>(round_to(ctx.dtype, rng.normal(mean, std)));
+    }
+    d.tensor = std::move(t);
     return d;
 }
 

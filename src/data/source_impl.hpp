@@ -3,6 +3,7 @@
 // (source_*.cpp). Not part of the data module's public API.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace normlab {
 /// What a source builds before the common keys (channel_axis, mask, lengths) are applied.
 struct SourceData {
     xt::xarray<double> values;         ///< full precision; make_batch rounds to the run dtype
+    /// Set instead of `values` by a source that builds its values directly in the run dtype,
+    /// so a large float32 batch never exists as doubles too (peak memory).
+    std::optional<Tensor> tensor;
     /// Built by the source (tokens, text), in the Batch::mask layout; else empty (shape {0}:
     /// a default-constructed xarray is 0-d with one element).
     xt::xarray<std::uint8_t> mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});

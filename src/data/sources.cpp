@@ -70,7 +70,7 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     r.finish();
 
     SourceData data = def.build(name, r, ctx);
-    const Shape shape(data.values.shape().begin(), data.values.shape().end());
+    const Shape shape = data.tensor ? data.tensor->shape() : Shape(data.values.shape().begin(), data.values.shape().end());
     if (shape.empty()) loc.fail("data must have at least one axis, but got a scalar");
 
     Batch b;
@@ -114,7 +114,7 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
             b.lengths = std::move(ls);
         }
     }
-    b.x = Tensor::from_double(data.values, ctx.dtype);
+    b.x = data.tensor ? std::move(*data.tensor) : Tensor::from_double(data.values, ctx.dtype);
     return b;
 }
 

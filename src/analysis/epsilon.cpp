@@ -1,0 +1,167 @@
+// epsilon: how much eps changes a norm's output, over a grid of eps values, input scales
+// (where the group variance falls below eps, eps takes over) and dtypes.
+//
+// Closed form behind the std columns: a group of variance v normalised with eps has
+// x_hat = (x - mean) / sqrt(v + eps), whose std is sqrt(v / (v + eps)) instead of 1
+// (RMSNorm: the root mean square, with v the mean square).
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "analysis/batch_ops.hpp"
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+struct Options {
+    std::optional<std::vector<double>> eps;  ///< absent: the norm's eps in effect
+    std::vector<double> scales = {1.0};
+    std::vector<DType> dtypes;               ///< empty: the run dtype
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    auto nonempty = [&](const char* key, std::size_t n) {
+        if (n == 0) r.at(key).fail("list is empty");
+    };
+    if (auto e = r.numbers("eps")) {
+        nonempty("eps", e->size());
+        for (std::size_t i = 0; i < e->size(); ++i)
+            if (!((*e)[i] >= 0) || !std::isfinite((*e)[i]))
+                r.at("eps").child(i).fail("eps must be >= 0 and finite, but got " + format_number((*e)[i]));
+        o.eps = *e;
+    }
+    if (auto s = r.numbers("scales")) {
+        nonempty("scales", s->size());
+        for (std::size_t i = 0; i < s->size(); ++i)
+            if (!((*s)[i] > 0) || !std::isfinite((*s)[i]))
+                r.at("scales").child(i).fail("a scale must be > 0 and finite, but got " + format_number((*s)[i]));
+        o.scales = *s;
+    }
+    if (auto d = r.strings("dtypes")) {
+        nonempty("dtypes", d->size());
+        for (std::size_t i = 0; i < d->size(); ++i) {
+            try {
+                o.dtypes.push_back(parse_dtype((*d)[i]));
+            } catch (const InputError& e) {
+                r.at("dtypes").child(i).fail(e.what());
+            }
+        }
+    }
+    r.finish();
+    return o;
+}
+
+NormDef with_eps(NormDef d, double eps) {
+    d.eps = eps;
+    return d;
+}
+
+// The same norm without its affine step: its output is x_hat.
+NormDef without_affine(NormDef d) {
+    d.affine = false;
+    d.weight.reset();
+    d.bias.reset();
+    return d;
+}
+
+// Mean and max over finite entries of |s - 1| (NaN when none is finite).
+std::pair<double, double> std_error(const xt::xarray<double>& std) {
+    double sum = 0, mx = 0;
+    std::size_t n = 0;
+    for (double s : std) {
+        if (!std::isfinite(s)) continue;
+        const double e = std::fabs(s - 1);
+        sum += e, mx = std::max(mx, e), ++n;
+    }
+    if (n == 0) return {std::nan(""), std::nan("")};
+    return {sum / static_cast<double>(n), mx};
+}
+
+// Mean |v| over finite values at positions where mask is set.
+double mean_abs(const xt::xarray<double>& v, const xt::xarray<std::uint8_t>& mask) {
+    double sum = 0;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (!mask.data()[i] || !std::isfinite(v.data()[i])) continue;
+        sum += std::fabs(v.data()[i]), ++n;
+    }
+    return n ? sum / static_cast<double>(n) : std::nan("");
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    const std::vector<DType> dtypes = o.dtypes.empty() ? std::vector<DType>{ctx.dtype} : o.dtypes;
+    Table t;
+    t.columns = epsilon_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        const xt::xarray<double> x = b.x.to_double();
+        for (const auto& nn : spec.norms) {
+            const NormDef& def = ctx.norm(nn);
+            const std::vector<double> eps_list =
+                o.eps ? *o.eps
+                      : std::vector<double>{NormLayer(def, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn).eps};
+            for (DType dt : dtypes)
+                for (double eps : eps_list)
+                    for (double scale : o.scales) {
+                        const Batch bs = with_values(b, x * scale, dt);
+                        const NormDef de = with_eps(def, eps);
+                        const StepResult s = NormLayer(de, dt).forward(bs);
+                        const StepResult h = NormLayer(without_affine(de), dt).forward(bs);
+                        // Reference: eps = 0 in float64 on the very same (rounded) input.
+                        const StepResult r0 =
+                            NormLayer(with_eps(def, 0.0), DType::float64).forward(with_values(bs, bs.x.to_double(), DType::float64));
+
+                        const xt::xarray<std::uint8_t>* mask = def.mask ? &bs.mask : nullptr;
+                        const auto err = std_error(group_summary(h.fwd.y, h.res, mask, h.res.spec.center).std);
+                        const xt::xarray<std::uint8_t> real = def.mask ? full_mask(bs) : xt::ones<std::uint8_t>(bs.x.shape());
+                        const double mabs = mean_abs(h.fwd.y.to_double(), real);
+
+                        // Groups whose eps = 0 variance is 0 give 0/0 there: leave them out.
+                        const std::vector<std::size_t> group = broadcast_offsets(r0.res.view_shape, r0.res.stats_shape);
+                        std::vector<std::uint8_t> include(group.size());
+                        for (std::size_t i = 0; i < group.size(); ++i) include[i] = r0.fwd.var.data()[group[i]] > 0;
+                        long long zero_var = 0;
+                        for (double v : r0.fwd.var) zero_var += v > 0 ? 0 : 1;
+                        const xt::xarray<double> y = s.fwd.y.to_double();
+                        const Deviation dv = deviation(y, r0.fwd.y.to_double(), dt, &include);
+                        const double nan = std::numeric_limits<double>::quiet_NaN();
+
+                        std::size_t finite = 0, below = 0;
+                        for (double v : s.fwd.var) {
+                            if (!std::isfinite(v)) continue;
+                            ++finite;
+                            below += v < 10 * eps ? 1 : 0;
+                        }
+                        t.add_row({dn, nn, norm_type_name(def.type), dtype_name(dt), eps, scale, mabs, err.first,
+                                   err.second, dv.compared ? dv.max_abs : nan,
+                                   finite ? static_cast<double>(below) / static_cast<double>(finite) : nan,
+                                   dv.compared ? dv.max_rel : nan, static_cast<long long>(s.res.num_stats), zero_var,
+                                   static_cast<long long>(count_nonfinite(y))});
+                    }
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType epsilon_analysis() {
+    AnalysisType a;
+    a.name = "epsilon";
+    a.summary = "eps x input scale (x dtype) sweep: x_hat size, output std vs 1, difference from eps = 0";
+    a.columns = {"data", "norm", "type", "dtype", "eps", "scale", "mean_abs_xhat", "std_err_mean",
+                 "std_err_max", "max_abs_diff_vs_eps0", "frac_var_below_10eps", "max_rel_diff_vs_eps0",
+                 "num_groups", "zero_var_groups", "nonfinite_count"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

@@ -1,0 +1,131 @@
+// invariance: is a norm's output unchanged when the input is scaled by a > 0 or shifted
+// by a constant, with one constant for the whole batch, one per sample, or one per channel?
+// The verdict is the exact mathematics (eps = 0, float64); the run's eps and dtype make it
+// approximate, and max_abs_diff says by how much.
+#include <cmath>
+
+#include "analysis/batch_ops.hpp"
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+struct Options {
+    double scale_lo = 0.5, scale_hi = 2.0;
+    double shift_lo = -3.0, shift_hi = 3.0;
+    double tolerance = 1e-9;
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    auto range = [&](const char* key, double& lo, double& hi) {
+        if (auto v = r.numbers(key)) {
+            if (v->size() != 2 || !((*v)[0] <= (*v)[1]) || !std::isfinite((*v)[0]) || !std::isfinite((*v)[1]))
+                r.at(key).fail("expected [low, high] with low <= high, both finite");
+            lo = (*v)[0], hi = (*v)[1];
+        }
+    };
+    range("scale_range", o.scale_lo, o.scale_hi);
+    if (!(o.scale_lo > 0)) r.at("scale_range").fail("scales must be > 0, but the range starts at " + format_number(o.scale_lo));
+    range("shift_range", o.shift_lo, o.shift_hi);
+    o.tolerance = r.number("tolerance", 1e-9);
+    if (!(o.tolerance >= 0)) r.at("tolerance").fail("tolerance must be >= 0");
+    r.finish();
+    return o;
+}
+
+NormDef with_eps(NormDef d, double eps) {
+    d.eps = eps;
+    return d;
+}
+
+enum class Granularity { batch, sample, channel };
+const char* granularity_name(Granularity g) {
+    return g == Granularity::batch ? "batch" : g == Granularity::sample ? "sample" : "channel";
+}
+
+// x scaled (or shifted) with one constant per index along `axis` (one in all for batch).
+// The constants are drawn uniformly in [lo, hi).
+xt::xarray<double> transform(const xt::xarray<double>& x, bool scale, Granularity g, std::size_t channel_axis,
+                             double lo, double hi, Rng& rng) {
+    const Shape s(x.shape().begin(), x.shape().end());
+    const std::size_t axis = g == Granularity::sample ? 0 : channel_axis;
+    const std::size_t n = g == Granularity::batch ? 1 : s[axis];
+    std::size_t inner = 1;
+    for (std::size_t a = axis + 1; a < s.size(); ++a) inner *= s[a];
+    std::vector<double> k(n);
+    for (auto& v : k) v = lo + (hi - lo) * rng.uniform();
+    xt::xarray<double> out = x;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const double c = k[g == Granularity::batch ? 0 : (i / inner) % n];
+        out.data()[i] = scale ? out.data()[i] * c : out.data()[i] + c;
+    }
+    return out;
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    Table t;
+    t.columns = invariance_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        const xt::xarray<double> x = b.x.to_double();
+        const Batch b64 = with_values(b, x, DType::float64);
+        Rng rng(derive_seed(ctx.seed, "invariance/" + dn));
+        // The transformed inputs, drawn once per data so that every norm sees the same ones.
+        struct Case {
+            bool scale;
+            Granularity g;
+            xt::xarray<double> x;
+        };
+        std::vector<Case> cases;
+        for (bool scale : {true, false})
+            for (Granularity g : {Granularity::batch, Granularity::sample, Granularity::channel})
+                cases.push_back({scale, g,
+                                 transform(x, scale, g, b.channel_axis, scale ? o.scale_lo : o.shift_lo,
+                                           scale ? o.scale_hi : o.shift_hi, rng)});
+        for (const auto& nn : spec.norms) {
+            const NormDef& def = ctx.norm(nn);
+            const StepResult base = NormLayer(def, ctx.dtype).forward(b);
+            const xt::xarray<double> y = base.fwd.y.to_double();
+            const NormDef d0 = with_eps(def, 0.0);
+            const xt::xarray<double> y0 = NormLayer(d0, DType::float64).forward(b64).fwd.y.to_double();
+            const xt::xarray<double> y64 = NormLayer(def, DType::float64).forward(b64).fwd.y.to_double();
+            double peak = 1;
+            for (double v : y0)
+                if (std::isfinite(v)) peak = std::max(peak, std::fabs(v));
+            for (const auto& c : cases) {
+                const xt::xarray<double> yt = NormLayer(def, ctx.dtype).forward(with_values(b, c.x, ctx.dtype)).fwd.y.to_double();
+                const Batch bt64 = with_values(b, c.x, DType::float64);
+                const xt::xarray<double> yt0 = NormLayer(d0, DType::float64).forward(bt64).fwd.y.to_double();
+                const xt::xarray<double> yt64 = NormLayer(def, DType::float64).forward(bt64).fwd.y.to_double();
+                const double diff = deviation(yt, y, ctx.dtype).max_abs;
+                const double diff0 = deviation(yt0, y0, DType::float64).max_abs;
+                const double diff64 = deviation(yt64, y64, DType::float64).max_abs;
+                t.add_row({dn, nn, norm_type_name(def.type), std::string(c.scale ? "scale" : "shift"),
+                           std::string(granularity_name(c.g)), diff, diff0 <= o.tolerance * peak, diff0, diff64,
+                           base.res.eps});
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType invariance_analysis() {
+    AnalysisType a;
+    a.name = "invariance";
+    a.summary = "is the output invariant to scaling/shifting the input per batch, sample or channel; by how much eps breaks it";
+    a.columns = {"data", "norm", "type", "transform", "granularity", "max_abs_diff", "invariant",
+                 "max_abs_diff_eps0", "max_abs_diff_f64", "eps"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

@@ -1,0 +1,109 @@
+// train_eval: K training steps on seeded batches, then inference on the given (held-out)
+// batch after each step. Norms with running statistics (BatchNorm, InstanceNorm with
+// track_running_stats) normalise differently in the two modes until the running
+// statistics match the held-out batch; every other norm gives identical outputs.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "analysis/batch_ops.hpp"
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+struct Options {
+    long long steps = 5;
+    std::optional<long long> batch_size;  ///< absent: the data's batch size
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    o.steps = r.integer("steps", 5);
+    if (o.steps < 1) r.at("steps").fail("steps must be >= 1, but got " + std::to_string(o.steps));
+    o.batch_size = r.integer("batch_size");
+    if (o.batch_size && *o.batch_size < 1)
+        r.at("batch_size").fail("batch_size must be >= 1, but got " + std::to_string(*o.batch_size));
+    r.finish();
+    return o;
+}
+
+NormDef with_training(NormDef d, bool training) {
+    d.training = training;
+    return d;
+}
+
+// The norm in inference mode with the given running statistics (empty: the norm's own
+// initial values).
+NormDef eval_def(const NormDef& def, const xt::xarray<double>& mean, const xt::xarray<double>& var) {
+    NormDef d = with_training(def, false);
+    if (mean.size() > 0) {
+        ParamInit m;
+        m.kind = ParamInit::Kind::values;
+        m.loc = def.loc.child("running_mean");
+        m.values = mean;
+        ParamInit v = m;
+        v.loc = def.loc.child("running_var");
+        v.values = var;
+        d.running_mean = m;
+        d.running_var = v;
+    }
+    return d;
+}
+
+double average(const xt::xarray<double>& a) {
+    if (a.size() == 0) return std::numeric_limits<double>::quiet_NaN();
+    double s = 0;
+    for (double v : a) s += v;
+    return s / static_cast<double>(a.size());
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    Table t;
+    t.columns = train_eval_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        require_sample_axis(spec.loc, "train_eval", b);
+        const std::size_t bs = o.batch_size ? static_cast<std::size_t>(*o.batch_size) : b.x.shape()[0];
+        // Training batches drawn like the held-out one; the same for every norm.
+        std::vector<Batch> train;
+        for (long long k = 1; k <= o.steps; ++k) {
+            Rng rng(derive_seed(ctx.seed, "train_eval/" + dn + "/" + std::to_string(k)));
+            train.push_back(gaussian_like(b, bs, rng, b.x.dtype));
+        }
+        for (const auto& nn : spec.norms) {
+            const NormDef& def = ctx.norm(nn);
+            NormLayer layer(with_training(def, true), ctx.dtype);
+            const xt::xarray<double> y_train = NormLayer(with_training(def, true), ctx.dtype).forward(b).fwd.y.to_double();
+            for (long long k = 0; k <= o.steps; ++k) {
+                if (k > 0) layer.forward(train[static_cast<std::size_t>(k - 1)]);
+                NormLayer ev(eval_def(def, layer.running_mean(), layer.running_var()), ctx.dtype);
+                const xt::xarray<double> y_eval = ev.forward(b).fwd.y.to_double();
+                t.add_row({dn, nn, norm_type_name(def.type), k, average(ev.running_mean()), average(ev.running_var()),
+                           deviation(y_eval, y_train, ctx.dtype).max_abs, layer.has_running_stats(),
+                           static_cast<long long>(bs)});
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType train_eval_analysis() {
+    AnalysisType a;
+    a.name = "train_eval";
+    a.summary = "running statistics over K seeded training steps; inference vs training output on the held-out batch";
+    a.columns = {"data", "norm", "type", "step", "running_mean_avg", "running_var_avg", "eval_train_max_abs_diff",
+                 "has_running_stats", "batch_size"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab

@@ -1,0 +1,302 @@
+// The invariance, batch_dependence and train_eval analyses end to end with known answers;
+// the batch helpers they share (analysis/batch_ops) as units; every example config runs.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include <xtensor/xadapt.hpp>
+
+#include "analysis/batch_ops.hpp"
+#include "analysis_util.hpp"
+
+using namespace normlab_test;
+using nlohmann::json;
+
+namespace {
+
+const std::string kSrc = NORMLAB_SOURCE_DIR;
+
+json config(const json& data, const json& norms, const json& analyses, const std::string& dtype = "float32") {
+    return json{{"name", "t"}, {"seed", 3}, {"dtype", dtype}, {"data", data}, {"norms", norms}, {"analyses", analyses}};
+}
+
+normlab::Batch make(const std::vector<double>& v, const normlab::Shape& s, std::size_t channel_axis) {
+    normlab::Batch b;
+    b.name = "b";
+    xt::xarray<double> x = xt::adapt(v, s);
+    b.x = normlab::Tensor::from_double(x, normlab::DType::float64);
+    b.channel_axis = channel_axis;
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("invariance: which norm is invariant to which scale and shift (the textbook table)") {
+    json data = {{"img", {{"source", "gaussian"}, {"shape", {6, 4, 3, 3}}, {"mean", 2}, {"std", 3}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}}},
+                  {"bn_eval", {{"type", "batchnorm"}, {"training", false}}},
+                  {"ln", {{"type", "layernorm"}, {"normalized_shape", {4, 3, 3}}}},
+                  {"in", {{"type", "instancenorm"}}},
+                  {"gn", {{"type", "groupnorm"}, {"num_groups", 2}}},
+                  {"rms", {{"type", "rmsnorm"}, {"normalized_shape", {4, 3, 3}}}}};
+    auto r = run_config("invariance", config(data, norms, {{{"type", "invariance"}, {"data", {"img"}},
+                                                            {"norms", {"bn", "bn_eval", "ln", "in", "gn", "rms"}},
+                                                            {"scale_range", {1.5, 3}}, {"shift_range", {1, 4}}}}));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    CHECK(csv_header(read_text(r.out / "invariance.csv")).rfind("data,norm,type,transform,granularity,max_abs_diff,invariant", 0) == 0);
+    auto rows = r.csv("invariance");
+    CHECK(rows.size() == 6 * 6);
+    // Expected verdicts per norm: scale batch/sample/channel, then shift batch/sample/channel.
+    const std::map<std::string, std::string> expected = {
+        {"bn", "TFT TFT"}, {"bn_eval", "FFF FFF"}, {"ln", "TTF TTF"},
+        {"in", "TTT TTT"}, {"gn", "TTF TTF"},      {"rms", "TTF FFF"}};
+    const char* gran[] = {"batch", "sample", "channel"};
+    for (const auto& [norm, verdicts] : expected)
+        for (int t = 0; t < 2; ++t)
+            for (int g = 0; g < 3; ++g) {
+                const std::string transform = t == 0 ? "scale" : "shift";
+                CAPTURE(norm);
+                CAPTURE(transform);
+                CAPTURE(gran[g]);
+                auto row = one(rows, {{"norm", norm}, {"transform", transform}, {"granularity", gran[g]}});
+                const bool inv = verdicts[static_cast<std::size_t>(t * 4 + g)] == 'T';
+                CHECK(row.at("invariant") == (inv ? "true" : "false"));
+                if (inv) {
+                    // Exact with eps = 0 up to float64 rounding; eps and float32 leave a little.
+                    CHECK(num(row, "max_abs_diff_eps0") <= 1e-12);
+                    CHECK(num(row, "max_abs_diff") <= 1e-4);
+                } else {
+                    CHECK(num(row, "max_abs_diff_eps0") > 1e-2);
+                    CHECK(num(row, "max_abs_diff") > 1e-2);
+                }
+            }
+}
+
+TEST_CASE("invariance: eps makes scale invariance approximate, by about |x_hat| eps/(2 var) (1 - 1/a^2)") {
+    // LayerNorm on [1,2,3,4] (var 1.25) with eps 0.125: scaling the row by a changes the
+    // output from (x-m)/sqrt(v+eps) to (x-m)/sqrt(v+eps/a^2). With the scale range pinned to
+    // [2, 2] the largest change is at |x - m| = 1.5.
+    json data = {{"row", {{"source", "values"}, {"values", {{1, 2, 3, 4}}}}}};
+    json norms = {{"ln", {{"type", "layernorm"}, {"normalized_shape", {4}}, {"eps", 0.125}}}};
+    auto r = run_config("invariance_eps", config(data, norms, {{{"type", "invariance"}, {"data", {"row"}}, {"norms", {"ln"}},
+                                                                {"scale_range", {2, 2}}}}, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto row = one(r.csv("invariance"), {{"transform", "scale"}, {"granularity", "batch"}});
+    const double expected = 1.5 / std::sqrt(1.25 + 0.125 / 4) - 1.5 / std::sqrt(1.25 + 0.125);
+    CHECK(num(row, "max_abs_diff") == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(num(row, "max_abs_diff_f64") == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(row.at("invariant") == "true");
+    CHECK(num(row, "eps") == 0.125);
+}
+
+TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; a batch of one is reported") {
+    json data = {{"feat", {{"source", "gaussian"}, {"shape", {5, 6}}, {"mean", 1}, {"std", 2}}},
+                 {"img", {{"source", "gaussian"}, {"shape", {3, 2, 4, 4}}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}}},
+                  {"bn_eval", {{"type", "batchnorm"}, {"training", false}}},
+                  {"ln", {{"type", "layernorm"}, {"axes", {-1}}}},
+                  {"rms", {{"type", "rmsnorm"}, {"axes", {-1}}}},
+                  {"gn", {{"type", "groupnorm"}, {"num_groups", 3}}},
+                  {"gn2", {{"type", "groupnorm"}, {"num_groups", 2}}},
+                  {"in", {{"type", "instancenorm"}}},
+                  {"ln_img", {{"type", "layernorm"}, {"axes", {1, 2, 3}}}}};
+    json analyses = {{{"type", "batch_dependence"}, {"data", {"feat"}}, {"norms", {"bn", "bn_eval", "ln", "rms", "gn"}},
+                      {"sizes", {1, 2, 7}}, {"sample", 2}},
+                     {{"type", "batch_dependence"}, {"data", {"img"}}, {"norms", {"bn", "gn2", "in", "ln_img"}}, {"sizes", {1, 3, 9}}}};
+    auto r = run_config("batch_dep", config(data, norms, analyses));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    CHECK(csv_header(read_text(r.out / "batch_dependence.csv")).rfind("data,norm,type,batch_size,max_abs_diff,batch_dependent", 0) == 0);
+    auto rows = r.csv("batch_dependence");
+    CHECK(rows.size() == 5 * 3 + 4 * 3);
+    for (const char* n : {"bn_eval", "ln", "rms", "gn"})
+        for (const char* s : {"1", "2", "7"}) {
+            CAPTURE(n);
+            CAPTURE(s);
+            auto row = one(rows, {{"data", "feat"}, {"norm", n}, {"batch_size", s}});
+            CHECK(row.at("max_abs_diff") == "0");
+            CHECK(row.at("batch_dependent") == "false");
+            CHECK(row.at("status") == "ok");
+            CHECK(row.at("sample") == "2");
+        }
+    for (const char* n : {"gn2", "in", "ln_img"})
+        for (const char* s : {"1", "3", "9"}) {
+            CAPTURE(n);
+            CAPTURE(s);
+            CHECK(one(rows, {{"data", "img"}, {"norm", n}, {"batch_size", s}}).at("max_abs_diff") == "0");
+        }
+    // (N, C) data: alone, BatchNorm has one value per channel, which PyTorch refuses.
+    auto alone = one(rows, {{"data", "feat"}, {"norm", "bn"}, {"batch_size", "1"}});
+    CHECK(alone.at("max_abs_diff") == "nan");
+    CHECK(alone.at("batch_dependent") == "true");
+    CHECK_MESSAGE(alone.at("status").rfind("error: batchnorm \"bn\" on data \"feat\": in training mode: one value per channel", 0) == 0,
+                  alone.at("status"));
+    for (const char* s : {"2", "7"}) {
+        auto row = one(rows, {{"data", "feat"}, {"norm", "bn"}, {"batch_size", s}});
+        CHECK(num(row, "max_abs_diff") > 1e-3);
+        CHECK(row.at("batch_dependent") == "true");
+    }
+    // (N, C, H, W) data: alone, BatchNorm still has 16 values per channel, and they differ.
+    auto img1 = one(rows, {{"data", "img"}, {"norm", "bn"}, {"batch_size", "1"}});
+    CHECK(img1.at("status") == "ok");
+    CHECK(num(img1, "max_abs_diff") > 1e-3);
+}
+
+TEST_CASE("batch_dependence: BatchNorm's difference is the one its batch statistics predict") {
+    // Sample 0 of [[0, 10], [4, 10]] normalised in the given batch: channel 0 gives -1
+    // (mean 2, var 4; eps 0); channel 1 is constant (0/0 in every batch). At batch size 3 its
+    // two batch-mates are drawn N(mean_c, std_c) = N(2, 2) in channel 0 and are exactly 10 in
+    // channel 1 (std 0). The test recomputes those draws with the same seeded stream.
+    json data = {{"x", {{"source", "values"}, {"values", {{0, 10}, {4, 10}}}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}, {"eps", 0}}}};
+    auto r = run_config("batch_dep_known", config(data, norms, {{{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"bn"}},
+                                                                 {"sizes", {3}}}}, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    normlab::Batch b = make({0, 10, 4, 10}, {2, 2}, 1);
+    normlab::Rng rng(normlab::derive_seed(3, "batch_dependence/x/3"));
+    normlab::Batch mates = normlab::gaussian_like(b, 2, rng, normlab::DType::float64);
+    const double m1 = mates.x.f64(0, 0), m2 = mates.x.f64(1, 0);
+    CHECK(mates.x.f64(0, 1) == 10);
+    CHECK(mates.x.f64(1, 1) == 10);
+    // Channel 0 of the batch [0, m1, m2]: biased batch statistics.
+    const double mean = (m1 + m2) / 3;
+    const double var = (mean * mean + (m1 - mean) * (m1 - mean) + (m2 - mean) * (m2 - mean)) / 3;
+    const double expected = std::fabs(-mean / std::sqrt(var) - (-1.0));
+    CHECK(expected > 1e-3);
+    auto row = one(r.csv("batch_dependence"), {{"batch_size", "3"}});
+    CHECK(num(row, "max_abs_diff") == doctest::Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("train_eval: running statistics follow the momentum rule; norms without them agree in both modes") {
+    // Every channel of the held-out batch is constant (3 in channel 0, -1 in channel 1), so
+    // every training batch drawn like it is that constant too: batch mean mu_c, variance 0.
+    // torch (momentum 0.1 on the new value): running_mean = mu (1 - 0.9^k), running_var =
+    // 0.9^k; keras (0.99 on the old value): 0.99^k; momentum null (cumulative): mu and 0 after
+    // step 1. Training output is 0 (x = mean); inference gives (x - rm)/sqrt(rv + eps).
+    json data = {{"x", {{"source", "values"}, {"values", {{{3, 3}, {-1, -1}}, {{3, 3}, {-1, -1}}, {{3, 3}, {-1, -1}}}}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}}},
+                  {"bn_keras", {{"type", "batchnorm"}, {"convention", "keras"}}},
+                  {"bn_cma", {{"type", "batchnorm"}, {"momentum", nullptr}}},
+                  {"in_track", {{"type", "instancenorm"}, {"track_running_stats", true}}},
+                  {"in", {{"type", "instancenorm"}}},
+                  {"ln", {{"type", "layernorm"}, {"axes", {1, 2}}}},
+                  {"gn", {{"type", "groupnorm"}, {"num_groups", 1}}},
+                  {"rms", {{"type", "rmsnorm"}, {"axes", {2}}}}};
+    auto r = run_config("train_eval", config(data, norms, {{{"type", "train_eval"}, {"data", {"x"}}, {"steps", 4},
+                                                            {"norms", {"bn", "bn_keras", "bn_cma", "in_track", "in", "ln", "gn", "rms"}}}}, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    CHECK(csv_header(read_text(r.out / "train_eval.csv"))
+              .rfind("data,norm,type,step,running_mean_avg,running_var_avg,eval_train_max_abs_diff", 0) == 0);
+    auto rows = r.csv("train_eval");
+    CHECK(rows.size() == 8 * 5);
+    auto expect = [&](const std::string& norm, double decay_mean, double decay_var, double eps) {
+        for (int k = 0; k <= 4; ++k) {
+            CAPTURE(norm);
+            CAPTURE(k);
+            auto row = one(rows, {{"norm", norm}, {"step", std::to_string(k)}});
+            const double dm = std::pow(decay_mean, k), dv = std::pow(decay_var, k);
+            // Channel averages: mean (3 + -1)/2 = 1.
+            CHECK(num(row, "running_mean_avg") == doctest::Approx(1 * (1 - dm)).epsilon(1e-12));
+            CHECK(num(row, "running_var_avg") == doctest::Approx(dv).epsilon(1e-12));
+            CHECK(num(row, "eval_train_max_abs_diff") == doctest::Approx(3 * dm / std::sqrt(dv + eps)).epsilon(1e-9));
+            CHECK(row.at("has_running_stats") == "true");
+        }
+    };
+    expect("bn", 0.9, 0.9, 1e-5);
+    expect("bn_keras", 0.99, 0.99, 1e-3);
+    expect("in_track", 0.9, 0.9, 1e-5);
+    auto cma = one(rows, {{"norm", "bn_cma"}, {"step", "3"}});
+    CHECK(num(cma, "running_mean_avg") == doctest::Approx(1).epsilon(1e-12));
+    CHECK(num(cma, "running_var_avg") == 0);
+    CHECK(num(cma, "eval_train_max_abs_diff") == 0);
+    for (const char* n : {"in", "ln", "gn", "rms"})
+        for (int k = 0; k <= 4; ++k) {
+            CAPTURE(n);
+            CAPTURE(k);
+            auto row = one(rows, {{"norm", n}, {"step", std::to_string(k)}});
+            CHECK(row.at("eval_train_max_abs_diff") == "0");
+            CHECK(row.at("running_mean_avg") == "nan");
+            CHECK(row.at("has_running_stats") == "false");
+        }
+}
+
+TEST_CASE("analyses that add samples refuse data without a batch axis") {
+    json data = {{"v", {{"source", "values"}, {"values", {1, 2, 3}}}}};
+    json norms = {{"ln", {{"type", "layernorm"}, {"axes", {0}}}}};
+    for (const char* type : {"batch_dependence", "train_eval"}) {
+        CAPTURE(type);
+        auto r = run_config(std::string("nobatch_") + type, config(data, norms, {{{"type", type}, {"data", {"v"}}, {"norms", {"ln"}}}}));
+        CHECK(r.cli.exit_code == 2);
+        CHECK_MESSAGE(r.cli.err.find(std::string("/analyses/0: ") + type + " on data \"v\": needs a batch axis 0 apart from the channel axis") != std::string::npos, r.cli.err);
+    }
+    auto r = run_config("bad_sizes", config({{"x", {{"source", "gaussian"}, {"shape", {2, 3}}}}}, norms,
+                                            {{{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"ln"}}, {"sizes", {2, 0}}}}));
+    CHECK(r.cli.exit_code == 2);
+    CHECK(r.cli.err.find("/analyses/0/sizes/1: a batch size must be >= 1, but got 0") != std::string::npos);
+}
+
+TEST_CASE("batch_ops: samples taken, stacked and drawn keep values, masks and lengths") {
+    normlab::Batch b = make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 2, 2}, 1);
+    b.mask = xt::xarray<std::uint8_t>({{{1, 1}}, {{1, 0}}, {{0, 0}}});  // (3,1,2): per position
+    b.lengths = {2, 1, 0};
+    normlab::Batch mid = normlab::take_samples(b, 1, 2);
+    CHECK(mid.x.shape() == normlab::Shape{2, 2, 2});
+    CHECK(mid.x.f64(0, 0, 0) == 5);
+    CHECK(mid.x.f64(1, 1, 1) == 12);
+    CHECK(mid.mask.shape()[1] == 2);                 // broadcast to full shape
+    CHECK(mid.mask(0, 1, 0) == 1);
+    CHECK(mid.mask(0, 1, 1) == 0);
+    CHECK(mid.lengths == std::vector<std::size_t>{1, 0});
+    normlab::Batch both = normlab::concat_samples(normlab::take_samples(b, 0, 1), mid);
+    CHECK(both.x.to_double() == b.x.to_double());
+    CHECK(both.mask == normlab::full_mask(b));
+    CHECK(both.lengths == b.lengths);
+
+    // Drawn samples: per-channel moments of the real positions (channel 0: 1,2,5; channel 1: 3,4,7).
+    normlab::ChannelMoments cm = normlab::channel_moments(b);
+    CHECK(cm.mean(0) == doctest::Approx(8.0 / 3));
+    CHECK(cm.mean(1) == doctest::Approx(14.0 / 3));
+    normlab::Rng rng(7);
+    normlab::Batch g = normlab::gaussian_like(b, 4000, rng, normlab::DType::float64);
+    CHECK(g.x.shape() == normlab::Shape{4000, 2, 2});
+    double s0 = 0, s1 = 0;
+    for (std::size_t i = 0; i < 4000; ++i)
+        for (std::size_t t = 0; t < 2; ++t) s0 += g.x.f64(i, 0, t), s1 += g.x.f64(i, 1, t);
+    // 8000 draws per channel: the sample mean is within 4 standard errors.
+    CHECK(std::fabs(s0 / 8000 - cm.mean(0)) < 4 * cm.std(0) / std::sqrt(8000.0));
+    CHECK(std::fabs(s1 / 8000 - cm.mean(1)) < 4 * cm.std(1) / std::sqrt(8000.0));
+    // Every drawn mask row is one of b's, with its length.
+    for (std::size_t i = 0; i < 4000; ++i) {
+        const std::size_t len = g.lengths.at(i);
+        CHECK(g.mask(i, 0, 0) == (len >= 1));
+        CHECK(g.mask(i, 1, 1) == (len >= 2));
+    }
+    normlab::Rng again(7);
+    CHECK(normlab::gaussian_like(b, 4000, again, normlab::DType::float64).x.to_double() == g.x.to_double());
+}
+
+TEST_CASE("every example config of the analyses runs and writes its table") {
+    const std::map<std::string, std::string> header = {
+        {"epsilon", "data,norm,type,dtype,eps,scale,mean_abs_xhat,std_err_mean,std_err_max,max_abs_diff_vs_eps0,frac_var_below_10eps"},
+        {"padding", "data,norm,type,masked,pad_fraction,mean_contamination_max,var_contamination_rel_max,real_output_max_abs_diff,repad_max_abs_diff,padding_invariant"},
+        {"equivalence", "data,norm_a,norm_b,reduction_axes_a,reduction_axes_b,max_abs_diff,max_rel_diff,equivalent"},
+        {"invariance", "data,norm,type,transform,granularity,max_abs_diff,invariant"},
+        {"batch_dependence", "data,norm,type,batch_size,max_abs_diff,batch_dependent"},
+        {"train_eval", "data,norm,type,step,running_mean_avg,running_var_avg,eval_train_max_abs_diff"}};
+    for (const auto& [name, h] : header) {
+        CAPTURE(name);
+        const auto out = fresh_dir("example_" + name) / "out";
+        CliResult r = run_normlab("run " + kSrc + "/configs/" + name + ".json --out " + out.string() + " -q");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        const std::string text = read_text(out / (name + ".csv"));
+        CHECK(csv_header(text).rfind(h, 0) == 0);
+        CHECK(parse_csv(text).size() > 1);
+        auto report = json::parse(read_text(out / "report.json"));
+        CHECK(report["analyses"][0]["type"] == name);
+    }
+    // The claims the example configs make.
+    const auto eq = fresh_dir("example_eq_claims") / "out";
+    REQUIRE(run_normlab("run " + kSrc + "/configs/equivalence.json --out " + eq.string() + " -q").exit_code == 0);
+    auto rows = parse_csv(read_text(eq / "equivalence.csv"));
+    CHECK(one(rows, {{"norm_a", "ln_d"}, {"norm_b", "in_t"}}).at("equivalent") == "true");
+    CHECK(one(rows, {{"norm_a", "ln_d"}, {"norm_b", "ln_td"}}).at("equivalent") == "false");
+}
