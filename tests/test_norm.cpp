@@ -315,3 +315,12 @@ TEST_CASE("buffers are reused across steps: no fresh output allocation") {
     CHECK(s.fwd.y.shape() == Shape{2, 4, 3, 3});
     CHECK(s.res.stats_shape == Shape{2, 2, 1, 1, 1});
 }
+
+TEST_CASE("groupnorm: one value per group is refused only for the whole batch (PyTorch's check)") {
+    NormDef d = def(NormType::groupnorm);
+    d.num_groups = 6;
+    CHECK_THROWS_WITH_AS(NormLayer(d, DType::float64).forward(batch(xt::ones<double>({1, 6}))),
+                         doctest::Contains("one value per group (need more than 1), input shape [1, 6]"), InputError);
+    auto y = NormLayer(d, DType::float64).forward(batch(xt::ones<double>({2, 6}) * 3.0)).fwd.y.to_double();
+    for (double v : y) CHECK(v == 0.0);
+}

@@ -212,7 +212,10 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     if (d.type == NormType::instancenorm && r.use_batch_stats && r.elems_per_stat == 1)
         fail(d.loc, "one value per instance and channel (need more than 1 spatial element), "
                     "input shape " + format_shape(xs));
-    if (d.type == NormType::groupnorm && r.elems_per_stat == 1)
+    // PyTorch's check (F.group_norm -> _verify_batch_size on (N*C/G, G, *spatial)): refused
+    // only when the whole batch has one value per group, N * C/G * spatial == 1. With N > 1
+    // a one-element group is allowed (and normalises to 0).
+    if (d.type == NormType::groupnorm && r.elems_per_stat * xs[0] == 1)
         fail(d.loc, "one value per group (need more than 1), input shape " + format_shape(xs) +
                         " with num_groups " + std::to_string(d.num_groups));
     if (tracking) {
