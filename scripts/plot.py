@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Turn normlab CSVs into PNG figures with gnuplot (Debian package gnuplot-nox).
 
-    scripts/plot.py epsilon RESULT_DIR OUT.png   # epsilon.csv: |std(output) - 1| vs input scale, per norm and eps
-    scripts/plot.py padding RESULT_DIR OUT.png   # padding.csv: statistic contamination by padding, per norm
+    scripts/plot.py epsilon RESULT_DIR OUT.png [DATA/NORM ...]  # epsilon.csv: |std(output) - 1| vs input scale
+    scripts/plot.py padding RESULT_DIR OUT.png   # padding.csv: contamination and re-padding output change, per norm
     scripts/plot.py stats   RESULT_DIR OUT.png   # stats_shapes.csv: number of statistics per norm and data
 
 Standard library only (csv, subprocess): the CSV contract is read by column name, so the
@@ -52,10 +52,12 @@ def series_plot(groups, xlabel, ylabel, title, out, logx=True, logy=True):
     gnuplot(script, out)
 
 
-def plot_epsilon(result_dir, out):
+def plot_epsilon(result_dir, out, only=()):
     groups = OrderedDict()
     for r in rows(result_dir, "epsilon.csv"):
         if r.get("dtype", "float32") != "float32":
+            continue
+        if only and f"{r['data']}/{r['norm']}" not in only:
             continue
         y = num(r["std_err_max"])
         if not y > 0:  # log axis: an exact 0 cannot be drawn
@@ -69,16 +71,17 @@ def plot_epsilon(result_dir, out):
 def plot_padding(result_dir, out):
     data = []
     for r in rows(result_dir, "padding.csv"):
-        data.append((f"{r['data']}/{r['norm']}" + (" masked" if r["masked"] == "true" else ""),
-                     num(r["mean_contamination_max"]), num(r["var_contamination_rel_max"])))
+        data.append((f"{r['data']}/{r['norm']}", num(r["mean_contamination_max"]), num(r["repad_max_abs_diff"])))
     with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
         for name, m, v in data:
             dat.write(f'"{name}" {m!r} {v!r}\n')
+    # Log axis: exact zeros (padding-free) are drawn at the floor 1e-8.
     script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
-              "set xtics rotate by -35 noenhanced\nset ylabel 'contamination'\n"
-              "set title 'statistics contaminated by padding (0 = padding-free)'\nset logscale y\nset yrange [1e-8:*]\n"
-              f"plot '{dat.name}' using ($2+1e-8):xtic(1) title 'max |mean with pad - mean without|', "
-              f"'' using ($3+1e-8) title 'max relative variance change'\n")
+              "set key inside top left box opaque\nset xtics rotate by -35\nset ylabel 'absolute difference (log; floor 1e-8 = exactly 0)'\n"
+              "set format y '%g'\nset logscale y\nset yrange [1e-8:*]\n"
+              "set title 'padding: contaminated statistics, and real outputs that change when re-padded'\nset yrange [1e-8:100]\n"
+              f"plot '{dat.name}' using ($2+1e-8):xtic(1) title 'max |mean with padding - mean without|', "
+              f"'' using ($3+1e-8) title 'max |output change at real positions| after re-padding'\n")
     gnuplot(script, out)
 
 
@@ -89,7 +92,7 @@ def plot_stats(result_dir, out):
         for name, n, e in data:
             dat.write(f'"{name}" {n} {e}\n')
     script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
-              "set xtics rotate by -35 noenhanced\nset logscale y\nset ylabel 'count (log)'\n"
+              "set key inside top right box opaque\nset xtics rotate by -35 noenhanced\nset logscale y\nset ylabel 'count (log)'\n"
               "set title 'how many statistics each norm computes, and over how many elements'\n"
               f"plot '{dat.name}' using 2:xtic(1) title 'num_stats', '' using 3 title 'elems_per_stat'\n")
     gnuplot(script, out)
@@ -97,9 +100,12 @@ def plot_stats(result_dir, out):
 
 def main():
     kinds = {"epsilon": plot_epsilon, "padding": plot_padding, "stats": plot_stats}
-    if len(sys.argv) != 4 or sys.argv[1] not in kinds:
+    if len(sys.argv) < 4 or sys.argv[1] not in kinds or (len(sys.argv) > 4 and sys.argv[1] != "epsilon"):
         sys.exit(__doc__)
-    kinds[sys.argv[1]](sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "epsilon":
+        plot_epsilon(sys.argv[2], sys.argv[3], tuple(sys.argv[4:]))
+    else:
+        kinds[sys.argv[1]](sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":
