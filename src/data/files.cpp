@@ -18,6 +18,9 @@ std::string read_file_bytes(const std::filesystem::path& path) {
     auto st = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(st)) throw InputError(what + ": no such file");
     if (std::filesystem::is_directory(st)) throw InputError(what + ": is a directory, not a file");
+    // A device, pipe or socket may never end (/dev/zero) or block forever (a FIFO).
+    if (!std::filesystem::is_regular_file(st))
+        throw InputError(what + ": not a regular file (a device, pipe or socket); give a file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(what + ": cannot open: " + std::strerror(errno));
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -5,8 +5,9 @@
 
 namespace normlab {
 
-/// The bytes of a file. Throws InputError "<path>: no such file", "<path>: is a directory,
-/// not a file", "<path>: cannot open: <reason>" or "<path>: read error".
+/// The bytes of a regular file. Throws InputError "<path>: no such file", "<path>: is a
+/// directory, not a file", "<path>: not a regular file (a device, pipe or socket)...",
+/// "<path>: cannot open: <reason>" or "<path>: read error".
 std::string read_file_bytes(const std::filesystem::path& path);
 
 /// The bytes of a file, decompressed when they are gzip (or zlib) data, detected by the

@@ -29,6 +29,17 @@ Image8 decode_image(const std::string& bytes, int channels, const std::string& w
     return img;
 }
 
+bool image_dimensions(const std::string& bytes, std::size_t& width, std::size_t& height) {
+    if (bytes.size() > static_cast<std::size_t>(INT_MAX)) return false;
+    int w = 0, h = 0, n = 0;
+    if (!stbi_info_from_memory(reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()),
+                               &w, &h, &n) || w <= 0 || h <= 0)
+        return false;
+    width = static_cast<std::size_t>(w);
+    height = static_cast<std::size_t>(h);
+    return true;
+}
+
 Image8 read_image(const std::filesystem::path& path, int channels) {
     return decode_image(read_file_bytes(path), channels, path.string());
 }

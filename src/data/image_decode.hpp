@@ -20,6 +20,10 @@ struct Image8 {
 /// decoders (PIL, libjpeg); PNG is lossless and exact.
 Image8 decode_image(const std::string& bytes, int channels, const std::string& what);
 
+/// Width and height of JPEG or PNG bytes, read from the header without decoding the
+/// pixels (stbi_info). False when stb does not recognise the bytes.
+bool image_dimensions(const std::string& bytes, std::size_t& width, std::size_t& height);
+
 /// read_file_bytes + decode_image.
 Image8 read_image(const std::filesystem::path& path, int channels);
 

@@ -269,7 +269,16 @@ Shape shape_of(const xt::xarray<double>& a) { return Shape(a.shape().begin(), a.
 
 }  // namespace
 
-NpyArray parse_npy(const std::string& bytes, const std::string& what) {
+std::size_t NpyHeader::count() const {
+    std::size_t n = 1;
+    for (auto d : shape) {
+        if (d != 0 && n > std::numeric_limits<std::size_t>::max() / d) return std::numeric_limits<std::size_t>::max();
+        n *= d;
+    }
+    return n;
+}
+
+NpyHeader parse_npy_header(const std::string& bytes, const std::string& what) {
     if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
         fail(what, "not an npy file (bad magic: expected \\x93NUMPY at the start)");
     if (bytes.size() < kMagicLen + 2) fail(what, "truncated npy file (no version)");
@@ -288,6 +297,22 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
                        " bytes follow");
     Header h = HeaderParser(bytes.substr(header_start, header_len), what).parse();
     ElemType t = parse_descr(h.descr, what);
+    NpyHeader out;
+    out.shape = h.shape;
+    out.descr = h.descr;
+    out.dtype = t.name;
+    out.item_size = t.size;
+    out.data_offset = header_start + header_len;
+    out.fortran_order = h.fortran_order;
+    out.major_version = major;
+    return out;
+}
+
+NpyArray parse_npy(const std::string& bytes, const std::string& what) {
+    const NpyHeader nh = parse_npy_header(bytes, what);
+    const Header h{nh.descr, nh.fortran_order, nh.shape};
+    const ElemType t = parse_descr(h.descr, what);
+    const int major = nh.major_version;
 
     std::size_t count = 1;
     for (auto d : h.shape) {
@@ -295,7 +320,7 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
             fail(what, "shape " + format_shape(h.shape) + " is too large");
         count *= d;
     }
-    std::size_t data_start = header_start + header_len;
+    std::size_t data_start = nh.data_offset;
     std::size_t have = bytes.size() - data_start;
     std::size_t need = count * t.size;
     if (have < need)

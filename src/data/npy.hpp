@@ -23,6 +23,25 @@ struct NpyArray {
     int major_version = 1;       ///< format version of the file: 1, 2 or 3
 };
 
+/// The header of an .npy file: what the array is, known before its data is read.
+struct NpyHeader {
+    Shape shape;
+    std::string descr;           ///< e.g. "<f4"
+    std::string dtype;           ///< numpy's name: "float32", ...
+    std::size_t item_size = 0;   ///< bytes per element
+    std::size_t data_offset = 0; ///< where the data starts in the file
+    bool fortran_order = false;
+    int major_version = 1;
+    /// Elements of `shape` (saturating at SIZE_MAX when the product does not fit).
+    std::size_t count() const;
+};
+
+/// Parses the magic string, version and header dict at the start of `bytes` (the data
+/// need not follow, so a prefix of a large file is enough). Throws InputError as
+/// parse_npy does for a bad magic string, version, header or dtype, or when `bytes` ends
+/// inside the header.
+NpyHeader parse_npy_header(const std::string& bytes, const std::string& what);
+
 /// Parses the bytes of an .npy file. `what` names the file in messages. Accepts dtypes
 /// bool, int8..int64, uint8..uint64, float16/32/64 in either byte order. Throws InputError
 /// "<what>: <problem>" for a bad magic string, an unsupported version, a malformed header,

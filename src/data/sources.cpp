@@ -72,6 +72,8 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     SourceData data = def.build(name, r, ctx);
     const Shape shape = data.tensor ? data.tensor->shape() : Shape(data.values.shape().begin(), data.values.shape().end());
     if (shape.empty()) loc.fail("data must have at least one axis, but got a scalar");
+    // Statistics over nothing are 0/0: an empty batch is an input error, as in PyTorch.
+    if (num_elements(shape) == 0) loc.fail("data has no elements (shape " + format_shape(shape) + ")");
 
     Batch b;
     b.name = name;
