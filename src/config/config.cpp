@@ -81,6 +81,22 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
     return p;
 }
 
+// Names become path components of the output (results/<name>, arrays/<data>/<norm>/), so
+// each must be one plain file name: a name with '/', '\\', ".." or "." would write outside
+// the folder the user pointed at, or somewhere unexpected inside it.
+void check_path_name(const std::string& s, const JsonLocation& loc, const std::string& what) {
+    std::string why;
+    if (s.empty()) why = "must not be empty";
+    else if (s == "." || s == "..") why = "must not be \".\" or \"..\"";
+    else if (s.find_first_of("/\\") != std::string::npos) why = "must not contain '/' or '\\'";
+    else
+        for (char c : s)
+            if (static_cast<unsigned char>(c) < 32) why = "must not contain control characters";
+    if (!why.empty())
+        loc.fail(what + " \"" + s + "\" " + why + ": it names a folder of the output, which must stay inside " +
+                 "the folder the results go to");
+}
+
 }  // namespace
 
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
@@ -158,6 +174,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     ObjectReader r(j, root);
     c.name = r.string("name", "run");
     if (c.name.empty()) r.at("name").fail("name must not be empty");
+    check_path_name(c.name, r.at("name"), "name (the default output folder is results/<name>)");
     long long seed = r.integer("seed", 0);
     if (seed < 0) r.at("seed").fail("seed must be >= 0, but got " + std::to_string(seed));
     c.seed = static_cast<std::uint64_t>(seed);
@@ -169,26 +186,37 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         }
     }
 
-    const Json& data = r.required("data");
+    // A required key that is missing because it is misspelled gets the did-you-mean of an
+    // unknown key ("analysis" for "analyses"), not just "missing required key".
+    auto required = [&](const std::string& key) -> const Json& {
+        if (!j.contains(key))
+            for (auto it = j.begin(); it != j.end(); ++it)
+                if (did_you_mean(it.key(), {key}) == key)
+                    r.at(it.key()).fail("unknown key \"" + it.key() + "\"; did you mean \"" + key + "\"?");
+        return r.required(key);
+    };
+    const Json& data = required("data");
     ObjectReader dr(data, r.at("data"));
     if (data.empty()) r.at("data").fail("no data defined (expected at least one entry)");
     for (auto it = data.begin(); it != data.end(); ++it) {
         dr.allow({it.key()});
+        check_path_name(it.key(), r.at("data").child(it.key()), "data name");
         c.data_order.push_back(it.key());
         c.data[it.key()] = it.value();
         if (!it.value().is_object()) r.at("data").child(it.key()).fail("expected an object, but got " + json_type_name(it.value()));
     }
 
-    const Json& norms = r.required("norms");
+    const Json& norms = required("norms");
     ObjectReader nr(norms, r.at("norms"));
     if (norms.empty()) r.at("norms").fail("no norms defined (expected at least one entry)");
     for (auto it = norms.begin(); it != norms.end(); ++it) {
         nr.allow({it.key()});
+        check_path_name(it.key(), r.at("norms").child(it.key()), "norm name");
         c.norm_order.push_back(it.key());
         c.norms[it.key()] = parse_norm(it.key(), it.value(), r.at("norms").child(it.key()), base_dir, c.seed);
     }
 
-    const Json& analyses = r.required("analyses");
+    const Json& analyses = required("analyses");
     if (!analyses.is_array()) r.at("analyses").fail("expected a list of analyses, but got " + json_type_name(analyses));
     if (analyses.empty()) r.at("analyses").fail("no analyses listed (expected at least one)");
     std::vector<std::string> type_names;

@@ -101,8 +101,16 @@ Sweep extract_sweep(Json& config, const std::string& file) {
     }
     if (dims.empty()) loc.fail("sweep has no parameters");
 
+    // The points are listed up front: a product of lists that is too long would exhaust
+    // memory (or wrap around) before the first point runs.
+    constexpr std::size_t kMaxPoints = 1000000;
     std::size_t total = 1;
-    for (const auto& d : dims) total *= d.size();
+    for (const auto& d : dims) {
+        if (total > kMaxPoints / d.size())
+            loc.fail("sweep has more than " + std::to_string(kMaxPoints) +
+                     " points (the product of its list lengths); split it into several configs or use \"zip\"");
+        total *= d.size();
+    }
     const Json& zip = block.contains("zip") ? block["zip"] : Json();
     for (std::size_t p = 0; p < total; ++p) {
         SweepPoint pt;

@@ -28,7 +28,7 @@ struct Sweep {
 /// Removes "sweep" from `config` and expands it. Without a sweep block: one point with no
 /// values. Grammar: {"<path>": [values...], ..., "zip": {"<path>": [...], ...},
 /// "seed_per_point": bool}. Throws InputError (at /sweep/...) for a non-list, an empty list,
-/// zip lists of unequal length, or a path given twice.
+/// zip lists of unequal length, a path given twice, or more than 1,000,000 points.
 Sweep extract_sweep(Json& config, const std::string& file);
 
 /// The CSV column name of a sweep path: dots, slashes and other punctuation become '_'
