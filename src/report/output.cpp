@@ -1,6 +1,9 @@
 #include "report/output.hpp"
 
 #include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -11,44 +14,128 @@ namespace fs = std::filesystem;
 
 namespace normlab {
 
-bool is_normlab_result(const fs::path& dir) {
-    std::ifstream in(dir / "report.json");
-    if (!in) return false;
-    try {
-        auto j = nlohmann::json::parse(in);
-        return j.is_object() && j.value("tool", "") == "normlab";
-    } catch (const std::exception&) {
-        return false;
-    }
+namespace {
+
+// Every OutputFolder operation on the disk holds this lock, so that abandon_output_folders
+// (called from the signal thread) never races a write or a commit.
+std::mutex& disk_mutex() {
+    static std::mutex m;
+    return m;
+}
+// Staging folders of OutputFolders that have not committed.
+std::set<fs::path>& live_staging() {
+    static std::set<fs::path> s;
+    return s;
 }
 
-OutputFolder::OutputFolder(fs::path target, bool force) : m_target(std::move(target)) {
-    std::error_code ec;
-    if (fs::exists(m_target, ec)) {
-        if (!fs::is_directory(m_target, ec))
-            throw InputError(m_target.string() + ": output path exists and is not a folder");
-        if (!force && !fs::is_empty(m_target, ec) && !is_normlab_result(m_target))
-            throw InputError(m_target.string() +
-                             ": output folder is not empty and does not hold an earlier normlab "
-                             "result; choose another --out or pass --force to replace it");
+std::optional<nlohmann::json> read_report(const fs::path& dir) {
+    std::ifstream in(dir / "report.json");
+    if (!in) return std::nullopt;
+    try {
+        auto j = nlohmann::json::parse(in);
+        if (j.is_object() && j.value("tool", "") == "normlab") return j;
+    } catch (const std::exception&) {
     }
-    fs::path parent = m_target.parent_path().empty() ? fs::path(".") : m_target.parent_path();
+    return std::nullopt;
+}
+
+// Absolute, normalised, symbolic links resolved as far as the path exists, no trailing '/'.
+fs::path resolved(const fs::path& p) {
+    std::error_code ec;
+    fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
+    if (ec) a = fs::absolute(p).lexically_normal();
+    while (a.filename().empty() && a != a.root_path()) a = a.parent_path();
+    return a;
+}
+
+}  // namespace
+
+bool is_normlab_result(const fs::path& dir) { return read_report(dir).has_value(); }
+
+std::string foreign_entry(const fs::path& dir) {
+    auto report = read_report(dir);
+    if (!report) return "report.json";
+    std::set<std::string> allowed{"report.json"};
+    if (report->contains("files") && (*report)["files"].is_array())
+        for (const auto& f : (*report)["files"]) {
+            if (!f.is_string()) continue;
+            for (fs::path p = fs::path(f.get<std::string>()).lexically_normal(); !p.empty(); p = p.parent_path())
+                allowed.insert(p.generic_string());
+        }
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        const std::string rel = it->path().lexically_relative(dir).generic_string();
+        if (!allowed.count(rel)) return rel;
+    }
+    return ec ? "(unreadable entries)" : std::string();
+}
+
+bool path_within(const fs::path& path, const fs::path& dir) {
+    const fs::path p = resolved(path), d = resolved(dir);
+    auto pi = p.begin();
+    for (auto di = d.begin(); di != d.end(); ++di, ++pi)
+        if (pi == p.end() || *pi != *di) return false;
+    return true;
+}
+
+OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::path>& keep)
+    : m_target(std::move(target)) {
+    const std::string shown = m_target.string();
+    m_path = fs::absolute(m_target).lexically_normal();
+    while (m_path.filename().empty() && m_path != m_path.root_path()) m_path = m_path.parent_path();
+    if (m_path == m_path.root_path())
+        throw InputError(shown + ": refusing to use the root folder as the output folder; name a folder for the results");
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    if (!ec && path_within(cwd, m_path))
+        throw InputError(shown + ": is the current folder or one of its parents; normlab replaces its output folder "
+                                 "as a whole, so name a new folder (e.g. --out results/run1)");
+    for (const auto& k : keep)
+        if (path_within(k, m_path))
+            throw InputError(shown + ": the output folder holds " + k.string() +
+                             "; normlab replaces the output folder as a whole, so choose another --out");
+    if (fs::exists(m_path, ec)) {
+        if (!fs::is_directory(m_path, ec))
+            throw InputError(shown + ": output path exists and is not a folder");
+        if (!force && !fs::is_empty(m_path, ec)) {
+            if (!is_normlab_result(m_path))
+                throw InputError(shown +
+                                 ": output folder is not empty and does not hold an earlier normlab "
+                                 "result; choose another --out or pass --force to replace it");
+            const std::string foreign = foreign_entry(m_path);
+            if (!foreign.empty())
+                throw InputError(shown + ": output folder holds an earlier normlab result and also \"" + foreign +
+                                 "\", which normlab did not write; move it away, choose another --out or pass "
+                                 "--force to replace the whole folder");
+        }
+    }
+    fs::path parent = m_path.parent_path();
     fs::create_directories(parent, ec);
     if (ec) throw EnvError(parent.string() + ": cannot create output folder: " + ec.message());
-    m_staging = parent / ("." + m_target.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
+    std::lock_guard<std::mutex> lock(disk_mutex());
+    m_staging = parent / ("." + m_path.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
     fs::remove_all(m_staging, ec);
     fs::create_directories(m_staging, ec);
     if (ec) throw EnvError(m_staging.string() + ": cannot create staging folder: " + ec.message());
+    live_staging().insert(m_staging);
 }
 
 OutputFolder::~OutputFolder() {
+    std::lock_guard<std::mutex> lock(disk_mutex());
     if (!m_committed) {
         std::error_code ec;
         fs::remove_all(m_staging, ec);
     }
+    live_staging().erase(m_staging);
 }
 
 void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
+    bool escapes = relative.empty() || relative.has_root_path();
+    for (const auto& part : relative) escapes = escapes || part == "..";
+    if (escapes)
+        throw InputError(relative.string() + ": refusing to write outside the output folder " + m_target.string());
+    std::lock_guard<std::mutex> lock(disk_mutex());
     fs::path p = m_staging / relative;
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
@@ -60,21 +147,34 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
 }
 
 void OutputFolder::commit() {
+    std::lock_guard<std::mutex> lock(disk_mutex());
     std::error_code ec;
     fs::path old;
-    if (fs::exists(m_target, ec)) {
+    if (fs::exists(m_path, ec)) {
         old = m_staging;
         old += "-old";
-        fs::rename(m_target, old, ec);
+        fs::rename(m_path, old, ec);
         if (ec) throw EnvError(m_target.string() + ": cannot replace earlier result: " + ec.message());
     }
-    fs::rename(m_staging, m_target, ec);
+    fs::rename(m_staging, m_path, ec);
     if (ec) {
-        if (!old.empty()) fs::rename(old, m_target, ec);
+        if (!old.empty()) fs::rename(old, m_path, ec);
         throw EnvError(m_target.string() + ": cannot move results into place: " + ec.message());
     }
     m_committed = true;
+    live_staging().erase(m_staging);
     if (!old.empty()) fs::remove_all(old, ec);
+}
+
+std::size_t abandon_output_folders() {
+    disk_mutex().lock();  // never unlocked: the caller exits right after
+    const std::size_t n = live_staging().size();
+    for (const auto& p : live_staging()) {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+    }
+    live_staging().clear();
+    return n;
 }
 
 }  // namespace normlab

@@ -4,34 +4,61 @@
 // or interrupted run never leaves a half-written report.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace normlab {
 
 /// A staged output folder. Files written through it appear under `target` only on commit().
-/// The destructor removes the staging folder if commit() was not reached.
+/// The destructor removes the staging folder if commit() was not reached, and so does
+/// abandon_output_folders() (called on SIGINT/SIGTERM), so an interrupted run leaves
+/// neither a partial report nor a staging folder.
 class OutputFolder {
 public:
     /// Checks that `target` may be written: it may not exist yet, be empty, or hold an earlier
-    /// normlab result (a report.json whose "tool" is "normlab"), which is replaced as a whole.
-    /// Anything else is refused (InputError) unless `force`. Creates the staging folder
-    /// (EnvError when that fails).
-    OutputFolder(std::filesystem::path target, bool force);
+    /// normlab result and nothing else (a report.json whose "tool" is "normlab", and only the
+    /// files that report lists), which is replaced as a whole. Anything else is refused
+    /// (InputError) unless `force`. Never accepted, even with `force` (InputError): a target
+    /// that is a file, the root folder, or the current folder or one of its parents.
+    /// A trailing '/' or '.' in `target` is ignored. Nor a target that contains one of the
+    /// `keep` paths (the config file: --force must not delete it). Creates the staging folder
+    /// beside the target (EnvError when that fails).
+    OutputFolder(std::filesystem::path target, bool force, const std::vector<std::filesystem::path>& keep = {});
     ~OutputFolder();
     OutputFolder(const OutputFolder&) = delete;
     OutputFolder& operator=(const OutputFolder&) = delete;
 
-    /// Writes `bytes` to `relative` (parents created). Throws EnvError naming the path.
+    /// Writes `bytes` to `relative` (parents created). Throws EnvError naming the path, and
+    /// InputError when `relative` is absolute or has a ".." component (it would land outside
+    /// the output folder).
     void write(const std::filesystem::path& relative, const std::string& bytes);
     /// Moves the staged folder to the target, replacing an earlier result. EnvError on failure.
     void commit();
     const std::filesystem::path& target() const { return m_target; }
 
 private:
-    std::filesystem::path m_target, m_staging;
+    std::filesystem::path m_target;  ///< as given (messages)
+    std::filesystem::path m_path;    ///< absolute and normalised (renames)
+    std::filesystem::path m_staging;
     bool m_committed = false;
 };
 
 /// True when `dir` holds a report.json written by normlab.
 bool is_normlab_result(const std::filesystem::path& dir);
+
+/// The first entry of `dir` (relative path) that the normlab result in it did not write: not
+/// report.json, not a file its "files" list names, nor a folder on the way to one. Empty
+/// when there is none (or `dir` holds no normlab result: then everything is foreign, and
+/// the caller asks is_normlab_result first).
+std::string foreign_entry(const std::filesystem::path& dir);
+
+/// True when `path` is `dir` or lies inside it, comparing absolute paths with symbolic
+/// links resolved as far as they exist.
+bool path_within(const std::filesystem::path& path, const std::filesystem::path& dir);
+
+/// Removes the staging folder of every OutputFolder that has not committed, and keeps any
+/// OutputFolder from writing afterwards (it blocks). For the SIGINT/SIGTERM handler, which
+/// exits right after; safe to call from another thread while the main thread writes.
+/// Returns the number of staging folders removed.
+std::size_t abandon_output_folders();
 
 }  // namespace normlab
