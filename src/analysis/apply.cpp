@@ -79,10 +79,16 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         auto mean_mm = min_max(g.mean), std_mm = min_max(g.std);
         xt::xarray<double> x = b.x.to_double(), y = s.fwd.y.to_double();
         auto in_mm = min_max(x), out_mm = min_max(y);
+        // Statistics (groups) made non-finite, by NaN/inf inputs or by overflow.
+        long long bad_stats = 0;
+        for (std::size_t i = 0; i < s.fwd.var.size(); ++i)
+            bad_stats += !std::isfinite(s.fwd.var.data()[i]) ||
+                         (i < s.fwd.mean.size() && !std::isfinite(s.fwd.mean.data()[i]));
         t.add_row({dn, layer.def().name, norm_type_name(layer.def().type), step, s.res.eps,
                    mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
                    in_mm.second, out_mm.first, out_mm.second,
-                   static_cast<long long>(count_nonfinite(y))});
+                   static_cast<long long>(count_nonfinite(y)), static_cast<long long>(count_nonfinite(x)),
+                   bad_stats});
         save_step(spec, ctx, o, dn, layer, s);
     };
     if (o.sequential) {
@@ -116,7 +122,7 @@ AnalysisType apply_analysis() {
     a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors";
     a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
                  "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
-                 "nonfinite_count"};
+                 "nonfinite_count", "nonfinite_in", "nonfinite_stats"};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

@@ -11,6 +11,7 @@
 #include "cli/bench.hpp"
 #include "cli/merge.hpp"
 #include "cli/run_command.hpp"
+#include "cli/safety.hpp"
 #include "cli/shapes_command.hpp"
 #include "data/sources.hpp"
 #include "norm/presets.hpp"
@@ -63,6 +64,7 @@ CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std:
 }  // namespace
 
 int main(int argc, char** argv) {
+    install_interrupt_handler();  // Ctrl-C/SIGTERM: remove unfinished results, exit 128 + signal
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
                  "InstanceNorm, GroupNorm, RMSNorm)"};
     app.set_version_flag("--version", "normlab 0.1.0");
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--seed", seed, "override the config's seed");
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)");
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
+    run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)");
     run_cmd->add_flag("--dry-run", run.dry_run, "validate and print the plan (data, norms, analyses, points, memory); write nothing");
     run_cmd->add_flag("--force", run.force, "replace an output folder that does not hold a normlab result");
     run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing on success");
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     auto* val_cmd = app.add_subcommand("validate", "check configs (and their data) without writing anything");
     val_cmd->add_option("configs", val_paths, "config files")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE");
+    val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run");
 
     auto* list_cmd = app.add_subcommand("list", "norm types, conventions, data sources and analyses");
 

@@ -1,15 +1,19 @@
 #include "cli/run_command.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <unistd.h>
 
 #include "analysis/analysis.hpp"
+#include "cli/safety.hpp"
 #include "config/config.hpp"
 #include "config/sweep.hpp"
 #include "data/random.hpp"
+#include "data/estimate.hpp"
 #include "data/npy.hpp"
 #include "data/sources.hpp"
 #include "report/output.hpp"
@@ -115,15 +119,71 @@ struct Loaded {
     std::map<std::string, Batch> batches;
 };
 
-Loaded load_document(const Json& doc, const std::string& file) {
+// Memory a point needs, estimated from its config before any data is built: every batch,
+// plus the larger of what building one batch holds for a while (file bytes, doubles) and
+// what an analysis works with (about three double copies of the largest batch).
+struct MemoryEstimate {
+    std::size_t total = 0;
+    std::string largest;             ///< data name with the largest own need
+    std::size_t largest_bytes = 0;   ///< its batch + the larger of its build and work memory
+    std::string largest_what;        ///< "gaussian [2, 3]"
+};
+
+MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
+    DataContext ctx{c.base_dir, c.seed, c.dtype};
+    MemoryEstimate m;
+    std::size_t kept = 0, transient = 0;
+    for (const auto& name : c.data_order) {
+        const Json& spec = c.data.at(name);
+        const DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
+        const std::size_t work = saturating_mul(e.elements, 3 * 8);
+        kept = saturating_add(kept, e.batch_bytes);
+        transient = std::max({transient, e.build_bytes, work});
+        const std::size_t own = saturating_add(e.batch_bytes, std::max(e.build_bytes, work));
+        if (m.largest.empty() || own > m.largest_bytes) {
+            m.largest = name;
+            m.largest_bytes = own;
+            m.largest_what = spec.value("source", Json("?")).is_string() ? spec.value("source", "?") : "?";
+            if (!e.shape.empty()) m.largest_what += " " + e.shape;
+        }
+    }
+    m.total = saturating_add(kept, transient);
+    return m;
+}
+
+// Refuses (InputError, exit 2) a point whose estimate exceeds --max-memory.
+void check_memory(const Config& c, const std::string& file, const std::string& max_memory) {
+    const std::size_t limit = parse_memory_size(max_memory);
+    const MemoryEstimate m = estimate_memory(c, limit);
+    if (m.total <= limit) return;
+    JsonLocation loc{file, "/data"};
+    if (m.largest_bytes > limit) loc = loc.child(m.largest);
+    loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data \"" + m.largest + "\": " +
+             m.largest_what + ", " + format_bytes(m.largest_bytes) + "), more than the limit of " +
+             describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory");
+}
+
+Loaded load_document(const Json& doc, const std::string& file, const std::string& max_memory) {
     Loaded l;
     fs::path base = fs::path(file).parent_path();
     l.config = parse_config(doc, file, base);
+    check_memory(l.config, file, max_memory);
     DataContext ctx{base, l.config.seed, l.config.dtype};
     for (const auto& name : l.config.data_order)
         l.batches[name] = make_batch(name, l.config.data.at(name),
                                      JsonLocation{file, "/data"}.child(name), ctx);
     return l;
+}
+
+// NaN and infinite values in a batch (they make every statistic they enter non-finite).
+std::size_t nonfinite_values(const Tensor& t) {
+    std::size_t n = 0;
+    if (t.dtype == DType::float64) {
+        for (double v : t.f64) n += !std::isfinite(v);
+    } else {
+        for (float v : t.f32) n += !std::isfinite(v);
+    }
+    return n;
 }
 
 Json data_summary(const Batch& b) {
@@ -132,6 +192,7 @@ Json data_summary(const Batch& b) {
     j["shape"] = b.x.shape();
     j["channel_axis"] = b.channel_axis;
     j["has_mask"] = b.has_mask();
+    j["nonfinite_values"] = nonfinite_values(b.x);
     if (b.has_mask()) j["pad_fraction"] = b.pad_fraction();
     if (!b.lengths.empty()) j["lengths"] = b.lengths;
     return j;
@@ -165,7 +226,8 @@ void check_pairs(const Loaded& l) {
 void validate_config(const RunOptions& o) {
     Json doc = load_config_document(o);
     Sweep sweep = extract_sweep(doc, o.config_path);
-    for (const auto& pt : sweep.points) check_pairs(load_document(point_document(doc, sweep, pt), o.config_path));
+    for (const auto& pt : sweep.points)
+        check_pairs(load_document(point_document(doc, sweep, pt), o.config_path, o.max_memory));
 }
 
 namespace {
@@ -192,18 +254,6 @@ Table with_point_columns(const Table& t, const Sweep& sweep, const SweepPoint& p
     return out;
 }
 
-// Rough peak memory of one point: every batch, plus one output and its statistics for the
-// largest batch at a time (analyses hold at most a few tensors of one batch).
-std::size_t estimate_bytes(const Loaded& l) {
-    std::size_t total = 0, largest = 0;
-    for (const auto& [name, b] : l.batches) {
-        std::size_t bytes = b.x.size() * (b.x.dtype == DType::float64 ? 8 : 4);
-        total += bytes;
-        largest = std::max(largest, bytes);
-    }
-    return total + 3 * largest;
-}
-
 }  // namespace
 
 void run_config(const RunOptions& o) {
@@ -222,6 +272,10 @@ void run_config(const RunOptions& o) {
         if (pt.index % shard_n == shard_i) selected.push_back(&pt);
     auto point_doc = [&](const SweepPoint& pt) { return point_document(base_doc, sweep, pt); };
     Config first = parse_config(point_doc(*selected.front()), o.config_path, base);
+    // Every selected point fits in memory, by estimate, before anything is built or written.
+    for (const SweepPoint* pt : selected)
+        check_memory(pt == selected.front() ? first : parse_config(point_doc(*pt), o.config_path, base),
+                     o.config_path, o.max_memory);
 
     if (o.dry_run) {
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype "
@@ -231,8 +285,8 @@ void run_config(const RunOptions& o) {
         std::cout << "\n";
         std::size_t peak = 0;
         for (const SweepPoint* pt : selected) {
-            Loaded l = load_document(point_doc(*pt), o.config_path);
-            peak = std::max(peak, estimate_bytes(l));
+            Loaded l = load_document(point_doc(*pt), o.config_path, o.max_memory);
+            peak = std::max(peak, estimate_memory(l.config, parse_memory_size(o.max_memory)).total);
             check_pairs(l);
             if (pt != selected.front()) continue;
             for (const auto& n : l.config.data_order) {
@@ -254,7 +308,7 @@ void run_config(const RunOptions& o) {
     }
 
     fs::path out_dir = o.out ? fs::path(*o.out) : first.output_dir ? fs::path(*first.output_dir) : fs::path("results") / first.name;
-    OutputFolder folder(out_dir, o.force);
+    OutputFolder folder(out_dir, o.force, {fs::path(o.config_path)});  // never deletes the config
     std::vector<std::string> files;
     std::vector<std::string> type_order;
     std::map<std::string, Table> tables;
@@ -262,11 +316,12 @@ void run_config(const RunOptions& o) {
     Json timings = Json::array();
     Json data_summaries = Json::object();
     const bool progress = swept && !o.quiet && ::isatty(2);
+    std::set<std::string> warned_nonfinite;
 
     for (std::size_t k = 0; k < selected.size(); ++k) {
         const SweepPoint& pt = *selected[k];
         if (progress) std::cerr << "\rnormlab: point " << (k + 1) << "/" << selected.size() << std::flush;
-        Loaded l = load_document(point_doc(pt), o.config_path);
+        Loaded l = load_document(point_doc(pt), o.config_path, o.max_memory);
         const Config& c = l.config;
         AnalysisContext ctx;
         ctx.batches = &l.batches;
@@ -281,7 +336,17 @@ void run_config(const RunOptions& o) {
             if (std::find(files.begin(), files.end(), rel.string()) == files.end()) files.push_back(rel.string());
         };
         Json point_data = Json::object();
-        for (const auto& n : c.data_order) point_data[n] = data_summary(l.batches.at(n));
+        for (const auto& n : c.data_order) {
+            point_data[n] = data_summary(l.batches.at(n));
+            const std::size_t bad = point_data[n]["nonfinite_values"].get<std::size_t>();
+            if (bad && !o.quiet && warned_nonfinite.insert(n).second)
+                std::cerr << "normlab: warning: "
+                          << JsonLocation{o.config_path, "/data"}.child(n).message(
+                                 std::to_string(bad) + " of " + std::to_string(l.batches.at(n).x.size()) +
+                                 " values are NaN or infinite; every statistic they enter is non-finite "
+                                 "(report.json: nonfinite_values; apply.csv: nonfinite_in, nonfinite_stats)")
+                          << "\n";
+        }
         if (swept) data_summaries[std::to_string(pt.index)] = point_data;
         else data_summaries = point_data;
 

@@ -18,6 +18,9 @@ struct RunOptions {
     bool quiet = false;                      ///< no summary on stdout
     bool dry_run = false;                    ///< validate and print the plan; write nothing
     std::optional<std::string> shard;        ///< --shard I/N: run sweep points with index % N == I
+    /// --max-memory as given ("8G", "75%", "none"); empty: half of the memory. A config whose
+    /// estimated memory exceeds it is refused (InputError) before any data is built.
+    std::string max_memory;
 };
 
 /// Applies one "PATH=VALUE" override to a config document. PATH is a dotted path

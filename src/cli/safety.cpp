@@ -1,0 +1,133 @@
+#include "cli/safety.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <pthread.h>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "data/estimate.hpp"
+#include "report/output.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
+
+std::size_t meminfo_total() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    unsigned long long value = 0;
+    while (in >> key >> value) {
+        std::getline(in, unit);
+        if (key == "MemTotal:") return static_cast<std::size_t>(value) * 1024;  // kB
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
+// cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) of this process; 0 when unlimited.
+std::size_t cgroup_limit() {
+    for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+        std::ifstream in(f);
+        std::string s;
+        if (!(in >> s) || s == "max") continue;
+        try {
+            return static_cast<std::size_t>(std::stoull(s));
+        } catch (const std::exception&) {
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::size_t physical_memory_bytes() {
+    std::size_t total = meminfo_total();
+    const std::size_t cg = cgroup_limit();
+    if (cg > 0 && (total == 0 || cg < total)) total = cg;
+    return total;
+}
+
+std::size_t default_memory_limit() {
+    const std::size_t total = physical_memory_bytes();
+    return total == 0 ? kNoLimit : total / 2;
+}
+
+std::size_t parse_memory_size(const std::string& text) {
+    if (text.empty()) return default_memory_limit();
+    std::string s;
+    for (char c : text) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (s == "none" || s == "0") return kNoLimit;
+    auto bad = [&]() -> std::size_t {
+        throw InputError("--max-memory: expected a size such as 8G, 512M, 1.5GiB or 75% (of the memory), or "
+                         "none, but got \"" + text + "\"");
+    };
+    std::size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(s, &used);
+    } catch (const std::exception&) {
+        return bad();
+    }
+    if (!(v > 0) || !std::isfinite(v) || s[0] == '-' || s[0] == '+') return bad();
+    std::string unit = s.substr(used);
+    if (unit == "%") {
+        if (v > 100) return bad();
+        return static_cast<std::size_t>(static_cast<double>(physical_memory_bytes()) * v / 100);
+    }
+    if (unit.size() > 1 && (unit.substr(1) == "ib" || unit.substr(1) == "b")) unit = unit.substr(0, 1);
+    double mult = 1;
+    if (unit.empty() || unit == "b") mult = 1;
+    else if (unit == "k") mult = 1024.0;
+    else if (unit == "m") mult = 1024.0 * 1024;
+    else if (unit == "g") mult = 1024.0 * 1024 * 1024;
+    else if (unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+    else return bad();
+    const double bytes = v * mult;
+    if (bytes >= 1.8e19) return kNoLimit;
+    if (bytes < 1) return bad();
+    return static_cast<std::size_t>(bytes);
+}
+
+std::string describe_memory_limit(const std::string& option_text) {
+    const std::size_t limit = parse_memory_size(option_text);
+    if (!option_text.empty()) return format_bytes(limit) + " (--max-memory " + option_text + ")";
+    return format_bytes(limit) + " (--max-memory; default: half of the " + format_bytes(physical_memory_bytes()) +
+           " of memory)";
+}
+
+void install_interrupt_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        // Blocked here, in the main thread, before any other thread exists: every thread
+        // inherits the mask, so only the sigwait below receives these signals.
+        if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return;
+        std::thread([set] {
+            int sig = 0;
+            if (sigwait(&set, &sig) != 0) ::_exit(1);
+            const std::size_t removed = abandon_output_folders();
+            const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+            const std::string msg = std::string("normlab: interrupted (") + name + ")" +
+                                    (removed ? "; the unfinished results were removed and an earlier result in "
+                                               "the output folder is left as it was" : "") + "\n";
+            [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());
+            ::_exit(128 + sig);
+        }).detach();
+    });
+}
+
+}  // namespace normlab

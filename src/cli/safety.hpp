@@ -1,0 +1,33 @@
+#pragma once
+// Resource limits and interruption (issue 8): how much memory a run may use, and what
+// Ctrl-C does (remove the staging folder, exit 130; never a half-written report).
+#include <cstddef>
+#include <string>
+
+namespace normlab {
+
+/// Physical memory this process may use: MemTotal from /proc/meminfo (sysconf as the
+/// fallback), lowered to the cgroup's memory limit when one is set (containers).
+std::size_t physical_memory_bytes();
+
+/// The default of --max-memory: half of physical_memory_bytes().
+std::size_t default_memory_limit();
+
+/// Parses a --max-memory value: bytes ("1000000"), with a binary unit ("512M", "8G",
+/// "1.5GiB", "2T"; K/M/G/T with an optional "iB" or "B", case-insensitive), a share of the
+/// physical memory ("75%"), or "none" / "0" for no limit (SIZE_MAX). Empty: the default.
+/// Throws InputError "--max-memory: ..." for anything else.
+std::size_t parse_memory_size(const std::string& text);
+
+/// Describes the limit for messages: "11.7 GiB (--max-memory 12G)" or
+/// "11.7 GiB (--max-memory; default: half of the 23.4 GiB of memory)".
+std::string describe_memory_limit(const std::string& option_text);
+
+/// Makes SIGINT, SIGTERM and SIGHUP remove the staging folders of unfinished output
+/// folders (abandon_output_folders), print "normlab: interrupted ..." and exit with
+/// 128 + the signal number (130 for SIGINT). The signals are handled by a dedicated thread
+/// (sigwait), so cleanup may use the file system safely while the main thread is busy in
+/// a long computation. Call once, early in main, before any other thread starts.
+void install_interrupt_handler();
+
+}  // namespace normlab
