@@ -1,0 +1,16 @@
+# Sanitizer and fuzzing builds (issue 8). Both instrument every target, so each needs its
+# own build folder: scripts/sanitize.sh and scripts/fuzz.sh set them up.
+option(NORMLAB_SANITIZE "Build everything with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
+option(NORMLAB_FUZZ "Also build the libFuzzer targets of tests/fuzz (clang only; implies NORMLAB_SANITIZE)" OFF)
+if(NORMLAB_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "NORMLAB_FUZZ needs clang's libFuzzer: configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  # Coverage instrumentation for libFuzzer everywhere; only the fuzz targets link its main.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  set(NORMLAB_SANITIZE ON)
+endif()
+if(NORMLAB_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
+endif()

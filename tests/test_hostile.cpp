@@ -1,0 +1,548 @@
+// Hostile inputs (issue 8), end to end through the built binary: every bad input exits 2
+// with one line naming the file and where in it; memory is estimated before anything
+// large is allocated; NaN/inf inputs are reported; the output folder is never left
+// half-written, never escapes where the user pointed, and holds nothing normlab did not
+// write unless --force. README "Bad inputs and what normlab says" lists these rows.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = NORMLAB_SOURCE_DIR;
+const std::string kData = kSrc + "/tests/data";
+
+/// Runs a shell command line with "NL" standing for the normlab binary (so tests can cd,
+/// wrap it in `timeout` or run it as another user), capturing exit code, stdout, stderr.
+CliResult run_sh(std::string cmd) {
+    static int counter = 0;
+    const std::string bin = NORMLAB_BINARY;
+    for (std::size_t p = cmd.find("NL "); p != std::string::npos; p = cmd.find("NL ", p + bin.size()))
+        cmd.replace(p, 2, bin);
+    auto dir = fs::temp_directory_path() / ("normlab_hostile_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto out = dir / ("out" + std::to_string(counter));
+    auto err = dir / ("err" + std::to_string(counter++));
+    std::string full = "(" + cmd + ") >" + out.string() + " 2>" + err.string();
+    int status = std::system(full.c_str());
+    CliResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_text(out);
+    r.err = read_text(err);
+    return r;
+}
+
+/// A config with one data entry, one norm and one apply analysis.
+std::string config(const std::string& data, const std::string& norm = R"({"type": "layernorm", "axes": [-1]})",
+                   const std::string& extra = "") {
+    return R"({"name": "t", )" + extra + R"("data": {"x": )" + data + R"(}, "norms": {"n": )" + norm +
+           R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})";
+}
+
+std::string npy_data(const std::string& path) { return R"({"source": "npy", "path": ")" + path + R"("})"; }
+
+/// The row contract: exit code 2 and exactly one line on stderr, "normlab: error: " and then
+/// `expect` (which names the file and where in it), and no output folder left behind.
+void check_row(const CliResult& r, const std::string& expect, const fs::path& out = {}) {
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.rfind("normlab: error: ", 0) == 0, r.err);
+    CHECK_MESSAGE(r.err.find(expect) != std::string::npos, "expected: " << expect << "\ngot: " << r.err);
+    CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+    if (!out.empty()) CHECK_FALSE(fs::exists(out));
+}
+
+/// Writes cfg.json into a fresh folder and runs it there with `--out out`, in `timeout` so
+/// that a hang fails the row instead of the suite.
+CliResult run_cfg(const std::string& name, const std::string& json, const std::string& extra = "") {
+    fs::path dir = fresh_dir("hostile_" + name);
+    write_text(dir / "cfg.json", json);
+    return run_sh("cd " + dir.string() + " && timeout 60 NL run cfg.json --out out " + extra);
+}
+
+fs::path out_of(const std::string& name) { return fresh_dir("hostile_probe").parent_path() / ("hostile_" + name) / "out"; }
+
+struct Row {
+    const char* name;
+    std::string json;
+    std::string expect;
+};
+
+void check_rows(const std::vector<Row>& rows) {
+    for (const auto& row : rows) {
+        CAPTURE(row.name);
+        check_row(run_cfg(row.name, row.json), row.expect, out_of(row.name));
+    }
+}
+
+/// A PNG of width x height that holds only its header (signature, IHDR with a valid CRC,
+/// IEND): what a hostile or truncated file may claim.
+std::string png_header_only(std::uint32_t width, std::uint32_t height) {
+    auto be32 = [](std::uint32_t v) {
+        return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                           static_cast<char>(v)};
+    };
+    auto chunk = [&](const std::string& type, const std::string& body) {
+        std::string td = type + body;
+        auto crc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(td.data()), static_cast<uInt>(td.size())));
+        return be32(static_cast<std::uint32_t>(body.size())) + td + be32(crc);
+    };
+    std::string ihdr = be32(width) + be32(height) + std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB
+    return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IEND", "");
+}
+
+}  // namespace
+
+TEST_CASE("bad config files: exit 2 and one line with the file and the JSON pointer") {
+    const std::string g = R"({"source": "gaussian", "shape": [2, 3, 4]})";
+    check_rows({
+        {"empty_file", "", "cfg.json: malformed JSON: parse error at line 1, column 1"},
+        {"truncated_json", R"({"name": "t", "data": {"x": )", "cfg.json: malformed JSON: parse error at line 1, column 29"},
+        {"not_object", "[1, 2]", "cfg.json: /: expected an object, but got array"},
+        {"binary_garbage", std::string("\x93NUMPY\x01\x00\xff\xfe", 10), "cfg.json: malformed JSON: parse error at line 1, column 1"},
+        {"top_level_typo", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analysis": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+         R"(cfg.json: /analysis: unknown key "analysis"; did you mean "analyses"?)"},
+        {"source_key_typo", config(R"({"source": "gaussian", "shap": [2, 3]})"),
+         R"(cfg.json: /data/x/shap: unknown key "shap"; did you mean "shape"?)"},
+        {"wrong_type_shape", config(R"({"source": "gaussian", "shape": "2x3"})"),
+         "cfg.json: /data/x/shape: expected a list of integers, but got string"},
+        {"wrong_type_bool", config(g, R"({"type": "batchnorm", "affine": "yes"})"),
+         R"(cfg.json: /norms/n/affine: expected true or false, but got string "yes")"},
+        {"zero_dim", config(R"({"source": "gaussian", "shape": [2, 0]})"),
+         "cfg.json: /data/x/shape/1: dimensions must be positive, but got 0"},
+        {"negative_dim", config(R"({"source": "gaussian", "shape": [-2, 3]})"),
+         "cfg.json: /data/x/shape/0: dimensions must be positive, but got -2"},
+        {"fractional_dim", config(R"({"source": "gaussian", "shape": [2.5, 3]})"),
+         "cfg.json: /data/x/shape/0: expected an integer, but got number 2.5"},
+        {"zero_tokens_dim", config(R"({"source": "tokens", "batch": 2, "max_len": 3, "dim": 0})"),
+         "cfg.json: /data/x/dim: dim must be a positive integer, but got 0"},
+        {"zero_normalized_shape", config(g, R"({"type": "layernorm", "normalized_shape": [0]})"),
+         "cfg.json: /norms/n/normalized_shape/0: dims must be positive, but got 0"},
+        {"zero_groups", config(g, R"({"type": "groupnorm", "num_groups": 0})"),
+         "cfg.json: /norms/n/num_groups: num_groups must be positive, but got 0"},
+        {"channel_axis_range", config(R"({"source": "gaussian", "shape": [2, 3], "channel_axis": 5})"),
+         "cfg.json: /data/x/channel_axis: channel_axis for data of shape [2, 3]: axis 5 out of range for input of rank 2"},
+        {"axes_negative_range", config(g, R"({"type": "layernorm", "axes": [-4]})"),
+         "cfg.json: /norms/n/axes: layernorm \"n\" on data \"x\": axes: axis -4 out of range for input of rank 3"},
+        {"empty_data", R"({"data": {}, "norms": {"n": {"type": "batchnorm"}}, "analyses": []})",
+         "cfg.json: /data: no data defined"},
+        {"empty_analyses", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}}, "analyses": []})",
+         "cfg.json: /analyses: no analyses listed"},
+        {"empty_data_list", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": [], "norms": ["n"]}]})", "cfg.json: /analyses/0/data: list is empty"},
+        {"undefined_norm", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["m"]}]})",
+         R"(cfg.json: /analyses/0/norms/0: no norms entry named "m"; did you mean "n"?)"},
+        {"unknown_source", config(R"({"source": "gausian", "shape": [2]})"),
+         R"(cfg.json: /data/x/source: unknown value "gausian")"},
+        {"huge_sweep", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}],
+            "sweep": {"norms.n.eps": [1,2,3,4,5,6,7,8,9,10], "norms.n.momentum": [0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9],
+                      "seed": [1,2,3,4,5,6,7,8,9,10], "data.x.shape.0": [1,2,3,4,5,6,7,8,9,10],
+                      "data.x.shape.1": [1,2,3,4,5,6,7,8,9,10], "data.x.shape.2": [1,2,3,4,5,6,7,8,9,10],
+                      "data.x.mean": [1,2,3,4,5,6,7,8,9,10]}})",
+         "cfg.json: /sweep: sweep has more than 1000000 points"},
+    });
+}
+
+TEST_CASE("names cannot make the results escape the folder the user pointed at") {
+    const std::string g = R"({"source": "gaussian", "shape": [2, 3]})";
+    check_rows({
+        {"name_dotdot", config(g, R"({"type": "layernorm", "axes": [-1]})", R"("name": "../evil", )"),
+         R"(cfg.json: /name: name (the default output folder is results/<name>) "../evil" must not contain '/')"},
+        {"name_absolute", config(g, R"({"type": "layernorm", "axes": [-1]})", R"("name": "/tmp/evil", )"),
+         R"(cfg.json: /name: name (the default output folder is results/<name>) "/tmp/evil" must not contain '/')"},
+        {"name_dots", config(g, R"({"type": "layernorm", "axes": [-1]})", R"("name": "..", )"),
+         R"(cfg.json: /name: name (the default output folder is results/<name>) ".." must not be "." or "..")"},
+        {"data_name", R"({"data": {"../../x": )" + g + R"(}, "norms": {"n": {"type": "layernorm", "axes": [-1]}},
+            "analyses": [{"type": "apply", "data": ["../../x"], "norms": ["n"], "save": ["output"]}]})",
+         R"(cfg.json: /data/..~1..~1x: data name "../../x" must not contain '/')"},
+        {"norm_name", R"({"data": {"x": )" + g + R"(}, "norms": {"..": {"type": "layernorm", "axes": [-1]}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": [".."], "save": ["output"]}]})",
+         R"(cfg.json: /norms/..: norm name ".." must not be "." or "..")"},
+    });
+    // Without --out the run goes to results/<name> under the current folder; nothing is
+    // created outside it.
+    fs::path dir = fresh_dir("hostile_name_default");
+    write_text(dir / "work" / "cfg.json", config(g, R"({"type": "layernorm", "axes": [-1]})", R"("name": "../escaped", )"));
+    CliResult r = run_sh("cd " + (dir / "work").string() + " && NL run cfg.json");
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(fs::exists(dir / "escaped"));
+    CHECK_FALSE(fs::exists(dir / "work" / "results"));
+}
+
+TEST_CASE("memory: the estimate refuses what does not fit, fast, before allocating") {
+    const auto t0 = std::chrono::steady_clock::now();
+    CliResult r = run_cfg("mem_gaussian", config(R"({"source": "gaussian", "shape": [100000, 100000, 100]})"));
+    check_row(r, "cfg.json: /data/x: needs an estimated ", out_of("mem_gaussian"));
+    CHECK_MESSAGE(r.err.find("(data \"x\": gaussian [100000, 100000, 100], ") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("more than the limit of ") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("(--max-memory; default: half of the ") != std::string::npos, r.err);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+
+    // The same config is refused by validate and --dry-run, which would build the data too.
+    fs::path dir = out_of("mem_gaussian").parent_path();
+    check_row(run_sh("cd " + dir.string() + " && NL validate cfg.json"), "cfg.json: /data/x: needs an estimated ");
+    check_row(run_sh("cd " + dir.string() + " && NL run cfg.json --dry-run"), "cfg.json: /data/x: needs an estimated ");
+
+    // --max-memory sets the limit: a small batch under a tiny limit is refused, and
+    // "none" lifts the limit.
+    const std::string small = config(R"({"source": "gaussian", "shape": [64, 1024]})");
+    CliResult tiny = run_cfg("mem_small", small, "--max-memory 100K");
+    check_row(tiny, "cfg.json: /data/x: needs an estimated ");
+    CHECK_MESSAGE(tiny.err.find(" of memory (data \"x\": gaussian [64, 1024], ") != std::string::npos, tiny.err);
+    CHECK_MESSAGE(tiny.err.find("more than the limit of 100.0 KiB (--max-memory 100K)") != std::string::npos, tiny.err);
+    CHECK(run_cfg("mem_ok", small, "--max-memory 2M -q").exit_code == 0);
+    CHECK(run_cfg("mem_none", small, "--max-memory none -q").exit_code == 0);
+    check_row(run_cfg("mem_bad_option", small, "--max-memory lots"),
+              "--max-memory: expected a size such as 8G, 512M, 1.5GiB or 75% (of the memory), or none, but got \"lots\"");
+
+    // Other sources: tokens (batch x max_len x dim), a size_t overflow, and files whose
+    // headers claim more than fits (an npy header is trusted only as far as the file holds
+    // data; an image header is read without decoding).
+    check_row(run_cfg("mem_tokens", config(R"({"source": "tokens", "batch": 1000000, "max_len": 100000, "dim": 1000})")),
+              "cfg.json: /data/x: needs an estimated ");
+    check_row(run_cfg("mem_overflow", config(R"({"source": "gaussian", "shape": [4294967296, 4294967296, 4294967296]})")),
+              "cfg.json: /data/x: needs an estimated more than 16 EiB of memory");
+    // 16000 x 16000 RGB decodes to 768 MB (under stb's 1 GiB limit per image): the
+    // estimate, from the header alone, refuses it under a 1 GiB limit.
+    fs::path img = fresh_dir("hostile_mem_png_file") / "huge.png";
+    write_text(img, png_header_only(16000, 16000));
+    check_row(run_cfg("mem_png", config(R"({"source": "image_files", "paths": [")" + img.string() + R"("]})"), "--max-memory 1G"),
+              "cfg.json: /data/x: needs an estimated ");
+}
+
+TEST_CASE("bad npy files: exit 2, the config pointer, the file and the problem") {
+    const std::string d = kData + "/npy/";
+    fs::path dir = fresh_dir("hostile_npy_files");
+    // A header that claims 10^12 float64 values, with no data: refused as truncated,
+    // without trying to allocate 8 TB.
+    std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000, 100), }";
+    dict += std::string(118 - dict.size(), ' ') + "\n";
+    write_text(dir / "huge.npy", std::string("\x93NUMPY\x01\x00", 8) + std::string{static_cast<char>(dict.size()), 0} + dict);
+    const std::string at = "cfg.json: /data/x/path: ";
+    check_rows({
+        {"npy_truncated", config(npy_data(d + "truncated.npy")),
+         at + d + "truncated.npy: truncated npy file: shape [6] of float64 needs 48 bytes of data, but the file has 43"},
+        {"npy_bad_magic", config(npy_data(d + "bad_magic.npy")), at + d + "bad_magic.npy: not an npy file (bad magic"},
+        {"npy_not_npy", config(npy_data(d + "not_npy.npy")), at + d + "not_npy.npy: not an npy file (bad magic"},
+        {"npy_bad_header", config(npy_data(d + "bad_header.npy")),
+         at + d + "bad_header.npy: bad npy header: 'shape' must be a tuple"},
+        {"npy_truncated_header", config(npy_data(d + "truncated_header.npy")),
+         at + d + "truncated_header.npy: truncated npy file: header length"},
+        {"npy_complex", config(npy_data(d + "complex64.npy")), at + d + "complex64.npy: unsupported dtype '<c8' (complex)"},
+        {"npy_strings", config(npy_data(d + "unicode.npy")), at + d + "unicode.npy: unsupported dtype '<U2' (strings)"},
+        {"npy_object", config(npy_data(d + "object.npy")), at + d + "object.npy: unsupported dtype '|O' (Python objects)"},
+        {"npy_structured", config(npy_data(d + "structured.npy")), at + d + "structured.npy: bad npy header: structured dtype"},
+        {"npy_extra_bytes", config(npy_data(d + "extra_bytes.npy")),
+         at + d + "extra_bytes.npy: data size does not match the header: shape [6] of float64 needs 48 bytes of data, but the file has 56"},
+        {"npy_huge_header", config(npy_data((dir / "huge.npy").string())),
+         at + (dir / "huge.npy").string() + ": truncated npy file: shape [100000, 100000, 100] of float64 needs 8000000000000 bytes of data, but the file has 0"},
+        {"npy_scalar", config(npy_data(d + "scalar.npy")), "cfg.json: /data/x: data must have at least one axis, but got a scalar"},
+        {"npy_empty", config(npy_data(d + "empty.npy")), "cfg.json: /data/x: data has no elements (shape [0, 3])"},
+        {"npy_mask_shape", config(R"({"source": "npy", "path": ")" + d + R"(hidden.npy", "channel_axis": -1, "mask": ")" + d +
+                                  R"(mask_wrong_shape.npy"})"),
+         "cfg.json: /data/x/mask: mask of shape"},
+    });
+}
+
+TEST_CASE("bad csv files: exit 2, the file, the line and the column") {
+    const std::string d = kData + "/csv/";
+    fs::path dir = fresh_dir("hostile_csv_files");
+    write_text(dir / "empty.csv", "");
+    write_text(dir / "blank.csv", "\n  \n\r\n");
+    write_text(dir / "binary.csv", std::string("\x89PNG\r\n\x1a\n\0\0\0", 11));
+    auto csv = [](const std::string& p, const std::string& more = "") {
+        return config(R"({"source": "csv", "path": ")" + p + "\"" + more + "}");
+    };
+    const std::string at = "cfg.json: /data/x/path: ";
+    check_rows({
+        {"csv_ragged", csv(d + "ragged.csv"), at + d + "ragged.csv: line 3 has 2 cells, but line 1 (the first data row) has 3"},
+        {"csv_nonnumeric", csv(d + "nonnumeric.csv", R"(, "header": true)"),
+         at + d + "nonnumeric.csv: line 3, column 2 (\"q\"): \"abc\" is not a number"},
+        {"csv_empty_cell", csv(d + "empty_cell.csv"), at + d + "empty_cell.csv: line 2, column 2: empty cell is not a number"},
+        {"csv_empty_file", csv((dir / "empty.csv").string()), at + (dir / "empty.csv").string() + ": no data rows"},
+        {"csv_blank_lines", csv((dir / "blank.csv").string()), at + (dir / "blank.csv").string() + ": no data rows"},
+        {"csv_only_header", csv(d + "only_header.csv", R"(, "header": true)"),
+         at + d + "only_header.csv: no data rows after the skipped/header lines"},
+        {"csv_truncated_gzip", csv(d + "truncated.csv.gz"), at + d + "truncated.csv.gz: corrupt or truncated gzip data"},
+        {"csv_binary", csv((dir / "binary.csv").string()), at + (dir / "binary.csv").string() + ": line 1, column 1: "},
+    });
+}
+
+TEST_CASE("bad image files: exit 2, the config pointer and the file") {
+    const std::string d = kData + "/images/";
+    fs::path huge = fresh_dir("hostile_images_huge") / "huge.png";  // claims 100000 x 100000 pixels
+    write_text(huge, png_header_only(100000, 100000));
+    auto img = [](const std::string& p) { return config(R"({"source": "image_files", "paths": [")" + p + R"("]})"); };
+    check_rows({
+        {"image_not_image", img(d + "bad/text.png"),
+         "cfg.json: /data/x/paths/0: " + d + "bad/text.png: cannot decode image (unknown image type)"},
+        {"image_truncated", img(d + "bad/truncated.png"), "cfg.json: /data/x/paths/0: " + d + "bad/truncated.png: cannot decode image ("},
+        {"image_missing", img(d + "ok/nope.png"), "cfg.json: /data/x/paths/0: " + d + "ok/nope.png: no such file"},
+        {"image_directory", img(d + "ok"), "cfg.json: /data/x/paths/0: " + d + "ok: is a directory, not a file"},
+        {"image_huge_header", img(huge.string()), "cfg.json: /data/x/paths/0: " + huge.string() + ": cannot decode image (too large)"},
+    });
+}
+
+TEST_CASE("bad paths: missing, a directory, a device, a pipe, unreadable") {
+    fs::path dir = fresh_dir("hostile_paths");
+    check_row(run_sh("NL run " + (dir / "nope.json").string()),
+              (dir / "nope.json").string() + ": cannot open config file (missing or unreadable)");
+    check_row(run_sh("NL run " + dir.string()), dir.string() + ": is a directory, expected a JSON config file");
+    const std::string at = "cfg.json: /data/x/path: ";
+    ::mkfifo((dir / "fifo.npy").c_str(), 0644);
+    check_rows({
+        {"path_missing", config(npy_data((dir / "missing.npy").string())), at + (dir / "missing.npy").string() + ": no such file"},
+        {"path_directory", config(npy_data(dir.string())), at + dir.string() + ": is a directory, not a file"},
+        // Reading /dev/zero never ends and a FIFO blocks: both are refused up front.
+        {"path_device", config(npy_data("/dev/zero")), at + "/dev/zero: not a regular file (a device, pipe or socket)"},
+        {"path_fifo", config(npy_data((dir / "fifo.npy").string())),
+         at + (dir / "fifo.npy").string() + ": not a regular file (a device, pipe or socket)"},
+        {"path_csv_device", config(R"({"source": "csv", "path": "/dev/zero"})"),
+         at + "/dev/zero: not a regular file (a device, pipe or socket)"},
+    });
+
+    // Unreadable files. Tests usually run as root, for whom chmod 000 changes nothing, so
+    // as root normlab runs as the user "nobody" (setpriv); otherwise as the current user.
+    fs::path udir = fresh_dir("hostile_unreadable");
+    fs::permissions(udir.parent_path(), fs::perms::all, fs::perm_options::add);
+    fs::permissions(udir, fs::perms::all, fs::perm_options::add);
+    write_text(udir / "secret.npy", "x");
+    write_text(udir / "secret.json", "{}");
+    write_text(udir / "cfg.json", config(npy_data("secret.npy")));
+    fs::permissions(udir / "cfg.json", fs::perms::all, fs::perm_options::add);
+    fs::permissions(udir / "secret.npy", fs::perms::none);
+    fs::permissions(udir / "secret.json", fs::perms::none);
+    std::string as_user;
+    if (::geteuid() == 0) {
+        // The binary must be reachable by nobody: every folder on its path searchable.
+        as_user = "setpriv --reuid=nobody --regid=nogroup --clear-groups ";
+        if (run_sh(as_user + "NL --version").exit_code != 0) {
+            WARN_MESSAGE(false, "unreadable files NOT TESTED: running as root, and the user nobody cannot run "
+                                    << NORMLAB_BINARY << " through setpriv (missing setpriv, or a folder on the path "
+                                    << "is not searchable)");
+            return;
+        }
+    }
+    check_row(run_sh("cd " + udir.string() + " && " + as_user + "NL validate cfg.json"),
+              "cfg.json: /data/x/path: secret.npy: cannot open: Permission denied");
+    check_row(run_sh("cd " + udir.string() + " && " + as_user + "NL validate secret.json"),
+              "secret.json: cannot open config file (missing or unreadable)");
+}
+
+TEST_CASE("NaN and inf inputs are counted and reported; eps 0 on a constant group is reported, not a crash") {
+    // nan_inf.csv holds one row: nan,inf,-inf. Add a finite row so that BatchNorm has two
+    // values per channel.
+    fs::path dir = fresh_dir("hostile_nonfinite");
+    write_text(dir / "x.csv", "nan,inf,-inf,1\n1,2,3,4\n");
+    write_text(dir / "cfg.json", R"({"name": "nf", "data": {"x": {"source": "csv", "path": "x.csv"},
+        "c": {"source": "values", "values": [[2, 2, 2, 2], [1, 2, 3, 4]]},
+        "big": {"source": "values", "values": [[1e300, 1, 2, 3], [1, 2, 3, 4]]}},
+      "norms": {"bn": {"type": "batchnorm"}, "ln": {"type": "layernorm", "normalized_shape": [4]},
+                "ln0": {"type": "layernorm", "normalized_shape": [4], "eps": 0}},
+      "analyses": [{"type": "apply", "data": ["x", "c", "big"], "norms": ["bn", "ln", "ln0"]}]})");
+    CliResult r = run_sh("cd " + dir.string() + " && NL run cfg.json --out out");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // One warning line per data holding non-finite values (1e300 overflows float32 to inf).
+    CHECK_MESSAGE(r.err.find("normlab: warning: cfg.json: /data/x: 3 of 8 values are NaN or infinite") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("normlab: warning: cfg.json: /data/big: 1 of 8 values are NaN or infinite") != std::string::npos, r.err);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);
+    auto report = nlohmann::json::parse(read_text(dir / "out" / "report.json"));
+    CHECK(report["data"]["x"]["nonfinite_values"] == 3);
+    CHECK(report["data"]["c"]["nonfinite_values"] == 0);
+    CHECK(report["data"]["big"]["nonfinite_values"] == 1);
+
+    // apply.csv: nonfinite_in (input values), nonfinite_stats (statistics made non-finite),
+    // nonfinite_count (output values).
+    std::string csv = read_text(dir / "out" / "apply.csv");
+    std::map<std::string, std::map<std::string, std::string>> cell;  // "data/norm" -> column -> value
+    {
+        std::stringstream ss(csv);
+        std::string line, h;
+        std::getline(ss, h);
+        std::vector<std::string> cols;
+        std::stringstream hs(h);
+        for (std::string c; std::getline(hs, c, ',');) cols.push_back(c);
+        while (std::getline(ss, line)) {
+            std::vector<std::string> v;
+            std::stringstream ls(line);
+            for (std::string c; std::getline(ls, c, ',');) v.push_back(c);
+            REQUIRE(v.size() == cols.size());
+            for (std::size_t i = 0; i < cols.size(); ++i) cell[v[0] + "/" + v[1]][cols[i]] = v[i];
+        }
+    }
+    // BatchNorm over (2, 4): channels 0..2 hold a non-finite value, channel 3 does not.
+    CHECK(cell["x/bn"]["nonfinite_in"] == "3");
+    CHECK(cell["x/bn"]["nonfinite_stats"] == "3");
+    CHECK(cell["x/bn"]["nonfinite_count"] == "6");
+    // LayerNorm over rows: the first row's statistics are NaN, the second row's are fine.
+    CHECK(cell["x/ln"]["nonfinite_stats"] == "1");
+    CHECK(cell["x/ln"]["nonfinite_count"] == "4");
+    CHECK(cell["big/ln"]["nonfinite_in"] == "1");
+    CHECK(cell["big/ln"]["nonfinite_stats"] == "1");
+    // eps = 0 on the constant row [2, 2, 2, 2]: 0/0, four NaN outputs, statistics finite.
+    CHECK(cell["c/ln0"]["nonfinite_in"] == "0");
+    CHECK(cell["c/ln0"]["nonfinite_stats"] == "0");
+    CHECK(cell["c/ln0"]["nonfinite_count"] == "4");
+    CHECK(cell["c/ln"]["nonfinite_count"] == "0");  // eps 1e-5: finite
+    CHECK(cell["c/ln0"]["out_min"] == "nan");
+    // report.json carries them as strings, never null.
+    bool saw_nan_string = false;
+    for (const auto& a : report["analyses"])
+        for (const auto& row : a["rows"])
+            for (const auto& [k, v] : row.items()) {
+                CHECK_FALSE(v.is_null());
+                saw_nan_string = saw_nan_string || v == "nan";
+            }
+    CHECK(saw_nan_string);
+    // --quiet silences the warnings.
+    CHECK(run_sh("cd " + dir.string() + " && NL run cfg.json --out out -q").err.empty());
+}
+
+TEST_CASE("output folder: kept inside where the user pointed, nothing foreign touched without --force") {
+    const std::string cfg = config(R"({"source": "gaussian", "shape": [2, 3]})");
+    fs::path dir = fresh_dir("hostile_out");
+    write_text(dir / "cfg.json", cfg);
+    const std::string run = "cd " + dir.string() + " && NL run cfg.json -q ";
+
+    SUBCASE("--out is a file: refused, the file untouched") {
+        write_text(dir / "file.txt", "precious");
+        check_row(run_sh(run + "--out file.txt"), "file.txt: output path exists and is not a folder");
+        check_row(run_sh(run + "--out file.txt --force"), "file.txt: output path exists and is not a folder");
+        CHECK(read_text(dir / "file.txt") == "precious");
+    }
+    SUBCASE("--out . or a parent of the current folder or / : refused even with --force") {
+        write_text(dir / "mine.txt", "precious");
+        check_row(run_sh(run + "--out . --force"), ".: is the current folder or one of its parents");
+        check_row(run_sh(run + "--out ./ --force"), "./: is the current folder or one of its parents");
+        check_row(run_sh(run + "--out .. --force"), "..: is the current folder or one of its parents");
+        check_row(run_sh(run + "--out / --force"), "/: refusing to use the root folder as the output folder");
+        CHECK(read_text(dir / "mine.txt") == "precious");
+        CHECK(read_text(dir / "cfg.json") == cfg);
+    }
+    SUBCASE("a folder holding the config is refused even with --force") {
+        write_text(dir / "sub" / "cfg.json", cfg);
+        check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub --force"),
+                  "sub: the output folder holds sub/cfg.json; normlab replaces the output folder as a whole");
+        CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
+    }
+    SUBCASE("an earlier result with a file normlab did not write: refused; --force replaces it") {
+        REQUIRE(run_sh(run + "--out res").exit_code == 0);
+        write_text(dir / "res" / "notes.txt", "mine");
+        check_row(run_sh(run + "--out res"),
+                  "res: output folder holds an earlier normlab result and also \"notes.txt\", which normlab did not write");
+        CHECK(read_text(dir / "res" / "notes.txt") == "mine");
+        fs::remove(dir / "res" / "notes.txt");
+        write_text(dir / "res" / "arrays" / "x" / "extra.npy", "mine");  // inside normlab's layout, still foreign
+        check_row(run_sh(run + "--out res"), "also \"arrays\", which normlab did not write");
+        CHECK(run_sh(run + "--out res --force").exit_code == 0);
+        CHECK_FALSE(fs::exists(dir / "res" / "arrays"));
+        CHECK(fs::exists(dir / "res" / "report.json"));
+        // Only normlab's files: replaced without --force.
+        CHECK(run_sh(run + "--out res").exit_code == 0);
+    }
+    SUBCASE("a foreign folder: refused; with --force replaced as a whole") {
+        write_text(dir / "foreign" / "a.txt", "mine");
+        check_row(run_sh(run + "--out foreign"), "foreign: output folder is not empty and does not hold an earlier normlab result");
+        CHECK(read_text(dir / "foreign" / "a.txt") == "mine");
+        CHECK(run_sh(run + "--out foreign --force").exit_code == 0);
+        CHECK_FALSE(fs::exists(dir / "foreign" / "a.txt"));
+    }
+    SUBCASE("a trailing slash names the same folder") {
+        CliResult r = run_sh(run + "--out res2/");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(fs::exists(dir / "res2" / "report.json"));
+        CHECK(run_sh(run + "--out res2/.").exit_code == 0);
+        CHECK(fs::exists(dir / "res2" / "report.json"));
+    }
+    SUBCASE("a run that fails halfway leaves no staging folder and the earlier result intact") {
+        REQUIRE(run_sh(run + "--out res3").exit_code == 0);
+        const std::string before = read_text(dir / "res3" / "report.json");
+        // rmsnorm has no mean to save: the analysis fails while the run is writing.
+        write_text(dir / "bad.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [2, 3]}},
+            "norms": {"n": {"type": "layernorm", "axes": [-1]}, "r": {"type": "rmsnorm", "axes": [-1]}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"], "save": ["output"]},
+                         {"type": "apply", "data": ["x"], "norms": ["r"], "save": ["mean"]}]})");
+        check_row(run_sh("cd " + dir.string() + " && NL run bad.json --out res3"),
+                  "bad.json: /analyses/1/save/0: rmsnorm \"r\" does not centre");
+        CHECK(read_text(dir / "res3" / "report.json") == before);
+        for (const auto& e : fs::directory_iterator(dir))
+            CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
+    }
+}
+
+TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier result kept") {
+    fs::path dir = fresh_dir("hostile_sigint");
+    // A sweep of many points that each save an array: the staging folder fills for a while.
+    std::string eps = "[";
+    for (int i = 0; i < 20000; ++i) eps += (i ? "," : "") + std::to_string(1e-5 * (1 + i));
+    eps += "]";
+    write_text(dir / "long.json", R"({"name": "long", "data": {"x": {"source": "gaussian", "shape": [16, 64, 64]}},
+        "norms": {"n": {"type": "layernorm", "axes": [-1]}},
+        "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"], "save": ["output"]}],
+        "sweep": {"norms.n.eps": )" + eps + "}}");
+    write_text(dir / "short.json", config(R"({"source": "gaussian", "shape": [2, 3]})"));
+    REQUIRE(run_sh("cd " + dir.string() + " && NL run short.json --out out -q").exit_code == 0);
+    const std::string before = read_text(dir / "out" / "report.json");
+
+    for (int sig : {SIGINT, SIGTERM}) {
+        CAPTURE(sig);
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            if (::chdir(dir.c_str()) != 0) ::_exit(99);
+            int devnull = ::open("/dev/null", O_WRONLY);
+            int err = ::open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            ::dup2(devnull, 1);
+            ::dup2(err, 2);
+            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", "long.json", "--out", "out", (char*)nullptr);
+            ::_exit(98);
+        }
+        // Wait until the staging folder holds saved arrays, then interrupt.
+        bool staged = false;
+        for (int i = 0; i < 600 && !staged; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            for (const auto& e : fs::directory_iterator(dir))
+                if (e.path().filename().string().find(".out.normlab-staging-") == 0 && fs::exists(e.path() / "arrays"))
+                    staged = true;
+        }
+        CHECK(staged);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::kill(pid, sig);
+        int status = 0;
+        bool ended = false;
+        for (int i = 0; i < 200 && !ended; ++i) {
+            ended = ::waitpid(pid, &status, WNOHANG) == pid;
+            if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        if (!ended) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+        }
+        REQUIRE_MESSAGE(ended, "normlab did not stop within 10 s of the signal");
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 128 + sig);
+        const std::string err = read_text(dir / "stderr.txt");
+        CHECK_MESSAGE(err.find(std::string("normlab: interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                               "); the unfinished results were removed") != std::string::npos, err);
+        fs::remove(dir / "stderr.txt");
+        CHECK(read_text(dir / "out" / "report.json") == before);
+        for (const auto& e : fs::directory_iterator(dir))
+            CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
+    }
+}
