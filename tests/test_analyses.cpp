@@ -46,7 +46,7 @@ TEST_CASE("epsilon: LayerNorm on [1,2,3,4] matches the closed forms in float64")
                      "frac_var_below_10eps", 0) == 0);
     auto rows = r.csv("epsilon");
     CHECK(rows.size() == 12);
-    for (const char* dt : {"float64", "float32"})
+    for (const std::string dt : {"float64", "float32"})
         for (double eps : {0.25, 0.1, 0.0})
             for (double s : {1.0, 0.5}) {
                 CAPTURE(dt);
@@ -171,7 +171,7 @@ TEST_CASE("B04: BatchNorm statistics contaminated by zero padding (padding and a
     CHECK_NEAR(yu[3], eu["output_pad"].get<double>(), tol);
 
     auto rows = r.csv("padding");
-    for (const char* n : {"unmasked", "masked"}) {
+    for (const std::string n : {"unmasked", "masked"}) {
         CAPTURE(n);
         auto row = one(rows, {{"norm", n}});
         CHECK(row.at("masked") == (std::string(n) == "masked" ? "true" : "false"));
@@ -220,7 +220,7 @@ TEST_CASE("B13: padding changes InstanceNorm and GroupNorm outputs of real frame
         CHECK_NEAR(yu[5 + t], ie["seq1_any_variant"][t].get<double>(), tol);
     }
     auto rows = r.csv("padding");
-    for (const char* n : {"in", "in_masked"}) {
+    for (const std::string n : {"in", "in_masked"}) {
         CAPTURE(n);
         auto row = one(rows, {{"data", "seq"}, {"norm", n}});
         // Sequence 0: mean 1.2 with padding vs 2.0 without; variance 1.36 vs 2/3.
@@ -231,9 +231,12 @@ TEST_CASE("B13: padding changes InstanceNorm and GroupNorm outputs of real frame
         CHECK_NEAR(num(row, "var_contamination_rel_max"), std::fabs(v_in - v_ex) / v_ex, tol);
         CHECK_NEAR(num(row, "real_output_max_abs_diff"), in_diff, 1e-5);
     }
-    // "seq0 alone, unpadded, equals seq0 masked": masked InstanceNorm survives re-padding exactly.
-    CHECK(one(rows, {{"data", "seq"}, {"norm", "in_masked"}}).at("padding_invariant") == "true");
-    CHECK(num(one(rows, {{"data", "seq"}, {"norm", "in_masked"}}), "repad_max_abs_diff") == 0);
+    // "seq0 alone, unpadded, equals seq0 masked": masked InstanceNorm survives re-padding
+    // (up to the rounding of a sum over more padded positions).
+    auto in_masked = one(rows, {{"data", "seq"}, {"norm", "in_masked"}});
+    CHECK(in_masked.at("padding_invariant") == "true");
+    CHECK(num(in_masked, "repad_max_abs_diff") <= num(in_masked, "tolerance"));
+    CHECK(num(in_masked, "tolerance") < 1e-5);
     CHECK(one(rows, {{"data", "seq"}, {"norm", "in"}}).at("padding_invariant") == "false");
 
     // GroupNorm (1,2,5), one group: statistics over both channels' real frames.
@@ -246,7 +249,7 @@ TEST_CASE("B13: padding changes InstanceNorm and GroupNorm outputs of real frame
             CHECK_NEAR(gu[ch * 5 + t], eu, tol);
             gn_diff = std::max(gn_diff, std::fabs(em - eu));
         }
-    for (const char* n : {"gn", "gn_masked"}) {
+    for (const std::string n : {"gn", "gn_masked"}) {
         CAPTURE(n);
         auto row = one(rows, {{"data", "grp"}, {"norm", n}});
         CHECK_NEAR(num(row, "mean_included_avg"), ge["unmasked"]["mean"].get<double>(), tol);
@@ -272,37 +275,50 @@ TEST_CASE("padding: re-padding leaves LayerNorm over D and RMSNorm exactly uncha
                   {"ln_td_masked", {{"type", "layernorm"}, {"axes", {1, 2}}, {"mask", true}}},
                   {"in_masked", {{"type", "instancenorm"}, {"mask", true}}}};
     const json all = {"ln_d", "rms_d", "bn", "bn_masked", "ln_td", "ln_td_masked", "in_masked"};
-    for (const char* dt : {"float32", "float64"}) {
+    for (const std::string dt : {"float32", "float64"}) {
         CAPTURE(dt);
-        auto r = run_config(std::string("repad_") + dt,
+        auto r = run_config("repad_" + dt,
                             config(data, norms, {{{"type", "padding"}, {"data", {"seqs", "toks"}}, {"norms", all}}}, dt));
         REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
         auto rows = r.csv("padding");
         CHECK(rows.size() == 14);
-        for (const char* d : {"seqs", "toks"}) {
+        for (const std::string d : {"seqs", "toks"}) {
             CAPTURE(d);
-            for (const char* n : {"ln_d", "rms_d", "ln_td_masked", "in_masked"}) {
+            // Statistics that never span the padded axis: exactly the same outputs.
+            for (const std::string n : {"ln_d", "rms_d"}) {
                 CAPTURE(n);
                 auto row = one(rows, {{"data", d}, {"norm", n}});
                 CHECK(row.at("repad_max_abs_diff") == "0");
                 CHECK(row.at("padding_invariant") == "true");
             }
-            for (const char* n : {"bn", "bn_masked", "ln_td"}) {
+            // Masked statistics over the padded axis: the same real positions, summed in
+            // another order among more padded ones, so equal up to a few ulps.
+            for (const std::string n : {"ln_td_masked", "in_masked"}) {
+                CAPTURE(n);
+                auto row = one(rows, {{"data", d}, {"norm", n}});
+                CHECK(num(row, "repad_max_abs_diff") <= num(row, "tolerance"));
+                CHECK(num(row, "tolerance") < 1e-5);
+                CHECK(row.at("padding_invariant") == "true");
+            }
+            for (const std::string n : {"bn", "bn_masked", "ln_td"}) {
                 CAPTURE(n);
                 auto row = one(rows, {{"data", d}, {"norm", n}});
                 CHECK(num(row, "repad_max_abs_diff") > 1e-3);
                 CHECK(row.at("padding_invariant") == "false");
             }
-            // Per-position norms never see the padding: no contamination at all.
-            for (const char* n : {"ln_d", "rms_d"}) {
+            // Per-position norms never see the padding: no contamination (the masked and
+            // unmasked kernels may differ in the last bit of a float64 sum).
+            for (const std::string n : {"ln_d", "rms_d"}) {
+                CAPTURE(n);
                 auto row = one(rows, {{"data", d}, {"norm", n}});
-                CHECK(num(row, "real_output_max_abs_diff") == 0);
-                CHECK(num(row, "mean_contamination_max") == 0);
+                CHECK(num(row, "real_output_max_abs_diff") <= 1e-6);
+                CHECK(num(row, "mean_contamination_max") <= 1e-12);
+                CHECK(num(row, "var_contamination_rel_max") <= 1e-12);
             }
             CHECK(num(one(rows, {{"data", d}, {"norm", "ln_td"}}), "real_output_max_abs_diff") > 1e-3);
             // The re-padded batch: two batch-mates, a longer T.
             auto shape = one(rows, {{"data", d}, {"norm", "bn"}}).at("repad_shape");
-            CHECK(shape == (std::string(d) == "seqs" ? "[6,9,8]" : "[7,11,8]"));
+            CHECK(shape == (d == "seqs" ? "[6,9,8]" : "[7,11,8]"));
         }
     }
 }

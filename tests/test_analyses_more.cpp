@@ -50,7 +50,7 @@ TEST_CASE("invariance: which norm is invariant to which scale and shift (the tex
     const std::map<std::string, std::string> expected = {
         {"bn", "TFT TFT"}, {"bn_eval", "FFF FFF"}, {"ln", "TTF TTF"},
         {"in", "TTT TTT"}, {"gn", "TTF TTF"},      {"rms", "TTF FFF"}};
-    const char* gran[] = {"batch", "sample", "channel"};
+    const std::string gran[] = {"batch", "sample", "channel"};
     for (const auto& [norm, verdicts] : expected)
         for (int t = 0; t < 2; ++t)
             for (int g = 0; g < 3; ++g) {
@@ -108,8 +108,8 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
     CHECK(csv_header(read_text(r.out / "batch_dependence.csv")).rfind("data,norm,type,batch_size,max_abs_diff,batch_dependent", 0) == 0);
     auto rows = r.csv("batch_dependence");
     CHECK(rows.size() == 5 * 3 + 4 * 3);
-    for (const char* n : {"bn_eval", "ln", "rms", "gn"})
-        for (const char* s : {"1", "2", "7"}) {
+    for (const std::string n : {"bn_eval", "ln", "rms", "gn"})
+        for (const std::string s : {"1", "2", "7"}) {
             CAPTURE(n);
             CAPTURE(s);
             auto row = one(rows, {{"data", "feat"}, {"norm", n}, {"batch_size", s}});
@@ -118,8 +118,8 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
             CHECK(row.at("status") == "ok");
             CHECK(row.at("sample") == "2");
         }
-    for (const char* n : {"gn2", "in", "ln_img"})
-        for (const char* s : {"1", "3", "9"}) {
+    for (const std::string n : {"gn2", "in", "ln_img"})
+        for (const std::string s : {"1", "3", "9"}) {
             CAPTURE(n);
             CAPTURE(s);
             CHECK(one(rows, {{"data", "img"}, {"norm", n}, {"batch_size", s}}).at("max_abs_diff") == "0");
@@ -130,7 +130,7 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
     CHECK(alone.at("batch_dependent") == "true");
     CHECK_MESSAGE(alone.at("status").rfind("error: batchnorm \"bn\" on data \"feat\": in training mode: one value per channel", 0) == 0,
                   alone.at("status"));
-    for (const char* s : {"2", "7"}) {
+    for (const std::string s : {"2", "7"}) {
         auto row = one(rows, {{"data", "feat"}, {"norm", "bn"}, {"batch_size", s}});
         CHECK(num(row, "max_abs_diff") > 1e-3);
         CHECK(row.at("batch_dependent") == "true");
@@ -208,7 +208,7 @@ TEST_CASE("train_eval: running statistics follow the momentum rule; norms withou
     CHECK(num(cma, "running_mean_avg") == doctest::Approx(1).epsilon(1e-12));
     CHECK(num(cma, "running_var_avg") == 0);
     CHECK(num(cma, "eval_train_max_abs_diff") == 0);
-    for (const char* n : {"in", "ln", "gn", "rms"})
+    for (const std::string n : {"in", "ln", "gn", "rms"})
         for (int k = 0; k <= 4; ++k) {
             CAPTURE(n);
             CAPTURE(k);
@@ -222,7 +222,7 @@ TEST_CASE("train_eval: running statistics follow the momentum rule; norms withou
 TEST_CASE("analyses that add samples refuse data without a batch axis") {
     json data = {{"v", {{"source", "values"}, {"values", {1, 2, 3}}}}};
     json norms = {{"ln", {{"type", "layernorm"}, {"axes", {0}}}}};
-    for (const char* type : {"batch_dependence", "train_eval"}) {
+    for (const std::string type : {"batch_dependence", "train_eval"}) {
         CAPTURE(type);
         auto r = run_config(std::string("nobatch_") + type, config(data, norms, {{{"type", type}, {"data", {"v"}}, {"norms", {"ln"}}}}));
         CHECK(r.cli.exit_code == 2);

@@ -161,4 +161,13 @@ NarrowStats narrow_stats(DType d, double eps, const Moments& batch) {
     return s;
 }
 
+double rounding_tolerance(DType d, const xt::xarray<double>& y, const std::vector<std::uint8_t>* include) {
+    double peak = 1;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        const double v = y.data()[i];
+        if ((!include || (*include)[i]) && std::isfinite(v)) peak = std::max(peak, std::fabs(v));
+    }
+    return 8 * machine_eps(d) * peak;
+}
+
 }  // namespace normlab

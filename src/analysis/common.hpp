@@ -95,4 +95,11 @@ struct NarrowStats {
 /// `batch`: the engine's batch moments (ForwardResult::batch: biased var, count per group).
 NarrowStats narrow_stats(DType d, double eps, const Moments& batch);
 
+/// Default tolerance of the "same output" verdicts (equivalence, padding invariance):
+/// 8 x machine_eps(d) x max(1, max |finite y|), the max over the elements where `include`
+/// (flat 0/1, as deviation() takes it) is set, or over all. Two correct computations that
+/// each round once to d, or sum the same values in another order, differ by a few ulps.
+double rounding_tolerance(DType d, const xt::xarray<double>& y,
+                          const std::vector<std::uint8_t>* include = nullptr);
+
 }  // namespace normlab

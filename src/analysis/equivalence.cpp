@@ -147,11 +147,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (std::size_t j = i + 1; j < sides.size(); ++j) {
                 const Side &a = sides[i], &c = sides[j];
                 const Deviation dv = deviation(c.y, a.y, ctx.dtype);
-                double peak = 1;
-                for (double v : a.y)
-                    if (std::isfinite(v)) peak = std::max(peak, std::fabs(v));
-                // Two correct float computations that round once each differ by a few ulps.
-                const double tol = o.tolerance ? *o.tolerance : 8 * machine_eps(ctx.dtype) * peak;
+                const double tol = o.tolerance ? *o.tolerance : rounding_tolerance(ctx.dtype, a.y);
                 t.add_row({dn, spec.norms[i], spec.norms[j], axes_cell(a.reduced), axes_cell(c.reduced), dv.max_abs,
                            dv.max_rel, dv.max_abs <= tol, tol, static_cast<long long>(a.num_stats),
                            static_cast<long long>(c.num_stats), compact_shape(a.shape), compact_shape(c.shape)});
