@@ -274,6 +274,52 @@ TEST_CASE("batch_ops: samples taken, stacked and drawn keep values, masks and le
     CHECK(normlab::gaussian_like(b, 4000, again, normlab::DType::float64).x.to_double() == g.x.to_double());
 }
 
+TEST_CASE("every analysis runs on every data source with every norm type") {
+    const std::string d = kSrc + "/configs/data/";
+    const json sources = {
+        {"gaussian", {{"source", "gaussian"}, {"shape", {4, 3, 5}}}},
+        {"values", {{"source", "values"}, {"values", {{{1, 2}, {3, 5}}, {{0, 4}, {2, -1}}}}, {"channel_axis", -1}, {"lengths", {2, 1}}}},
+        {"images", {{"source", "images"}, {"shape", {3, 3, 8, 8}}}},
+        {"tokens", {{"source", "tokens"}, {"batch", 4}, {"max_len", 6}, {"dim", 8}}},
+        {"text", {{"source", "text"}, {"path", d + "prose.txt"}, {"dim", 16}, {"max_sentences", 5}, {"max_len", 10}}},
+        {"csv", {{"source", "csv"}, {"path", d + "digits.csv.gz"}, {"drop_columns", {-1}}, {"row_shape", {1, 8, 8}}, {"max_rows", 12}}},
+        {"image_files", {{"source", "image_files"}, {"paths", {d + "china.jpg", d + "flower.jpg"}}, {"patch", {8, 8}}, {"max_patches", 3}}}};
+    // Norms that fit any batch of rank >= 3 (GroupNorm with one group always divides C). The
+    // masked sources are (B,T,D), so axes -1 is the feature axis, not the padded one.
+    const json norms = {{"bn", {{"type", "batchnorm"}}},
+                        {"ln", {{"type", "layernorm"}, {"axes", {-1}}}},
+                        {"in", {{"type", "instancenorm"}}},
+                        {"gn", {{"type", "groupnorm"}, {"num_groups", 1}}},
+                        {"rms", {{"type", "rmsnorm"}, {"axes", {-1}}}}};
+    const json all = {"bn", "ln", "in", "gn", "rms"};
+    for (const auto& [name, src] : sources.items()) {
+        CAPTURE(name);
+        const bool masked = name == "values" || name == "tokens" || name == "text";
+        json analyses = {{{"type", "epsilon"}, {"data", {name}}, {"norms", all}, {"eps", {0, 1e-3}}, {"scales", {1, 1e-3}}},
+                         {{"type", "equivalence"}, {"data", {name}}, {"norms", all}},
+                         {{"type", "invariance"}, {"data", {name}}, {"norms", all}},
+                         {{"type", "batch_dependence"}, {"data", {name}}, {"norms", all}, {"sizes", {1, 3}}},
+                         {{"type", "train_eval"}, {"data", {name}}, {"norms", all}, {"steps", 2}}};
+        if (masked) analyses.push_back({{"type", "padding"}, {"data", {name}}, {"norms", all}});
+        auto r = run_config("sources_" + name, config({{name, src}}, norms, analyses));
+        REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+        CHECK(r.csv("epsilon").size() == 5 * 4);
+        CHECK(r.csv("equivalence").size() == 10);
+        // Norms with per-sample statistics never depend on the batch, on any data.
+        for (const std::string n : {"ln", "in", "gn", "rms"}) {
+            CAPTURE(n);
+            for (const auto& row : select(r.csv("batch_dependence"), {{"norm", n}})) CHECK(row.at("max_abs_diff") == "0");
+            for (const auto& row : select(r.csv("train_eval"), {{"norm", n}})) CHECK(row.at("eval_train_max_abs_diff") == "0");
+        }
+        // InstanceNorm's statistics are per sample and channel: invariant at every granularity.
+        for (const auto& row : select(r.csv("invariance"), {{"norm", "in"}})) CHECK(row.at("invariant") == "true");
+        if (masked) {
+            CHECK(r.csv("padding").size() == 5);
+            CHECK(one(r.csv("padding"), {{"norm", "rms"}}).at("padding_invariant") == "true");
+        }
+    }
+}
+
 TEST_CASE("every example config of the analyses runs and writes its table") {
     const std::map<std::string, std::string> header = {
         {"epsilon", "data,norm,type,dtype,eps,scale,mean_abs_xhat,std_err_mean,std_err_max,max_abs_diff_vs_eps0,frac_var_below_10eps"},
