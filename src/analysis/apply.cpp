@@ -48,6 +48,11 @@ std::pair<double, double> min_max(const xt::xarray<double>& a) {
 void save_step(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
                const std::string& dn, NormLayer& layer, const StepResult& s) {
     const NormDef& d = layer.def();
+    // Statistics of half-precision runs are saved in float32, as frameworks keep them
+    // (PyTorch returns float32 mean/rstd for half inputs): a variance of 2.5e5 is not a
+    // float16 number (case B10), and the saved file should show the value, not inf.
+    const bool half = ctx.dtype == DType::float16 || ctx.dtype == DType::bfloat16;
+    const DType stats_dtype = half ? DType::float32 : ctx.dtype;
     for (std::size_t i = 0; i < o.save.size(); ++i) {
         const std::string& what = o.save[i];
         JsonLocation at = spec.loc.child("save").child(i);
@@ -55,15 +60,15 @@ void save_step(const AnalysisSpec& spec, const AnalysisContext& ctx, const Optio
         else if (what == "mean") {
             if (d.type == NormType::rmsnorm)
                 at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)");
-            ctx.save(dn, d.name, what, s.fwd.mean, ctx.dtype);
-        } else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, ctx.dtype);
-        else if (what == "rstd") ctx.save(dn, d.name, what, s.fwd.rstd, ctx.dtype);
+            ctx.save(dn, d.name, what, s.fwd.mean, stats_dtype);
+        } else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, stats_dtype);
+        else if (what == "rstd") ctx.save(dn, d.name, what, s.fwd.rstd, stats_dtype);
         else {
             if (!layer.has_running_stats())
                 at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
                         (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""));
             ctx.save(dn, d.name, what, what == "running_mean" ? layer.running_mean() : layer.running_var(),
-                     ctx.dtype);
+                     stats_dtype);
         }
     }
 }
@@ -77,8 +82,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const bool masked = layer.def().mask;
         GroupSummary g = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr);
         auto mean_mm = min_max(g.mean), std_mm = min_max(g.std);
-        xt::xarray<double> x = b.x.to_double(), y = s.fwd.y.to_double();
-        auto in_mm = min_max(x), out_mm = min_max(y);
+        // Read in place: a float64 copy of a large batch would double the peak memory.
+        auto in_mm = value_range(b.x), out_mm = value_range(s.fwd.y);
         // Statistics (groups) made non-finite, by NaN/inf inputs or by overflow.
         long long bad_stats = 0;
         for (std::size_t i = 0; i < s.fwd.var.size(); ++i)
@@ -87,7 +92,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         t.add_row({dn, layer.def().name, norm_type_name(layer.def().type), step, s.res.eps,
                    mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
                    in_mm.second, out_mm.first, out_mm.second,
-                   static_cast<long long>(count_nonfinite(y)), static_cast<long long>(count_nonfinite(x)),
+                   static_cast<long long>(count_nonfinite(s.fwd.y)), static_cast<long long>(count_nonfinite(b.x)),
                    bad_stats});
         save_step(spec, ctx, o, dn, layer, s);
     };

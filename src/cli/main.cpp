@@ -14,6 +14,7 @@
 #include "cli/safety.hpp"
 #include "cli/shapes_command.hpp"
 #include "data/sources.hpp"
+#include "norm/engine.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)");
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
     run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)");
+    unsigned run_threads = 0;
+    run_cmd->add_option("--threads", run_threads, "engine threads (default: all cores; results are identical for any count)");
     run_cmd->add_flag("--dry-run", run.dry_run, "validate and print the plan (data, norms, analyses, points, memory); write nothing");
     run_cmd->add_flag("--force", run.force, "replace an output folder that does not hold a normlab result");
     run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing on success");
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
             if (!out.empty()) run.out = out;
             if (!shard.empty()) run.shard = shard;
             if (run_cmd->count("--seed")) run.seed = seed;
+            if (run_threads > 0) set_engine_threads(run_threads);
             run_config(run);
         } else if (*val_cmd) {
             for (const auto& p : val_paths) {
