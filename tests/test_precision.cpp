@@ -717,3 +717,36 @@ TEST_CASE("configs/port_check.json runs and shows each porting mismatch") {
     Row rms = one(rows, {{"port", "rms_gemma"}});
     CHECK(num(rms, "max_abs_diff") > 1);
 }
+
+TEST_CASE("epsilon analysis: eps underflow and statistics overflow of half formats are reported") {
+    const json b09 = load_case("B09"), b10 = load_case("B10");
+    json cfg = {{"name", "eps_half"},
+                {"dtype", "float16"},
+                {"data",
+                 {{"zeros", {{"source", "values"}, {"values", json::array({std::vector<double>(10, 0.0)})}}},
+                  {"a", {{"source", "values"}, {"values", json::array({b10["input"]["a"]["values"]})}}},
+                  {"b", {{"source", "values"}, {"values", json::array({b10["input"]["b"]["values"]})}}},
+                  {"img", {{"source", "values"}, {"values", json::array({json::array({{300.0, -300.0}, {1.0, 2.0}})})}}}}},
+                {"norms",
+                 {{"ln", {{"type", "layernorm"}, {"axes", {-1}}, {"eps", b09["params"]["eps"]}}},
+                  {"bn_eval", {{"type", "batchnorm"}, {"training", false}, {"running_var", {1e5, 1.0}}}}}},
+                {"analyses",
+                 {{{"type", "epsilon"}, {"data", {"zeros", "a", "b"}}, {"norms", {"ln"}}, {"dtypes", {"float16", "float32"}}},
+                  {{"type", "epsilon"}, {"data", {"img"}}, {"norms", {"bn_eval"}}, {"dtypes", {"float16"}}}}}};
+    Run r = run_json("epsilon_half", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = read_csv(r.out / "epsilon.csv");
+    // B09: eps 1e-12 is 0 in float16; normlab itself (double statistics) still gives no NaN.
+    Row z16 = one(rows, {{"data", "zeros"}, {"dtype", "float16"}});
+    CHECK(num(z16, "eps_in_dtype") == b09["expected"]["fp16_arithmetic_emulated"]["eps_as_fp16"].get<double>());
+    CHECK(num(z16, "nonfinite_count") == 0);
+    CHECK(num(one(rows, {{"data", "zeros"}, {"dtype", "float32"}}), "eps_in_dtype") > 0);
+    // B10: a's variance and b's sum of squares overflow float16, not float32.
+    for (const std::string k : {"a", "b"}) {
+        CAPTURE(k);
+        CHECK(num(one(rows, {{"data", k}, {"dtype", "float16"}}), "stats_overflow_groups") == 1);
+        CHECK(num(one(rows, {{"data", k}, {"dtype", "float32"}}), "stats_overflow_groups") == 0);
+    }
+    // Inference with running statistics computes no batch statistics: nothing to overflow.
+    CHECK(num(one(rows, {{"data", "img"}}), "stats_overflow_groups") == 0);
+}

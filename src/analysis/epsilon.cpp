@@ -4,6 +4,7 @@
 // Closed form behind the std columns: a group of variance v normalised with eps has
 // x_hat = (x - mean) / sqrt(v + eps), whose std is sqrt(v / (v + eps)) instead of 1
 // (RMSNorm: the root mean square, with v the mean square).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -139,11 +140,15 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                             ++finite;
                             below += v < 10 * eps ? 1 : 0;
                         }
+                        // What holding eps and the statistics in dt would do (the engine works
+                        // in double and is immune): eps underflow, variance/sum-of-squares overflow.
+                        const NarrowStats ns = narrow_stats(dt, eps, s.fwd.batch);
                         t.add_row({dn, nn, norm_type_name(def.type), dtype_name(dt), eps, scale, mabs, err.first,
                                    err.second, dv.compared ? dv.max_abs : nan,
                                    finite ? static_cast<double>(below) / static_cast<double>(finite) : nan,
                                    dv.compared ? dv.max_rel : nan, static_cast<long long>(s.res.num_stats), zero_var,
-                                   static_cast<long long>(count_nonfinite(y))});
+                                   static_cast<long long>(count_nonfinite(y)), ns.eps_in_dtype,
+                                   static_cast<long long>(std::max(ns.var_overflow_groups, ns.sumsq_overflow_groups))});
                     }
         }
     }
@@ -158,7 +163,7 @@ AnalysisType epsilon_analysis() {
     a.summary = "eps x input scale (x dtype) sweep: x_hat size, output std vs 1, difference from eps = 0";
     a.columns = {"data", "norm", "type", "dtype", "eps", "scale", "mean_abs_xhat", "std_err_mean",
                  "std_err_max", "max_abs_diff_vs_eps0", "frac_var_below_10eps", "max_rel_diff_vs_eps0",
-                 "num_groups", "zero_var_groups", "nonfinite_count"};
+                 "num_groups", "zero_var_groups", "nonfinite_count", "eps_in_dtype", "stats_overflow_groups"};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;
