@@ -19,12 +19,11 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
 
 GroupSummary group_summary(const Tensor& y, const Resolution& res,
                            const xt::xarray<std::uint8_t>* mask, bool center) {
-    // Reuse the engine's moments on the output viewed as the engine saw the input.
-    Tensor yv = reshaped(y, res.view_shape);
+    // Reuse the engine's moments on the output viewed (not copied) as the engine saw the input.
     xt::xarray<std::uint8_t> mv;
     const bool masked = mask && mask->size() > 0;
     if (masked) mv = view_mask(*mask, res);
-    Moments m = compute_moments(yv, res.spec.reduction_axes, center, masked ? &mv : nullptr);
+    Moments m = compute_moments(y, res.view_shape, res.spec.reduction_axes, center, masked ? &mv : nullptr);
     GroupSummary s;
     s.mean = m.mean;
     s.std = xt::sqrt(m.var);
@@ -35,6 +34,34 @@ std::size_t count_nonfinite(const xt::xarray<double>& a) {
     std::size_t n = 0;
     for (double v : a) n += std::isfinite(v) ? 0 : 1;
     return n;
+}
+
+namespace {
+template <class A>
+std::pair<double, double> range_of(const A& a) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (auto v : a) {
+        if (std::isnan(v)) return {std::nan(""), std::nan("")};
+        lo = std::min(lo, static_cast<double>(v));
+        hi = std::max(hi, static_cast<double>(v));
+    }
+    if (a.size() == 0) return {std::nan(""), std::nan("")};
+    return {lo, hi};
+}
+template <class A>
+std::size_t nonfinite_of(const A& a) {
+    std::size_t n = 0;
+    for (auto v : a) n += std::isfinite(v) ? 0 : 1;
+    return n;
+}
+}  // namespace
+
+std::pair<double, double> value_range(const Tensor& t) {
+    return t.dtype == DType::float64 ? range_of(t.f64) : range_of(t.f32);
+}
+
+std::size_t count_nonfinite(const Tensor& t) {
+    return t.dtype == DType::float64 ? nonfinite_of(t.f64) : nonfinite_of(t.f32);
 }
 
 double ulp(DType d, double v) {

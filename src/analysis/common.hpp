@@ -2,6 +2,7 @@
 // Small measurements several analyses share.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "data/batch.hpp"
@@ -25,6 +26,10 @@ GroupSummary group_summary(const Tensor& y, const Resolution& res,
 
 /// Number of non-finite (NaN or +-inf) values.
 std::size_t count_nonfinite(const xt::xarray<double>& a);
+/// Same, read in place from a tensor of any dtype (no float64 copy of a large batch).
+std::size_t count_nonfinite(const Tensor& t);
+/// (min, max) of a tensor read in place; (NaN, NaN) when it holds a NaN or is empty.
+std::pair<double, double> value_range(const Tensor& t);
 
 /// Unit in the last place of `v` in dtype `d`: the spacing of d's values at |v|, i.e.
 /// 2^(max(floor(log2|v|), emin) - p) with p explicit mantissa bits (float16 10, bfloat16 7,
