@@ -110,6 +110,9 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
     const std::string g = R"({"source": "gaussian", "shape": [2, 3, 4]})";
     check_rows({
         {"empty_file", "", "cfg.json: malformed JSON: parse error at line 1, column 1"},
+        // nlohmann throws out_of_range, not parse_error, for these: it was an "internal error", exit 1.
+        {"number_overflow", config(R"({"source": "values", "values": [1, 1e400]})"),
+         "cfg.json: line 1, column 64: number 1e400 is out of range (a double holds magnitudes up to 1.8e308)"},
         {"truncated_json", R"({"name": "t", "data": {"x": )", "cfg.json: malformed JSON: parse error at line 1, column 29"},
         {"not_object", "[1, 2]", "cfg.json: /: expected an object, but got array"},
         {"binary_garbage", std::string("\x93NUMPY\x01\x00\xff\xfe", 10), "cfg.json: malformed JSON: parse error at line 1, column 1"},
@@ -157,6 +160,26 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
                       "data.x.mean": [1,2,3,4,5,6,7,8,9,10]}})",
          "cfg.json: /sweep: sweep has more than 1000000 points"},
     });
+}
+
+TEST_CASE("deeply nested JSON is refused before it is parsed (it used to overflow the stack)") {
+    const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
+    CliResult r = run_cfg("deep_values", config(R"({"source": "values", "values": )" + deep + "}"));
+    check_row(r, "cfg.json: line 1, column ", out_of("deep_values"));
+    CHECK_MESSAGE(r.err.find(": JSON nested deeper than 100 levels") != std::string::npos, r.err);
+    check_row(run_cfg("deep_plain", std::string(1000000, '[') + std::string(1000000, ']')),
+              "cfg.json: line 1, column 101: JSON nested deeper than 100 levels");
+    // The same through --set, whose VALUE is JSON too.
+    const std::string deep_arg = std::string(1000, '[') + "1" + std::string(1000, ']');  // one argument: < 128 KiB
+    CliResult s = run_cfg("deep_set", config(R"({"source": "values", "values": [1, 2]})"), "--set data.x.values=" + deep_arg);
+    check_row(s, "--set data.x.values=");
+    CHECK_MESSAGE(s.err.find("JSON nested deeper than 100 levels") != std::string::npos, s.err.substr(0, 300));
+    check_row(run_cfg("set_overflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e400"),
+              "--set norms.n.eps=1e400: the number is out of range");
+    // 90 levels are fine (a values list of rank 86).
+    const std::string ok = std::string(86, '[') + "1, 2" + std::string(86, ']');
+    CliResult fine = run_cfg("deep_ok", config(R"({"source": "values", "values": )" + ok + "}", R"({"type": "layernorm", "axes": [-1]})"), "-q");
+    CHECK_MESSAGE(fine.exit_code == 0, fine.err);
 }
 
 TEST_CASE("names cannot make the results escape the folder the user pointed at") {

@@ -65,10 +65,13 @@ void apply_override(Json& config, const std::string& assignment) {
         throw InputError(where + ": expected PATH=VALUE (e.g. norms.ln.eps=1e-3)");
     std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
     Json value;
+    check_json_nesting(text, where);
     try {
         value = Json::parse(text);
     } catch (const Json::parse_error&) {
         value = text;  // not JSON: a plain string such as a path or a name
+    } catch (const Json::out_of_range&) {
+        throw InputError(where + ": the number is out of range (a double holds magnitudes up to 1.8e308)");
     }
     auto tokens = path_tokens(path);
     if (tokens.empty()) throw InputError(where + ": empty path");

@@ -51,6 +51,29 @@ std::string JsonLocation::message(const std::string& what) const {
 
 void JsonLocation::fail(const std::string& what) const { throw InputError(message(what)); }
 
+void check_json_nesting(const std::string& text, const std::string& what) {
+    std::size_t depth = 0, line = 1, column = 0;
+    bool in_string = false, escaped = false;
+    for (char c : text) {
+        ++column;
+        if (c == '\n') ++line, column = 0;
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw InputError(what + ": line " + std::to_string(line) + ", column " + std::to_string(column) +
+                                 ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                 " levels (normlab's limit; a tensor of that rank is not a batch)");
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+}
+
 std::string json_type_name(const Json& j) {
     if (j.is_number_integer() || j.is_number_unsigned()) return "integer";
     return j.type_name();

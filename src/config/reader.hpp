@@ -25,6 +25,16 @@ struct JsonLocation {
     [[noreturn]] void fail(const std::string& what) const;
 };
 
+/// How deeply JSON may nest in a config or a --set value. Deeper documents are refused
+/// before they are parsed: copying or printing a JSON value recurses once per level, and a
+/// few hundred thousand '[' overflow the stack.
+constexpr std::size_t kMaxJsonDepth = 100;
+
+/// Throws InputError "<what>: line L, column C: JSON nested deeper than 100 levels ..." when
+/// arrays and objects in `text` nest deeper than kMaxJsonDepth (brackets inside strings do
+/// not count). Malformed text is left to the parser.
+void check_json_nesting(const std::string& text, const std::string& what);
+
 /// "number", "string", "array", ... as messages name JSON types.
 std::string json_type_name(const Json& j);
 /// The closest of `candidates` to `word` by edit distance, or "" when none is close.
