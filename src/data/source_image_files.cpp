@@ -79,7 +79,10 @@ SourceData build_image_files(const std::string&, ObjectReader& r, const DataCont
     std::size_t ph = 0, pw = 0;
     std::vector<double> values;
     std::size_t count = 0;
-    for (const auto& [path, loc] : files) {
+    for (const auto& file : files) {
+        // Not a structured binding: C++17 does not let the lambda below capture one (clang refuses).
+        const std::filesystem::path& path = file.first;
+        const JsonLocation& loc = file.second;
         if (max_patches && count == max_patches) break;
         const Image8 img = at_location(loc, [&] { return read_image(path, static_cast<int>(channels)); });
         if (!patch && count == 0) ph = img.height, pw = img.width;
