@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer (issue 8):
+#   scripts/sanitize.sh               build (g++, its own folder) and run ctest
+#   scripts/sanitize.sh --build-only  build only
+# The build folder is $NORMLAB_ASAN_DIR, default build-asan/ (CMake option
+# NORMLAB_SANITIZE). g++ as in the main build: clang 14 rejects some C++17 that g++ takes
+# (lambdas capturing structured bindings), and the fuzz build (scripts/fuzz.sh, clang) only
+# compiles the libraries. Sanitizer reports of every process (the tests and the normlab runs
+# they start) go to $build/sanitizer-logs/; any report there fails the run, even when the
+# test that started the process did not notice.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${NORMLAB_ASAN_DIR:-$root/build-asan}"
+build_only=0
+[ "${1:-}" = "--build-only" ] && build_only=1
+
+# setup.sh's packages (g++ brings libasan and libubsan), plus clang's for scripts/fuzz.sh.
+packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev
+          ${NORMLAB_EXTRA_PACKAGES:-})
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "normlab sanitize: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  # -O1 with line tables (-g1): readable stack traces at a fraction of -O0 -g's cost.
+  # Assertions stay on (no NDEBUG).
+  cmake -S "$root" -B "$build" ${NORMLAB_SANITIZE_CMAKE_ARGS:--DCMAKE_CXX_COMPILER=g++ -DNORMLAB_SANITIZE=ON} \
+    -DNORMLAB_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >&2
+fi
+targets=()
+for t in ${NORMLAB_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$(nproc)" "${targets[@]}" >&2
+[ "$build_only" -eq 1 ] && exit 0
+
+logs="$build/sanitizer-logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
+export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+status=0
+(cd "$build" && ctest --output-on-failure -j "$(nproc)") || status=$?
+if compgen -G "$logs/*" > /dev/null; then
+  echo "normlab sanitize: sanitizer reports:" >&2
+  for f in "$logs"/*; do echo "== $f" >&2; cat "$f" >&2; done
+  status=1
+fi
+[ "$status" -eq 0 ] && echo "normlab sanitize: ASan + UBSan: all tests passed, no sanitizer reports" >&2
+exit "$status"
