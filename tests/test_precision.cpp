@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/common.hpp"
-#include "cli_util.hpp"
+#include "analysis_util.hpp"
 #include "data/npy.hpp"
 
 using namespace normlab_test;
@@ -23,61 +23,14 @@ namespace {
 
 const std::string kSrc = NORMLAB_SOURCE_DIR;
 
-using Row = std::map<std::string, std::string>;
+using Row = CsvRow;
 
-// RFC 4180 CSV as normlab writes it: header row, quoted fields with "" escapes, "\n" ends.
 std::vector<Row> read_csv(const fs::path& p) {
-    const std::string text = read_text(p);
-    std::vector<std::vector<std::string>> lines(1);
-    std::string field;
-    bool quoted = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (quoted) {
-            if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
-            else if (c == '"') quoted = false;
-            else field += c;
-        } else if (c == '"') {
-            quoted = true;
-        } else if (c == ',') {
-            lines.back().push_back(field), field.clear();
-        } else if (c == '\n') {
-            lines.back().push_back(field), field.clear();
-            lines.emplace_back();
-        } else {
-            field += c;
-        }
-    }
-    if (lines.back().empty()) lines.pop_back();
-    REQUIRE_MESSAGE(!lines.empty(), "empty CSV " << p);
-    std::vector<Row> rows;
-    for (std::size_t r = 1; r < lines.size(); ++r) {
-        REQUIRE(lines[r].size() == lines[0].size());
-        Row row;
-        for (std::size_t k = 0; k < lines[0].size(); ++k) row[lines[0][k]] = lines[r][k];
-        rows.push_back(row);
-    }
+    auto rows = parse_csv(read_text(p));
+    REQUIRE_MESSAGE(!rows.empty(), "empty CSV " << p);
     return rows;
 }
 
-// The one row whose columns have the given values.
-Row one(const std::vector<Row>& rows, const Row& where) {
-    std::vector<Row> hits;
-    for (const auto& r : rows) {
-        bool ok = true;
-        for (const auto& [k, v] : where) ok = ok && r.count(k) && r.at(k) == v;
-        if (ok) hits.push_back(r);
-    }
-    std::string what;
-    for (const auto& [k, v] : where) what += k + "=" + v + " ";
-    REQUIRE_MESSAGE(hits.size() == 1, "expected one row with " << what << "but got " << hits.size());
-    return hits[0];
-}
-
-double num(const Row& r, const std::string& col) {
-    REQUIRE_MESSAGE(r.count(col), "no column " << col);
-    return std::stod(r.at(col));
-}
 
 // "[1.5,-0.5,...]" -> numbers (a trailing "..." is dropped).
 std::vector<double> list_cell(const std::string& s) {
