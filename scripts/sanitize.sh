@@ -17,17 +17,7 @@ build_only=0
 # setup.sh's packages (g++ brings libasan and libubsan), plus clang's for scripts/fuzz.sh.
 packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev
           ${NORMLAB_EXTRA_PACKAGES:-})
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "normlab sanitize: installing ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
-fi
+"$root/scripts/install_packages.sh" "${packages[@]}"
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # -O1 with line tables (-g1): readable stack traces at a fraction of -O0 -g's cost.
