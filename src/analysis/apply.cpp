@@ -2,7 +2,6 @@
 // save tensors; with "sequential", the listed batches are successive training steps.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
@@ -32,17 +31,6 @@ Options read_options(const AnalysisSpec& spec) {
     }
     r.finish();
     return o;
-}
-
-std::pair<double, double> min_max(const xt::xarray<double>& a) {
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    bool nan = false;
-    for (double v : a) {
-        if (std::isnan(v)) nan = true;
-        else lo = std::min(lo, v), hi = std::max(hi, v);
-    }
-    if (nan || a.size() == 0) return {std::nan(""), std::nan("")};
-    return {lo, hi};
 }
 
 void save_step(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
@@ -81,7 +69,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const Batch& b = ctx.batch(dn);
         const bool masked = layer.def().mask;
         GroupSummary g = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr);
-        auto mean_mm = min_max(g.mean), std_mm = min_max(g.std);
+        auto mean_mm = value_range(g.mean), std_mm = value_range(g.std);
         // Read in place: a float64 copy of a large batch would double the peak memory.
         auto in_mm = value_range(b.x), out_mm = value_range(s.fwd.y);
         // Statistics (groups) made non-finite, by NaN/inf inputs or by overflow.

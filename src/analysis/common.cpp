@@ -56,6 +56,8 @@ std::size_t nonfinite_of(const A& a) {
 }
 }  // namespace
 
+std::pair<double, double> value_range(const xt::xarray<double>& a) { return range_of(a); }
+
 std::pair<double, double> value_range(const Tensor& t) {
     return t.dtype == DType::float64 ? range_of(t.f64) : range_of(t.f32);
 }

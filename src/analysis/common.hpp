@@ -30,6 +30,8 @@ std::size_t count_nonfinite(const xt::xarray<double>& a);
 std::size_t count_nonfinite(const Tensor& t);
 /// (min, max) of a tensor read in place; (NaN, NaN) when it holds a NaN or is empty.
 std::pair<double, double> value_range(const Tensor& t);
+/// Same for a float64 array (e.g. per-group statistics).
+std::pair<double, double> value_range(const xt::xarray<double>& a);
 
 /// Unit in the last place of `v` in dtype `d`: the spacing of d's values at |v|, i.e.
 /// 2^(max(floor(log2|v|), emin) - p) with p explicit mantissa bits (float16 10, bfloat16 7,
