@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 s each for config, npy, csv
 # Builds the targets first, with clang (libFuzzer) + ASan + UBSan, in $NORMLAB_FUZZ_DIR,
 # default build-fuzz/ (CMake option NORMLAB_FUZZ; only the libraries the targets need are
-# compiled). Installs clang and libclang-rt-14-dev when missing. Seeds come from
+# compiled). Installs clang, libclang-rt-14-dev and libomp-14-dev (OpenMP for clang) when missing. Seeds come from
 # tests/fuzz/corpus/<target>/ (read only); what the fuzzer finds goes to
 # $build/fuzz/corpus-<target>/ and crash inputs to $build/fuzz/artifacts/. Prints the
 # executions per target; exits 1 if any target failed.
@@ -16,7 +16,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(config npy csv)
 
 # Warnings are not errors here: clang warns about things g++ (the main build) does not.
-NORMLAB_ASAN_DIR="$build" NORMLAB_TARGETS="${targets[*]/#/fuzz_}" NORMLAB_EXTRA_PACKAGES="clang libclang-rt-14-dev" \
+NORMLAB_ASAN_DIR="$build" NORMLAB_TARGETS="${targets[*]/#/fuzz_}" NORMLAB_EXTRA_PACKAGES="clang libclang-rt-14-dev libomp-14-dev" \
   NORMLAB_SANITIZE_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++ -DNORMLAB_FUZZ=ON -DNORMLAB_WERROR=OFF" \
   "$root/scripts/sanitize.sh" --build-only
 

@@ -301,6 +301,54 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
     }
 }
 
+TEST_CASE("the one-pass forward gives the bits of compute_moments plus the normalize formula") {
+    // Statistics over trailing blocks (LayerNorm rows, RMSNorm, InstanceNorm planes,
+    // GroupNorm's (N, G, C/G, H, W) view) are computed and applied chunk by chunk in one
+    // pass; a 40000-element row is larger than a chunk and takes the two-phase path.
+    xt::random::seed(12);
+    struct Case { Shape shape; Axes reduced, params; bool center; };
+    std::vector<Case> cases = {{{200, 768}, {1}, {1}, true},       {{200, 768}, {1}, {1}, false},
+                               {{4, 6, 50, 50}, {2, 3}, {1}, true}, {{4, 3, 2, 30, 30}, {2, 3, 4}, {1, 2}, true},
+                               {{2, 40000}, {1}, {1}, true}};
+    for (const auto& c : cases) {
+        CAPTURE(format_shape(c.shape));
+        CAPTURE(c.center);
+        Tensor t = Tensor::from_double(xt::random::randn<double>(c.shape) * 2.0 + 50.0, DType::float32);
+        NormSpec spec;
+        spec.reduction_axes = c.reduced;
+        spec.param_axes = c.params;
+        spec.center = c.center;
+        spec.variance = VarianceEstimator::unbiased;
+        xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+        xt::xarray<double> b = xt::random::randn<double>(select_dims(c.shape, c.params));
+        ForwardInputs in;
+        in.weight = &w;
+        in.bias = &b;
+        ForwardResult r = forward(t, spec, in);
+        Moments m = compute_moments(t, c.reduced, c.center);
+        CHECK(r.batch.mean == m.mean);
+        CHECK(r.batch.var == m.var);
+        CHECK(r.batch.count == m.count);
+        // every element, with the formula engine.hpp documents
+        xt::xarray<double> mean = xt::broadcast(m.mean, c.shape), n = xt::broadcast(m.count, c.shape);
+        xt::xarray<double> var = xt::broadcast(m.var, c.shape);
+        Shape ws = c.shape;
+        for (std::size_t d = 0; d < ws.size(); ++d)
+            if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
+        xt::xarray<double> wb = xt::broadcast(xt::reshape_view(w, ws), c.shape);
+        xt::xarray<double> bb = xt::broadcast(xt::reshape_view(b, ws), c.shape);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            double v = var.data()[i] * n.data()[i] / (n.data()[i] - 1);
+            double rstd = 1.0 / std::sqrt(v + spec.eps);
+            float y = static_cast<float>((static_cast<double>(t.f32.data()[i]) - mean.data()[i]) *
+                                             (rstd * wb.data()[i]) + bb.data()[i]);
+            differ += y != r.y.f32.data()[i];
+        }
+        CHECK(differ == 0);
+    }
+}
+
 TEST_CASE("buffers are reused across steps: no fresh output allocation") {
     NormDef d = def(NormType::groupnorm);
     d.num_groups = 2;

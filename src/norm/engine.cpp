@@ -5,6 +5,8 @@
 #include <limits>
 #include <thread>
 
+#include <omp.h>
+
 #include "norm/strided.hpp"
 #include "tensor/errors.hpp"
 
@@ -29,6 +31,8 @@ unsigned g_threads = std::max(1u, std::thread::hardware_concurrency());
 
 // Runs f(chunk, thread) for every chunk, on up to g_threads threads, each taking a
 // contiguous block of chunks. What a chunk computes never depends on who computes it.
+// OpenMP keeps its threads between calls (a thread start costs tens of microseconds, as
+// much as normalising a small batch), as PyTorch's CPU kernels do.
 template <class F>
 void parallel_chunks(std::size_t chunks, F&& f) {
     const std::size_t threads = std::min<std::size_t>(g_threads, chunks);
@@ -36,12 +40,12 @@ void parallel_chunks(std::size_t chunks, F&& f) {
         for (std::size_t c = 0; c < chunks; ++c) f(c, 0);
         return;
     }
-    std::vector<std::thread> pool;
-    for (std::size_t t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-            for (std::size_t c = chunks * t / threads; c < chunks * (t + 1) / threads; ++c) f(c, t);
-        });
-    for (auto& th : pool) th.join();
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+        const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
+        for (std::size_t c = chunks * t / n; c < chunks * (t + 1) / n; ++c) f(c, t);
+    }
 }
 
 Strides mask_strides(const Shape& xs, const xt::xarray<std::uint8_t>& m) {
@@ -66,7 +70,7 @@ void check_shape(const xt::xarray<double>& a, const Shape& expected, const char*
 // row reduction); eight break the chain and let the compiler use vector registers. The
 // order is fixed, so the result does not depend on anything but the data.
 template <class T, class F>
-double sum8(const T* x, std::size_t n, F&& f) {
+NORMLAB_INLINE inline double sum8(const T* x, std::size_t n, F&& f) {
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     std::size_t k = 0;
     for (; k + 8 <= n; k += 8)
@@ -83,29 +87,76 @@ struct Partial {
 };
 
 // Per-thread scratch, indexed by statistic; `touched` lists the statistics a chunk used.
+// Every entry is back to zero after a chunk, so one scratch serves all calls of a thread.
 struct Scratch {
     std::vector<double> sum, count, m2;
     std::vector<std::size_t> touched;
     std::vector<char> seen;
-    explicit Scratch(std::size_t stats) : sum(stats), count(stats), m2(stats), seen(stats) {}
     void touch(std::size_t s) {
         if (!seen[s]) seen[s] = 1, touched.push_back(s);
     }
 };
+
+// The calling thread's scratch with room for `stats` statistics (kept between calls, so
+// a steady-state forward allocates nothing here).
+Scratch& thread_scratch(std::size_t stats) {
+    thread_local Scratch s;
+    if (s.sum.size() < stats) {
+        s.sum.resize(stats);
+        s.count.resize(stats);
+        s.m2.resize(stats);
+        s.seen.resize(stats);
+    }
+    return s;
+}
+
+// Statistics from a merged sum of squared deviations (shared by the fused and the
+// two-phase paths, so both give the same bits): biased variance m2/n; count 0 (fully
+// masked) gives NaN.
+double biased_var(double m2, double count) {
+    return count > 0 ? m2 / count : std::numeric_limits<double>::quiet_NaN();
+}
+// The variance the spec normalises with: Bessel's correction n/(n-1) when unbiased; n = 1
+// gives 0/0 = NaN, as torch.var does.
+double spec_var(const NormSpec& spec, double var, double count) {
+    return spec.variance == VarianceEstimator::unbiased ? var * count / (count - 1) : var;
+}
+double spec_rstd(const NormSpec& spec, double var) {
+    return spec.eps_placement == EpsPlacement::inside_sqrt ? 1.0 / std::sqrt(var + spec.eps)
+                                                           : 1.0 / (std::sqrt(var) + spec.eps);
+}
+
+// Elements per chunk for statistics over `reduced` of shape xs. When each statistic is one
+// contiguous block of R <= kChunk elements (reduction over trailing axes: LayerNorm,
+// RMSNorm, InstanceNorm, GroupNorm in (N, C, ...)), chunks hold whole statistics, so a
+// chunk's moments are final and the output can be written while the chunk is in cache
+// (one memory pass instead of two). Returns 0 otherwise.
+std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
+    std::size_t block = 1;
+    bool in_suffix = true;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+        if (xs[d] == 1) continue;
+        const bool r = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+        if (r && !in_suffix) return 0;
+        if (r) block *= xs[d];
+        else in_suffix = false;
+    }
+    return block > 0 && block <= kChunk ? (kChunk / block) * block : 0;
+}
 
 // One chunk's statistics: exact two-pass (mean, then squared deviations) in double while
 // the chunk is in cache. Without centring, m2 is the plain sum of squares.
 template <class T>
 NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, const Walk& w, std::size_t c, bool center,
                    Scratch& s, std::vector<Partial>& out) {
-    w.chunk(c, [&](const Run& r) {
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
         const T* xp = x + r.x;
         if (r.da == 0) {
             s.touch(r.a);
             double sum = 0, cnt = 0;
             if (!m) {
-                sum = center ? sum8(xp, r.n, [](double v) { return v; })
-                             : sum8(xp, r.n, [](double v) { return v * v; });
+                sum = center ? sum8(xp, r.n, [](double v) NORMLAB_INLINE { return v; })
+                             : sum8(xp, r.n, [](double v) NORMLAB_INLINE { return v * v; });
                 cnt = static_cast<double>(r.n);
             } else {
                 for (std::size_t k = 0; k < r.n; ++k) {
@@ -136,11 +187,11 @@ NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, cons
     });
     if (center) {
         for (std::size_t a : s.touched) s.sum[a] = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
-        w.chunk(c, [&](const Run& r) {
+        w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
             const T* xp = x + r.x;
             if (r.da == 0 && !m) {
                 const double mu = s.sum[r.a];
-                s.m2[r.a] += sum8(xp, r.n, [mu](double v) { return (v - mu) * (v - mu); });
+                s.m2[r.a] += sum8(xp, r.n, [mu](double v) NORMLAB_INLINE { return (v - mu) * (v - mu); });
             } else if (r.da == 1 && !m) {
                 const double* mu = s.sum.data() + r.a;
                 double* m2 = s.m2.data() + r.a;
@@ -171,19 +222,20 @@ Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool cent
                      const xt::xarray<std::uint8_t>* mask) {
     Shape ss = keepdims_shape(xs, reduced);
     Strides mt = mask ? mask_strides(xs, *mask) : Strides(xs.size(), 0);
-    Walk w(xs, broadcast_strides(xs, ss), mt, kChunk);
+    const std::size_t whole = whole_stat_chunk(xs, reduced);
+    Walk w(xs, broadcast_strides(xs, ss), mt, whole ? whole : kChunk);
     const std::uint8_t* m = mask ? mask->data() : nullptr;
     const std::size_t stats = num_elements(ss);
 
     std::vector<std::vector<Partial>> parts(w.num_chunks());
-    std::vector<Scratch> scratch(std::min<std::size_t>(g_threads, std::max<std::size_t>(1, w.num_chunks())), Scratch(stats));
-    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t t) {
-        chunk_moments(x, m, w, c, center, scratch[t], parts[c]);
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) {
+        chunk_moments(x, m, w, c, center, thread_scratch(stats), parts[c]);
     });
 
     // Merge the chunks in chunk order (Chan, Golub, LeVeque 1979):
     //   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
     //   M2 = M2a + M2b + delta^2 * na * nb / n.
+    // The first chunk of a statistic is taken as it is (the update would round it).
     Moments out;
     out.mean = xt::zeros<double>(ss);
     out.var = xt::zeros<double>(ss);
@@ -195,7 +247,10 @@ Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool cent
         for (const Partial& p : chunk) {
             double na = count[p.stat], n = na + p.count;
             if (p.count == 0) continue;
-            if (center) {
+            if (na == 0) {
+                mean[p.stat] = p.mean;
+                m2[p.stat] = p.m2;
+            } else if (center) {
                 double delta = p.mean - mean[p.stat];
                 mean[p.stat] += delta * p.count / n;
                 m2[p.stat] += p.m2 + delta * delta * na * p.count / n;
@@ -206,11 +261,9 @@ Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool cent
         }
     const double nan = std::numeric_limits<double>::quiet_NaN();
     for (std::size_t i = 0; i < stats; ++i) {
-        if (count[i] > 0) m2[i] /= count[i];
-        else mean[i] = m2[i] = nan;
+        m2[i] = biased_var(m2[i], count[i]);
+        if (count[i] == 0) mean[i] = nan;
     }
-    if (!center)
-        for (std::size_t i = 0; i < stats; ++i) mean[i] = count[i] > 0 ? 0.0 : nan;
     return out;
 }
 
@@ -223,7 +276,7 @@ NORMLAB_VECTOR_CLONES void normalize_chunk(const T* x, T* y, const Walk& w, std:
                                            DType dtype) {
     // Half formats live in float storage; their outputs are rounded once, from double.
     const bool half = dtype == DType::float16 || dtype == DType::bfloat16;
-    w.chunk(c, [&](const Run& r) {
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
         const T* xp = x + r.x;
         T* yp = y + r.x;
         if (half) {
@@ -262,6 +315,38 @@ void normalize_impl(const T* x, T* y, const Walk& w, const double* mean, const d
                     const double* scale, const double* shift, DType dtype) {
     parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) {
         normalize_chunk(x, y, w, c, mean, rstd, scale, shift, dtype);
+    });
+}
+
+// Statistics and output in one pass over memory, for walks whose chunks hold whole
+// statistics (whole_stat_chunk): each chunk's moments are final, so they are finished and
+// the chunk normalised while it is still in cache. Same arithmetic, so the same bits, as
+// compute_moments followed by normalize_impl.
+// `wm` is compute_moments' walk and `wn` the normalize walk; both are cut into the same
+// whole-statistic chunks, so chunk c is the same range of elements in each.
+template <class T>
+void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec& spec, const double* scale,
+                const double* shift, DType dtype, ForwardResult& out) {
+    const std::size_t stats = out.rstd.size();
+    double* bmean = out.batch.mean.data();
+    double* bvar = out.batch.var.data();
+    double* bcount = out.batch.count.data();
+    double* mean = out.mean.data();
+    double* var = out.var.data();
+    double* rstd = out.rstd.data();
+    parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
+        thread_local std::vector<Partial> parts;
+        parts.clear();
+        chunk_moments(x, static_cast<const std::uint8_t*>(nullptr), wm, c, spec.center, thread_scratch(stats), parts);
+        for (const Partial& p : parts) {
+            const double v = biased_var(p.m2, p.count);
+            bmean[p.stat] = mean[p.stat] = p.mean;
+            bvar[p.stat] = v;
+            bcount[p.stat] = p.count;
+            var[p.stat] = spec_var(spec, v, p.count);
+            rstd[p.stat] = spec_rstd(spec, var[p.stat]);
+        }
+        normalize_chunk(x, y, wn, c, mean, rstd, scale, shift, dtype);
     });
 }
 
@@ -306,31 +391,11 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     if (in.weight) check_shape(*in.weight, ps, "weight");
     if (in.bias) check_shape(*in.bias, ps, "bias");
     if (in.mask) mask_strides(xs, *in.mask);
-
-    if (in.given_mean || in.given_var) {
+    const bool given = in.given_mean || in.given_var;
+    if (given) {
         if (!in.given_mean || !in.given_var) throw InputError("given statistics need both mean and var");
         check_shape(*in.given_mean, ss, "mean");
         check_shape(*in.given_var, ss, "var");
-        out.mean = *in.given_mean;
-        out.var = *in.given_var;
-        out.batch = Moments{};
-    } else {
-        out.batch = compute_moments(x, xs, spec.reduction_axes, spec.center, in.mask);
-        out.mean = out.batch.mean;
-        out.var = out.batch.var;
-        if (spec.variance == VarianceEstimator::unbiased) {
-            // Bessel's correction: n/(n-1); n = 1 gives 0/0 = NaN, as torch.var does.
-            for (std::size_t i = 0; i < out.var.size(); ++i) {
-                double n = out.batch.count.data()[i];
-                out.var.data()[i] = out.var.data()[i] * n / (n - 1);
-            }
-        }
-    }
-    ensure_shape(out.rstd, ss);
-    for (std::size_t i = 0; i < out.rstd.size(); ++i) {
-        double v = out.var.data()[i];
-        out.rstd.data()[i] = spec.eps_placement == EpsPlacement::inside_sqrt ? 1.0 / std::sqrt(v + spec.eps)
-                                                                             : 1.0 / (std::sqrt(v) + spec.eps);
     }
 
     // Effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0).
@@ -341,15 +406,41 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     if (in.bias)
         for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
 
-    Walk w(xs, broadcast_strides(xs, ss), param_strides(xs, spec.param_axes), kChunk);
     out.y.dtype = x.dtype;
-    if (x.dtype == DType::float64) {
-        ensure_shape(out.y.f64, xs);
-        normalize_impl(x.f64.data(), out.y.f64.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
-    } else {
-        ensure_shape(out.y.f32, xs);
-        normalize_impl(x.f32.data(), out.y.f32.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
+    if (x.dtype == DType::float64) ensure_shape(out.y.f64, xs);
+    else ensure_shape(out.y.f32, xs);
+    ensure_shape(out.rstd, ss);
+    const Strides sa = broadcast_strides(xs, ss), sb = param_strides(xs, spec.param_axes);
+
+    const std::size_t whole = given || in.mask ? 0 : whole_stat_chunk(xs, spec.reduction_axes);
+    if (whole) {
+        for (auto* a : {&out.batch.mean, &out.batch.var, &out.batch.count, &out.mean, &out.var}) ensure_shape(*a, ss);
+        Walk wm(xs, sa, Strides(xs.size(), 0), whole), wn(xs, sa, sb, whole);
+        if (x.dtype == DType::float64)
+            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, spec, scale.data(), shift.data(), x.dtype, out);
+        else
+            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, spec, scale.data(), shift.data(), x.dtype, out);
+        return;
     }
+
+    if (given) {
+        out.mean = *in.given_mean;
+        out.var = *in.given_var;
+        out.batch = Moments{};
+    } else {
+        out.batch = compute_moments(x, xs, spec.reduction_axes, spec.center, in.mask);
+        out.mean = out.batch.mean;
+        out.var = out.batch.var;
+        for (std::size_t i = 0; i < out.var.size(); ++i)
+            out.var.data()[i] = spec_var(spec, out.var.data()[i], out.batch.count.data()[i]);
+    }
+    for (std::size_t i = 0; i < out.rstd.size(); ++i) out.rstd.data()[i] = spec_rstd(spec, out.var.data()[i]);
+
+    Walk w(xs, sa, sb, kChunk);
+    if (x.dtype == DType::float64)
+        normalize_impl(x.f64.data(), out.y.f64.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
+    else
+        normalize_impl(x.f32.data(), out.y.f32.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
 }
 
 ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {

@@ -57,9 +57,9 @@ struct ForwardResult {
     Moments batch;             ///< the batch moments (biased), empty when given stats were used
 };
 
-/// Threads the engine uses (>= 1; default: the machine's hardware threads). Work is split
-/// into chunks fixed by the shape alone and partial statistics are merged in chunk order,
-/// so results are bit-identical for every thread count.
+/// Threads the engine uses (>= 1; default: the machine's hardware threads; an OpenMP team
+/// kept between calls). Work is split into chunks fixed by the shape alone and partial
+/// statistics are merged in chunk order, so results are bit-identical for every thread count.
 void set_engine_threads(unsigned n);
 unsigned engine_threads();
 
@@ -78,7 +78,11 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
 /// broadcast per the spec, with x - mean and the scaling formed in double and y rounded
-/// once to x's dtype (out.y gets `shape`). Reuses out's buffers when their shapes fit, so
+/// once to x's dtype (out.y gets `shape`). When every statistic is one contiguous block of
+/// at most 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm, InstanceNorm,
+/// GroupNorm) and there is no mask or given statistics, each cache-sized chunk gets its
+/// statistics and its output in one pass over memory - the same bits as compute_moments
+/// followed by the formula above. Reuses out's buffers when their shapes fit, so
 /// repeated calls do not touch fresh memory. var + eps = 0 gives rstd = inf and a
 /// non-finite y, reported by the caller (never replaced silently). Throws InputError when
 /// weight/bias/given statistics/mask have the wrong shape.

@@ -10,6 +10,15 @@
 
 #include "tensor/tensor.hpp"
 
+// Kernels run inside functions compiled for several instruction sets (engine.cpp): the
+// walk and the per-run lambdas must be inlined into them, or they are compiled once, for
+// the baseline, and the vector clones never run.
+#if defined(__GNUC__)
+#define NORMLAB_INLINE __attribute__((always_inline))
+#else
+#define NORMLAB_INLINE
+#endif
+
 namespace normlab {
 
 /// Element strides of an operand over x's axes; 0 along axes the operand broadcasts over.
@@ -34,7 +43,7 @@ public:
     std::size_t num_chunks() const { return m_chunks; }
     /// Calls f(Run) for every run (or piece of a run) of chunk c, in memory order.
     template <class F>
-    void chunk(std::size_t c, F&& f) const;
+    NORMLAB_INLINE inline void chunk(std::size_t c, F&& f) const;
 
 private:
     void seek(std::size_t run, std::vector<std::size_t>& idx, std::size_t& a, std::size_t& b) const;
@@ -43,7 +52,7 @@ private:
 };
 
 template <class F>
-void Walk::chunk(std::size_t c, F&& f) const {
+NORMLAB_INLINE inline void Walk::chunk(std::size_t c, F&& f) const {
     const std::size_t n0 = m_n[0];
     std::vector<std::size_t> idx;
     std::size_t a = 0, b = 0;
