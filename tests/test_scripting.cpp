@@ -2,6 +2,7 @@
 // shapes/init/dry-run subcommands.
 #include <doctest/doctest.h>
 
+#include "analysis_util.hpp"
 #include "cli_util.hpp"
 #include "config/sweep.hpp"
 #include "tensor/errors.hpp"
@@ -66,6 +67,35 @@ TEST_CASE("a 100-point sweep in one process and its 4 shards merged equal it byt
     CHECK(partial.exit_code == 2);
     CHECK(partial.err.find("75 of 100 sweep points missing") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "partial"));
+}
+
+TEST_CASE("sweep points reuse an unchanged batch and rebuild a changed one") {
+    // Points 0,1 and 2,3 share their data (only eps changes; one seed for all points), so
+    // the batch is taken over; point 2 changes the mean and must see new data. With a seed
+    // per point, every point has its own data.
+    fs::path dir = fresh_dir("sweep_reuse");
+    std::string base = R"("data": {"x": {"source": "gaussian", "shape": [3, 4, 8], "mean": 0, "std": 1}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"]}],)";
+    write_text(dir / "one.json", "{\"name\": \"r\", \"seed\": 5, " + base +
+                                     R"( "sweep": {"data.x.mean": [0, 100], "norms.ln.eps": [1e-5, 1e-3], "seed_per_point": false}})");
+    write_text(dir / "per.json", "{\"name\": \"r\", \"seed\": 5, " + base +
+                                     R"( "sweep": {"norms.ln.eps": [1e-5, 1e-3]}})");
+    CliResult r = run_normlab("run " + (dir / "one.json").string() + " --out " + (dir / "one").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto rows = parse_csv(read_text(dir / "one" / "apply.csv"));
+    REQUIRE(rows.size() == 4);
+    auto in_min = [&](std::size_t i) { return std::stod(rows[i].at("in_min")); };
+    CHECK(rows[1].at("in_min") == rows[0].at("in_min"));
+    CHECK(rows[3].at("in_min") == rows[2].at("in_min"));
+    CHECK(in_min(2) - in_min(0) == doctest::Approx(100).epsilon(1e-6));  // same noise, mean moved by 100
+    CHECK(rows[1].at("out_min") != rows[0].at("out_min"));               // eps still changed the output
+
+    r = run_normlab("run " + (dir / "per.json").string() + " --out " + (dir / "per").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    rows = parse_csv(read_text(dir / "per" / "apply.csv"));
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[1].at("in_min") != rows[0].at("in_min"));
 }
 
 TEST_CASE("shapes, init and dry-run") {

@@ -166,15 +166,34 @@ void check_memory(const Config& c, const std::string& file, const std::string& m
              describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory");
 }
 
-Loaded load_document(const Json& doc, const std::string& file, const std::string& max_memory) {
+// Loads one point's config and builds its batches. With `previous` (the point before, in a
+// sweep), a batch whose data spec, seed and dtype are unchanged is taken over instead of
+// being built again: a sweep over norm settings builds its data once and touches no fresh
+// memory for it. Batches that cannot be reused are freed before anything new is built.
+Loaded load_document(const Json& doc, const std::string& file, const std::string& max_memory,
+                     Loaded* previous = nullptr) {
     Loaded l;
     fs::path base = fs::path(file).parent_path();
     l.config = parse_config(doc, file, base);
     check_memory(l.config, file, max_memory);
+    if (previous) {
+        const Config& pc = previous->config;
+        for (auto it = previous->batches.begin(); it != previous->batches.end();) {
+            auto spec = l.config.data.find(it->first);
+            const bool same = spec != l.config.data.end() && spec->second == pc.data.at(it->first) &&
+                              l.config.seed == pc.seed && l.config.dtype == pc.dtype;
+            it = same ? std::next(it) : previous->batches.erase(it);
+        }
+    }
     DataContext ctx{base, l.config.seed, l.config.dtype};
-    for (const auto& name : l.config.data_order)
-        l.batches[name] = make_batch(name, l.config.data.at(name),
-                                     JsonLocation{file, "/data"}.child(name), ctx);
+    for (const auto& name : l.config.data_order) {
+        if (previous && previous->batches.count(name)) {
+            l.batches[name] = std::move(previous->batches.at(name));
+            continue;
+        }
+        l.batches[name] = make_batch(name, l.config.data.at(name), JsonLocation{file, "/data"}.child(name), ctx);
+    }
+    if (previous) previous->batches.clear();
     return l;
 }
 
@@ -229,8 +248,11 @@ void check_pairs(const Loaded& l) {
 void validate_config(const RunOptions& o) {
     Json doc = load_config_document(o);
     Sweep sweep = extract_sweep(doc, o.config_path);
-    for (const auto& pt : sweep.points)
-        check_pairs(load_document(point_document(doc, sweep, pt), o.config_path, o.max_memory));
+    Loaded previous;
+    for (const auto& pt : sweep.points) {
+        previous = load_document(point_document(doc, sweep, pt), o.config_path, o.max_memory, &previous);
+        check_pairs(previous);
+    }
 }
 
 namespace {
@@ -287,11 +309,15 @@ void run_config(const RunOptions& o) {
         if (o.shard) std::cout << " (this shard runs " << selected.size() << ")";
         std::cout << "\n";
         std::size_t peak = 0;
+        Loaded previous;
         for (const SweepPoint* pt : selected) {
-            Loaded l = load_document(point_doc(*pt), o.config_path, o.max_memory);
+            Loaded l = load_document(point_doc(*pt), o.config_path, o.max_memory, &previous);
             peak = std::max(peak, estimate_memory(l.config, parse_memory_size(o.max_memory)).total);
             check_pairs(l);
-            if (pt != selected.front()) continue;
+            if (pt != selected.front()) {
+                previous = std::move(l);
+                continue;
+            }
             for (const auto& n : l.config.data_order) {
                 const Batch& b = l.batches.at(n);
                 std::cout << "data " << n << ": " << b.source << " " << format_shape(b.x.shape())
@@ -305,6 +331,7 @@ void run_config(const RunOptions& o) {
                 std::cout << "analysis " << i << ": " << a.type << " (" << a.data.size() << " data x "
                           << a.norms.size() << " norms)\n";
             }
+            previous = std::move(l);
         }
         std::cout << "estimated peak memory: " << (peak + (1u << 20) - 1) / (1u << 20) << " MiB\n";
         return;
@@ -321,10 +348,11 @@ void run_config(const RunOptions& o) {
     const bool progress = swept && !o.quiet && ::isatty(2);
     std::set<std::string> warned_nonfinite;
 
+    Loaded previous;
     for (std::size_t k = 0; k < selected.size(); ++k) {
         const SweepPoint& pt = *selected[k];
         if (progress) std::cerr << "\rnormlab: point " << (k + 1) << "/" << selected.size() << std::flush;
-        Loaded l = load_document(point_doc(pt), o.config_path, o.max_memory);
+        Loaded l = load_document(point_doc(pt), o.config_path, o.max_memory, &previous);
         const Config& c = l.config;
         AnalysisContext ctx;
         ctx.batches = &l.batches;
@@ -378,6 +406,7 @@ void run_config(const RunOptions& o) {
                 tables[a.type].append(t);
             }
         }
+        previous = std::move(l);
     }
     if (progress) std::cerr << "\n";
     for (const auto& type : type_order) {
