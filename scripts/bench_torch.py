@@ -2,7 +2,8 @@
 """PyTorch's CPU forward throughput for the same cases as `normlab bench`.
 
 Run with Debian's interpreter, which has python3-torch (1.13) and python3-numpy:
-    /usr/bin/python3 scripts/bench_torch.py [--threads 1,2] [--repeat 20] [--json]
+    /usr/bin/python3 scripts/bench_torch.py [--norm layernorm,...] [--shape 32,64,512]...
+                                            [--threads 1,2] [--repeat 20] [--json]
 Figures: median steady-state time of F.layer_norm / rms-norm composite / F.group_norm /
 F.instance_norm / F.batch_norm(training=True) into a preallocated output where the op has
 an out= form (otherwise torch allocates, as in real use), GB/s counting one read of the
@@ -57,13 +58,24 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--norm", help="comma-separated norm types, as for normlab bench (default: all)")
+    ap.add_argument("--shape", action="append", help="input shape, e.g. 32,64,512 (repeatable; "
+                    "default: the issue-7 suite)")
     a = ap.parse_args()
+    cases = CASES
+    if a.norm or a.shape:
+        norms = a.norm.split(",") if a.norm else sorted({n for n, _ in CASES})
+        if a.shape:
+            shapes = [tuple(int(d) for d in s.split(",")) for s in a.shape]
+            cases = [(n, s) for n in norms for s in shapes]
+        else:
+            cases = [(n, s) for n, s in CASES if n in norms]
     torch.manual_seed(1)
     if not a.json:
         print(f"{'norm':13}{'shape':18}{'threads':8}{'median_ms':11}{'gb_per_s':10}{'copy_gb_per_s':14}of_copy")
     for th in [int(t) for t in a.threads.split(",")]:
         torch.set_num_threads(th)
-        for norm, shape in CASES:
+        for norm, shape in cases:
             x = torch.rand(shape) * 4 - 2
             nbytes = x.numel() * x.element_size()
             t = median_ms(op(norm, x), a.repeat)

@@ -8,6 +8,8 @@
 #include <thread>
 #include <sys/resource.h>
 
+#include <omp.h>
+
 #include "data/random.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
@@ -31,18 +33,24 @@ double peak_rss_mib() {
     return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// Median time of copying `bytes` between two warm buffers with `threads` threads: the
-// machine's achievable bandwidth for this size, the yardstick for the normalization.
+// Median time of copying `bytes` between two warm buffers with `threads` threads of the
+// same OpenMP team the engine uses (a thread start per copy would cost more than copying
+// a small batch): the machine's achievable bandwidth for this size, the yardstick for the
+// normalization.
 double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
     std::vector<char> src(bytes, 1), dst(bytes, 0);
     auto once = [&] {
-        std::vector<std::thread> pool;
-        for (unsigned t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                std::size_t lo = bytes * t / threads, hi = bytes * (t + 1) / threads;
-                std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
-            });
-        for (auto& p : pool) p.join();
+        if (threads <= 1) {
+            std::memcpy(dst.data(), src.data(), bytes);
+            return;
+        }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+        {
+            const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+            const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
+            const std::size_t lo = bytes * t / n, hi = bytes * (t + 1) / n;
+            std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+        }
     };
     once();
     std::vector<double> times;
