@@ -1,6 +1,8 @@
 // End to end: the built binary on the quickstart config and on broken configs.
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
@@ -145,4 +147,53 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(l.exit_code == 0);
     CHECK(l.out.find("groupnorm") != std::string::npos);
     CHECK(l.out.find("stats_shapes") != std::string::npos);
+}
+
+TEST_CASE("bench: one JSON object per case with the issue's fields; bad options exit 2") {
+    CliResult r = run_normlab("bench --norm layernorm,batchnorm --shape 4,8,16 --shape 2,6,5 --threads 1,2 "
+                              "--repeat 3 --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::istringstream lines(r.out);
+    std::string line;
+    std::vector<nlohmann::json> rows;
+    while (std::getline(lines, line)) rows.push_back(nlohmann::json::parse(line));
+    REQUIRE(rows.size() == 2 * 2 * 2);  // norms x shapes x thread counts
+    for (const auto& j : rows) {
+        CAPTURE(j.dump());
+        for (const char* k : {"norm", "shape", "dtype", "threads", "median_ms", "gb_per_s", "copy_gb_per_s",
+                              "fraction_of_copy", "state", "cold_ms", "peak_rss_mib"})
+            CHECK(j.contains(k));
+        CHECK(j["state"] == "steady");
+        CHECK(j["dtype"] == "float32");
+        CHECK(j["median_ms"].get<double>() > 0);
+        CHECK(j["copy_gb_per_s"].get<double>() > 0);
+        // GB/s counts one read and one write of the batch: 2 * bytes / time
+        const double bytes = j["shape"] == nlohmann::json{4, 8, 16} ? 4 * 8 * 16 * 4 : 2 * 6 * 5 * 4;
+        CHECK(j["gb_per_s"].get<double>() ==
+              doctest::Approx(2 * bytes / (j["median_ms"].get<double>() * 1e6)).epsilon(1e-4));
+    }
+    CHECK(rows[0]["norm"] == "layernorm");
+    CHECK(rows[0]["shape"] == nlohmann::json{4, 8, 16});
+    CHECK(rows[0]["threads"] == 1);
+    CHECK(rows[1]["threads"] == 2);
+    CHECK(rows[7]["norm"] == "batchnorm");
+
+    CliResult text = run_normlab("bench --norm rmsnorm --shape 3,7 --threads 1 --repeat 1");
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.rfind("norm ", 0) == 0);
+    CHECK(text.out.find("rmsnorm      [3,7]") != std::string::npos);
+    CHECK(text.out.find("steady state") != std::string::npos);
+
+    struct Bad { const char* args; const char* message; };
+    for (const Bad& b : {Bad{"--norm foo", "bench --norm: unknown norm type \"foo\""},
+                         Bad{"--norm layernorm --shape 0,3", "bench --shape: dims must be positive"},
+                         Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat: must be at least 1"},
+                         Bad{"--norm layernorm --shape 2,3 --threads 0", "bench --threads: expected positive integers"},
+                         Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"}}) {
+        CAPTURE(b.args);
+        CliResult e = run_normlab(std::string("bench ") + b.args);
+        CHECK(e.exit_code == 2);
+        CHECK(e.err.find(b.message) != std::string::npos);
+        CHECK(e.out.empty());
+    }
 }
