@@ -178,6 +178,10 @@ TEST_CASE("bench: one JSON object per case with the issue's fields; bad options 
     CHECK(rows[1]["threads"] == 2);
     CHECK(rows[7]["norm"] == "batchnorm");
 
+    CliResult last = run_normlab("bench --norm batchnorm --shape 2,5,3 --channel-axis -1 --threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(last.exit_code == 0, last.err);
+    CHECK(nlohmann::json::parse(last.out)["channel_axis"] == 2);
+
     CliResult text = run_normlab("bench --norm rmsnorm --shape 3,7 --threads 1 --repeat 1");
     REQUIRE(text.exit_code == 0);
     CHECK(text.out.rfind("norm ", 0) == 0);
@@ -189,7 +193,8 @@ TEST_CASE("bench: one JSON object per case with the issue's fields; bad options 
                          Bad{"--norm layernorm --shape 0,3", "bench --shape: dims must be positive"},
                          Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat: must be at least 1"},
                          Bad{"--norm layernorm --shape 2,3 --threads 0", "bench --threads: expected positive integers"},
-                         Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"}}) {
+                         Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"},
+                         Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);
         CHECK(e.exit_code == 2);

@@ -109,7 +109,12 @@ std::string run_bench(const BenchOptions& o) {
             }
             Batch b;
             b.name = "bench";
-            b.channel_axis = shape.size() > 1 ? 1 : 0;
+            const long long rank = static_cast<long long>(shape.size());
+            const long long ca = o.channel_axis < 0 ? rank + o.channel_axis : o.channel_axis;
+            if (ca < 0 || ca >= rank)
+                throw InputError("bench --channel-axis: " + std::to_string(o.channel_axis) +
+                                 " is outside a shape of rank " + std::to_string(rank));
+            b.channel_axis = static_cast<std::size_t>(ca);
             xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
             Rng rng(1);
             for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
@@ -134,7 +139,7 @@ std::string run_bench(const BenchOptions& o) {
                 double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
                 if (o.json) {
                     out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
-                        << o.dtype << "\", \"threads\": " << th << ", \"median_ms\": " << med
+                        << o.dtype << "\", \"channel_axis\": " << ca << ", \"threads\": " << th << ", \"median_ms\": " << med
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
                         << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"state\": \"steady\", \"cold_ms\": "
                         << cold << ", \"peak_rss_mib\": " << peak_rss_mib() << "}\n";

@@ -14,6 +14,7 @@ struct BenchOptions {
     std::vector<unsigned> threads;               ///< thread counts to measure
     unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
     unsigned num_groups = 32;                    ///< groupnorm
+    long long channel_axis = 1;                  ///< batchnorm/instancenorm/groupnorm; < 0 counts from the end
     bool json = false;                           ///< one JSON object per line instead of a table
 };
 
@@ -21,7 +22,8 @@ struct BenchOptions {
 /// median steady-state time (output buffers reused), GB/s counting one read of the input
 /// and one write of the output, the GB/s of a plain copy of the same bytes measured in the
 /// same run, the first ("cold") call's time, and the process's peak resident memory.
-/// Throws InputError for unknown norms, bad shapes or a norm that does not fit a shape.
+/// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, or a
+/// norm that does not fit a shape.
 std::string run_bench(const BenchOptions& o);
 
 }  // namespace normlab

@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench.repeat, "timed repetitions per case");
     bench_cmd->add_option("--num-groups", bench.num_groups, "groups for groupnorm");
+    bench_cmd->add_option("--channel-axis", bench.channel_axis,
+                          "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
 
     try {

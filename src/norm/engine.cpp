@@ -92,8 +92,17 @@ struct Scratch {
     std::vector<double> sum, count, m2;
     std::vector<std::size_t> touched;
     std::vector<char> seen;
+    // The statistics [range_a, range_a + range_n) are all touched already: channels-last
+    // runs repeat the same range, and checking each of its entries per run cost as much
+    // as summing them.
+    std::size_t range_a = 0, range_n = 0;
     void touch(std::size_t s) {
         if (!seen[s]) seen[s] = 1, touched.push_back(s);
+    }
+    void touch_range(std::size_t a, std::size_t n) {
+        if (a == range_a && n <= range_n) return;
+        for (std::size_t k = 0; k < n; ++k) touch(a + k);
+        range_a = a, range_n = n;
     }
 };
 
@@ -168,7 +177,7 @@ NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, cons
             s.sum[r.a] += sum;
             s.count[r.a] += cnt;
         } else if (r.da == 1 && !m) {  // channels last: one statistic per element of the run
-            for (std::size_t k = 0; k < r.n; ++k) s.touch(r.a + k);
+            s.touch_range(r.a, r.n);
             double* sum = s.sum.data() + r.a;
             double* cnt = s.count.data() + r.a;
             if (center) for (std::size_t k = 0; k < r.n; ++k) sum[k] += static_cast<double>(xp[k]);
@@ -215,6 +224,7 @@ NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, cons
         s.seen[a] = 0;
     }
     s.touched.clear();
+    s.range_n = 0;
 }
 
 template <class T>
