@@ -267,10 +267,12 @@ TEST_CASE("instancenorm with track_running_stats: PyTorch's update, then eval") 
 TEST_CASE("results are bit-identical for every thread count, across chunk boundaries") {
     xt::random::seed(11);
     // Shapes chosen to cut runs into pieces (a 40000-element row), to put many runs in one
-    // chunk (rows of 7), and BatchNorm with channels last (every chunk touches every stat).
+    // chunk (rows of 7), BatchNorm with channels last (every chunk touches every stat), and
+    // GroupNorm with channels last, (N, H, W, G, C/G) over H, W, C/G (statistics per
+    // channel first, merged over C/G).
     struct Case { Shape shape; Axes reduced, params; };
     std::vector<Case> cases = {{{3, 40000}, {1}, {1}}, {{5000, 7}, {1}, {1}}, {{64, 33, 17}, {0, 1}, {2}},
-                               {{4, 6, 50, 50}, {0, 2, 3}, {1}}};
+                               {{4, 6, 50, 50}, {0, 2, 3}, {1}}, {{6, 30, 30, 4, 3}, {1, 2, 4}, {3, 4}}};
     for (const auto& c : cases) {
         CAPTURE(format_shape(c.shape));
         xt::xarray<double> x = xt::random::randn<double>(c.shape) * 3.0 + 1e3;
@@ -298,6 +300,11 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
         xt::xarray<double> var = xt::mean(xt::square(xd - mu), c.reduced, xt::keep_dims);
         CHECK(max_abs_diff(r1.mean, mu) < 1e-9);
         CHECK(max_abs_diff(r1.var, var) < 1e-9);
+        Shape ws = c.shape;
+        for (std::size_t d = 0; d < ws.size(); ++d)
+            if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
+        xt::xarray<double> ref = (xd - mu) / xt::sqrt(var + spec.eps) * xt::reshape_view(w, ws);
+        CHECK(max_abs_diff(r1.y.to_double(), ref) < 1e-4);
     }
 }
 

@@ -7,6 +7,8 @@
 
 #include <omp.h>
 
+#include <xtensor/xbroadcast.hpp>
+
 #include "norm/strided.hpp"
 #include "tensor/errors.hpp"
 
@@ -227,10 +229,92 @@ NORMLAB_VECTOR_CLONES void chunk_moments(const T* x, const std::uint8_t* m, cons
     s.range_n = 0;
 }
 
+// Merges partial moments (count pc, mean pmean, sum of squared deviations pm2) into
+// statistic j of the running arrays (Chan, Golub, LeVeque 1979):
+//   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
+//   M2 = M2a + M2b + delta^2 * na * nb / n.
+// The first part of a statistic is taken as it is (the update would round it).
+inline void merge_partial(double* count, double* mean, double* m2, std::size_t j, double pc, double pmean,
+                          double pm2, bool center) {
+    const double na = count[j], n = na + pc;
+    if (pc == 0) return;
+    if (na == 0) {
+        mean[j] = pmean;
+        m2[j] = pm2;
+    } else if (center) {
+        const double delta = pmean - mean[j];
+        mean[j] += delta * pc / n;
+        m2[j] += pm2 + delta * delta * na * pc / n;
+    } else {
+        m2[j] += pm2;
+    }
+    count[j] = n;
+}
+
+// Runs shorter than this many elements make the walk's per-run work dominate.
+constexpr std::size_t kShortRun = 32;
+
+// The trailing reduced axes to keep as finer statistics first: when the trailing non-size-1
+// axes are reduced but hold fewer than kShortRun elements, and other reduced axes lie
+// outside them (GroupNorm with channels last: (N, H, W, G, C/G) over H, W and C/G), the
+// walk would step through runs of a few elements. Statistics per (N, G, C/G) - one per
+// channel, the vectorised channels-last loop - are then merged over those axes. Empty when
+// the walk is fine as it is.
+Axes short_suffix(const Shape& xs, const Axes& reduced) {
+    auto is_reduced = [&](std::size_t d) { return std::find(reduced.begin(), reduced.end(), d) != reduced.end(); };
+    Axes suffix;
+    std::size_t block = 1, d = xs.size();
+    for (; d-- > 0;) {
+        if (xs[d] == 1) continue;
+        if (!is_reduced(d)) break;
+        suffix.push_back(d);
+        block *= xs[d];
+    }
+    if (suffix.empty() || block >= kShortRun || d > xs.size()) return {};
+    for (std::size_t e = 0; e < d; ++e)
+        if (xs[e] > 1 && is_reduced(e)) {
+            std::sort(suffix.begin(), suffix.end());
+            return suffix;
+        }
+    return {};
+}
+
+Axes without(const Axes& axes, const Axes& drop) {
+    Axes out;
+    for (auto a : axes)
+        if (std::find(drop.begin(), drop.end(), a) == drop.end()) out.push_back(a);
+    return out;
+}
+
+// Merged moments per statistic before they are finished: count, mean and the sum of
+// squared deviations (in `var`), all in the keep-dims statistics shape.
 template <class T>
-Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center,
-                     const xt::xarray<std::uint8_t>* mask) {
+Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool center,
+                    const xt::xarray<std::uint8_t>* mask) {
     Shape ss = keepdims_shape(xs, reduced);
+    Moments out;
+    out.mean = xt::zeros<double>(ss);
+    out.var = xt::zeros<double>(ss);
+    out.count = xt::zeros<double>(ss);
+    double* mean = out.mean.data();
+    double* m2 = out.var.data();
+    double* count = out.count.data();
+
+    const Axes suffix = short_suffix(xs, reduced);
+    if (!suffix.empty()) {
+        // Finer statistics, then merged over the suffix axes in row-major order.
+        Moments fine = raw_moments(x, xs, without(reduced, suffix), center, mask);
+        Shape fs(fine.count.shape().begin(), fine.count.shape().end());
+        Walk w(fs, broadcast_strides(fs, ss), Strides(fs.size(), 0), std::max<std::size_t>(1, fine.count.size()));
+        if (w.num_chunks() > 0)
+            w.chunk(0, [&](const Run& r) {
+                for (std::size_t k = 0; k < r.n; ++k)
+                    merge_partial(count, mean, m2, r.a + k * r.da, fine.count.data()[r.x + k],
+                                  fine.mean.data()[r.x + k], fine.var.data()[r.x + k], center);
+            });
+        return out;
+    }
+
     Strides mt = mask ? mask_strides(xs, *mask) : Strides(xs.size(), 0);
     const std::size_t whole = whole_stat_chunk(xs, reduced);
     Walk w(xs, broadcast_strides(xs, ss), mt, whole ? whole : kChunk);
@@ -241,38 +325,19 @@ Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool cent
     parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) {
         chunk_moments(x, m, w, c, center, thread_scratch(stats), parts[c]);
     });
+    for (const auto& chunk : parts)  // in chunk order, whatever the thread count
+        for (const Partial& p : chunk) merge_partial(count, mean, m2, p.stat, p.count, p.mean, p.m2, center);
+    return out;
+}
 
-    // Merge the chunks in chunk order (Chan, Golub, LeVeque 1979):
-    //   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
-    //   M2 = M2a + M2b + delta^2 * na * nb / n.
-    // The first chunk of a statistic is taken as it is (the update would round it).
-    Moments out;
-    out.mean = xt::zeros<double>(ss);
-    out.var = xt::zeros<double>(ss);
-    out.count = xt::zeros<double>(ss);
-    double* mean = out.mean.data();
-    double* m2 = out.var.data();
-    double* count = out.count.data();
-    for (const auto& chunk : parts)
-        for (const Partial& p : chunk) {
-            double na = count[p.stat], n = na + p.count;
-            if (p.count == 0) continue;
-            if (na == 0) {
-                mean[p.stat] = p.mean;
-                m2[p.stat] = p.m2;
-            } else if (center) {
-                double delta = p.mean - mean[p.stat];
-                mean[p.stat] += delta * p.count / n;
-                m2[p.stat] += p.m2 + delta * delta * na * p.count / n;
-            } else {
-                m2[p.stat] += p.m2;
-            }
-            count[p.stat] = n;
-        }
+template <class T>
+Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center,
+                     const xt::xarray<std::uint8_t>* mask) {
+    Moments out = raw_moments(x, xs, reduced, center, mask);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (std::size_t i = 0; i < stats; ++i) {
-        m2[i] = biased_var(m2[i], count[i]);
-        if (count[i] == 0) mean[i] = nan;
+    for (std::size_t i = 0; i < out.count.size(); ++i) {
+        out.var.data()[i] = biased_var(out.var.data()[i], out.count.data()[i]);
+        if (out.count.data()[i] == 0) out.mean.data()[i] = nan;
     }
     return out;
 }
@@ -446,11 +511,26 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     }
     for (std::size_t i = 0; i < out.rstd.size(); ++i) out.rstd.data()[i] = spec_rstd(spec, out.var.data()[i]);
 
-    Walk w(xs, sa, sb, kChunk);
+    // Where the statistics would make runs of a few elements (short_suffix), they are
+    // repeated per element of the short axes, so the walk runs along whole channels.
+    const double* mean = out.mean.data();
+    const double* rstd = out.rstd.data();
+    Strides sn = sa;
+    xt::xarray<double> mean_e, rstd_e;
+    const Axes suffix = short_suffix(xs, spec.reduction_axes);
+    if (!suffix.empty()) {
+        Shape fs = keepdims_shape(xs, without(spec.reduction_axes, suffix));
+        mean_e = xt::broadcast(out.mean, fs);
+        rstd_e = xt::broadcast(out.rstd, fs);
+        mean = mean_e.data();
+        rstd = rstd_e.data();
+        sn = broadcast_strides(xs, fs);
+    }
+    Walk w(xs, sn, sb, kChunk);
     if (x.dtype == DType::float64)
-        normalize_impl(x.f64.data(), out.y.f64.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
+        normalize_impl(x.f64.data(), out.y.f64.data(), w, mean, rstd, scale.data(), shift.data(), x.dtype);
     else
-        normalize_impl(x.f32.data(), out.y.f32.data(), w, out.mean.data(), out.rstd.data(), scale.data(), shift.data(), x.dtype);
+        normalize_impl(x.f32.data(), out.y.f32.data(), w, mean, rstd, scale.data(), shift.data(), x.dtype);
 }
 
 ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {

@@ -68,7 +68,10 @@ unsigned engine_threads();
 /// walked in cache-sized chunks; within a chunk each statistic gets an exact two-pass mean
 /// and sum of squared deviations in double, and chunks are merged with Chan, Golub and
 /// LeVeque's pairwise update (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever
-/// x's dtype. A statistic with count 0 (fully masked) gets mean and var NaN. Throws
+/// x's dtype. When the trailing reduced axes hold fewer than 32 elements and other reduced
+/// axes lie outside them (GroupNorm with channels last), moments are first taken per element
+/// of those axes and then merged the same way, so the walk runs along whole channels. A
+/// statistic with count 0 (fully masked) gets mean and var NaN. Throws
 /// InputError on a mask whose shape does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
                         bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
