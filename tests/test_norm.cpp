@@ -272,7 +272,10 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
     // channel first, merged over C/G).
     struct Case { Shape shape; Axes reduced, params; };
     std::vector<Case> cases = {{{3, 40000}, {1}, {1}}, {{5000, 7}, {1}, {1}}, {{64, 33, 17}, {0, 1}, {2}},
-                               {{4, 6, 50, 50}, {0, 2, 3}, {1}}, {{6, 30, 30, 4, 3}, {1, 2, 4}, {3, 4}}};
+                               {{4, 6, 50, 50}, {0, 2, 3}, {1}}, {{6, 30, 30, 4, 3}, {1, 2, 4}, {3, 4}},
+                               // one element per statistic (GroupNorm with num_groups = C and
+                               // spatial size 1): rows longer than a chunk
+                               {{3, 10000, 1}, {2}, {1, 2}}, {{5, 5000, 1}, {2}, {1, 2}}};
     for (const auto& c : cases) {
         CAPTURE(format_shape(c.shape));
         xt::xarray<double> x = xt::random::randn<double>(c.shape) * 3.0 + 1e3;

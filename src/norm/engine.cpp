@@ -138,7 +138,7 @@ double spec_rstd(const NormSpec& spec, double var) {
 }
 
 // Elements per chunk for statistics over `reduced` of shape xs. When each statistic is one
-// contiguous block of R <= kChunk elements (reduction over trailing axes: LayerNorm,
+// contiguous block of 1 < R <= kChunk elements (reduction over trailing axes: LayerNorm,
 // RMSNorm, InstanceNorm, GroupNorm in (N, C, ...)), chunks hold whole statistics, so a
 // chunk's moments are final and the output can be written while the chunk is in cache
 // (one memory pass instead of two). Returns 0 otherwise.
@@ -152,7 +152,9 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
         if (r) block *= xs[d];
         else in_suffix = false;
     }
-    return block > 0 && block <= kChunk ? (kChunk / block) * block : 0;
+    // block 1 (nothing of size > 1 reduced): the moments walk would fold the kept axes into
+    // one long run cut into pieces, the normalize walk would not, and their chunks differ.
+    return block > 1 && block <= kChunk ? (kChunk / block) * block : 0;
 }
 
 // One chunk's statistics: exact two-pass (mean, then squared deviations) in double while
