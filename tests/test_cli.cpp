@@ -181,6 +181,9 @@ TEST_CASE("bench: one JSON object per case with the issue's fields; bad options 
     CliResult last = run_normlab("bench --norm batchnorm --shape 2,5,3 --channel-axis -1 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(last.exit_code == 0, last.err);
     CHECK(nlohmann::json::parse(last.out)["channel_axis"] == 2);
+    CliResult rank1 = run_normlab("bench --norm layernorm,rmsnorm --shape 64 --threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(rank1.exit_code == 0, rank1.err);
+    CHECK(rank1.out.find("\"channel_axis\": 0") != std::string::npos);
 
     CliResult text = run_normlab("bench --norm rmsnorm --shape 3,7 --threads 1 --repeat 1");
     REQUIRE(text.exit_code == 0);

@@ -110,9 +110,10 @@ std::string run_bench(const BenchOptions& o) {
             Batch b;
             b.name = "bench";
             const long long rank = static_cast<long long>(shape.size());
-            const long long ca = o.channel_axis < 0 ? rank + o.channel_axis : o.channel_axis;
+            const long long given = o.channel_axis.value_or(rank > 1 ? 1 : 0);
+            const long long ca = given < 0 ? rank + given : given;
             if (ca < 0 || ca >= rank)
-                throw InputError("bench --channel-axis: " + std::to_string(o.channel_axis) +
+                throw InputError("bench --channel-axis: " + std::to_string(given) +
                                  " is outside a shape of rank " + std::to_string(rank));
             b.channel_axis = static_cast<std::size_t>(ca);
             xt::xarray<double> v = xt::xarray<double>::from_shape(shape);

@@ -1,6 +1,7 @@
 #pragma once
 // `normlab bench`: forward-pass throughput of the engine against a plain copy of the same
 // bytes, measured side by side in one process.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,8 @@ struct BenchOptions {
     std::vector<unsigned> threads;               ///< thread counts to measure
     unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
     unsigned num_groups = 32;                    ///< groupnorm
-    long long channel_axis = 1;                  ///< batchnorm/instancenorm/groupnorm; < 0 counts from the end
+    /// batchnorm/instancenorm/groupnorm; < 0 counts from the end; unset: 1 (0 for rank 1)
+    std::optional<long long> channel_axis;
     bool json = false;                           ///< one JSON object per line instead of a table
 };
 

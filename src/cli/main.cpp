@@ -5,8 +5,6 @@
 #include <fstream>
 #include <iostream>
 
-#include <malloc.h>
-
 #include <CLI/CLI.hpp>
 
 #include "analysis/analysis.hpp"
@@ -67,12 +65,6 @@ CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std:
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Keep freed memory for reuse instead of handing it back to the kernel: glibc maps every
-    // block above 32 MiB afresh, and a fresh page costs a fault (~13 us per 4 KiB on a VM),
-    // more than normalising it. Sweep points and bench repetitions then recycle the big
-    // buffers of the point before; the peak is unchanged.
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     install_interrupt_handler();  // Ctrl-C/SIGTERM: remove unfinished results, exit 128 + signal
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
                  "InstanceNorm, GroupNorm, RMSNorm)"};
@@ -141,8 +133,9 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench.repeat, "timed repetitions per case");
     bench_cmd->add_option("--num-groups", bench.num_groups, "groups for groupnorm");
-    bench_cmd->add_option("--channel-axis", bench.channel_axis,
-                          "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
+    long long bench_channel_axis = 1;
+    auto* bench_ca = bench_cmd->add_option("--channel-axis", bench_channel_axis,
+                                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
 
     try {
@@ -192,6 +185,7 @@ int main(int argc, char** argv) {
                 return v;
             };
             bench.norms = split(bench_norms);
+            if (bench_ca->count() > 0) bench.channel_axis = bench_channel_axis;
             for (const auto& t : split(bench_threads)) {
                 std::stringstream ss(t);
                 long long n = 0;
