@@ -82,7 +82,7 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
 /// broadcast per the spec, with x - mean and the scaling formed in double and y rounded
 /// once to x's dtype (out.y gets `shape`). When every statistic is one contiguous block of
-/// at most 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm, InstanceNorm,
+/// 2 to 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm, InstanceNorm,
 /// GroupNorm) and there is no mask or given statistics, each cache-sized chunk gets its
 /// statistics and its output in one pass over memory - the same bits as compute_moments
 /// followed by the formula above. Reuses out's buffers when their shapes fit, so
