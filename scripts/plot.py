@@ -68,34 +68,38 @@ def plot_epsilon(result_dir, out, only=()):
                 "epsilon takes over as the input variance falls toward eps", out)
 
 
-def plot_padding(result_dir, out):
-    data = []
-    for r in rows(result_dir, "padding.csv"):
-        data.append((f"{r['data']}/{r['norm']}", num(r["mean_contamination_max"]), num(r["repad_max_abs_diff"])))
+def histogram_plot(bars, settings, title, series, out):
+    """bars: list of (label, value, ...); series: (gnuplot `using` column expression, title)
+    per value, drawn as clustered bars, one cluster per label."""
     with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
-        for name, m, v in data:
-            dat.write(f'"{name}" {m!r} {v!r}\n')
-    # Log axis: exact zeros (padding-free) are drawn at the floor 1e-8.
+        for label, *values in bars:
+            dat.write(f'"{label}" ' + " ".join(repr(v) for v in values) + "\n")
+    plots = [f"'{dat.name}' using {series[0][0]}:xtic(1) title '{series[0][1]}'"]
+    plots += [f"'' using {col} title '{t}'" for col, t in series[1:]]
     script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
-              "set key inside top left box opaque\nset xtics rotate by -35\nset ylabel 'absolute difference (log; floor 1e-8 = exactly 0)'\n"
-              "set format y '%g'\nset logscale y\nset yrange [1e-8:*]\n"
-              "set title 'padding: contaminated statistics, and real outputs that change when re-padded'\nset yrange [1e-8:100]\n"
-              f"plot '{dat.name}' using ($2+1e-8):xtic(1) title 'max |mean with padding - mean without|', "
-              f"'' using ($3+1e-8) title 'max |output change at real positions| after re-padding'\n")
+              "set xtics rotate by -35 noenhanced\n" + settings + f"set title '{title}'\n"
+              "plot " + ", ".join(plots) + "\n")
     gnuplot(script, out)
+
+
+def plot_padding(result_dir, out):
+    bars = [(f"{r['data']}/{r['norm']}", num(r["mean_contamination_max"]), num(r["repad_max_abs_diff"]))
+            for r in rows(result_dir, "padding.csv")]
+    # Log axis: exact zeros (padding-free) are drawn at the floor 1e-8.
+    histogram_plot(bars, "set key inside top left box opaque\n"
+                         "set ylabel 'absolute difference (log; floor 1e-8 = exactly 0)'\n"
+                         "set format y '%g'\nset logscale y\nset yrange [1e-8:100]\n",
+                   "padding: contaminated statistics, and real outputs that change when re-padded",
+                   [("($2+1e-8)", "max |mean with padding - mean without|"),
+                    ("($3+1e-8)", "max |output change at real positions| after re-padding")], out)
 
 
 def plot_stats(result_dir, out):
-    data = [(f"{r['data']}/{r['norm']}", int(r["num_stats"]), int(r["elems_per_stat"]))
+    bars = [(f"{r['data']}/{r['norm']}", int(r["num_stats"]), int(r["elems_per_stat"]))
             for r in rows(result_dir, "stats_shapes.csv")]
-    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
-        for name, n, e in data:
-            dat.write(f'"{name}" {n} {e}\n')
-    script = ("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
-              "set key inside top right box opaque\nset xtics rotate by -35 noenhanced\nset logscale y\nset ylabel 'count (log)'\n"
-              "set title 'how many statistics each norm computes, and over how many elements'\n"
-              f"plot '{dat.name}' using 2:xtic(1) title 'num_stats', '' using 3 title 'elems_per_stat'\n")
-    gnuplot(script, out)
+    histogram_plot(bars, "set key inside top right box opaque\nset logscale y\nset ylabel 'count (log)'\n",
+                   "how many statistics each norm computes, and over how many elements",
+                   [("2", "num_stats"), ("3", "elems_per_stat")], out)
 
 
 def main():
