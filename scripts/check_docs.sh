@@ -73,7 +73,11 @@ for file in "${files[@]}"; do
       echo "check_docs: $file:$line: link target $target: $resolved does not exist" >&2
       errors=$((errors + 1))
     elif [ -n "$anchor" ]; then
-      if [[ "$resolved" != *.md ]] || ! anchors "$resolved" | grep -qxF -- "$anchor"; then
+      # The anchors are read whole first: grep -q on a pipe would end the writer early,
+      # and pipefail would count that as a miss.
+      found=""
+      [[ "$resolved" == *.md ]] && found="$(anchors "$resolved")"
+      if ! grep -qxF -- "$anchor" <<< "$found"; then
         echo "check_docs: $file:$line: link target $target: no heading with anchor #$anchor in $resolved" >&2
         errors=$((errors + 1))
       fi
