@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/tensor.hpp"
 

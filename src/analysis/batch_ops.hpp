@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 #include "data/batch.hpp"
 #include "data/random.hpp"
 

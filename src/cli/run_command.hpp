@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 
 namespace normlab {
 

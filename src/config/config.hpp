@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "analysis/analysis.hpp"
-#include "config/reader.hpp"
+#include "json/reader.hpp"
+#include "json/text.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
@@ -29,15 +30,6 @@ struct Config {
     std::vector<AnalysisSpec> analyses;
     std::optional<std::string> output_dir;  ///< "output": {"dir": ...}, relative to the cwd
 };
-
-/// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
-/// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
-/// range ...", or "what: line L, column C: JSON nested deeper than 100 levels ...".
-Json parse_json_text(const std::string& text, const std::string& what);
-
-/// Reads and parses a JSON file. Throws InputError "file: line L, column C (byte B): ..."
-/// for malformed JSON, and naming the path when it cannot be read.
-Json load_json_file(const std::filesystem::path& path);
 
 /// Parses a config document. `file` names it in messages; relative paths inside it resolve
 /// against `base_dir`. Throws InputError with file and JSON pointer: unknown keys (with

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 
 namespace normlab {
 

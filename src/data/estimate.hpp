@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 #include "data/sources.hpp"
 
 namespace normlab {

@@ -4,7 +4,7 @@ normlab_module(normlab_data
           data/sources.cpp data/source_values.cpp data/source_gaussian.cpp data/source_npy.cpp
           data/source_images.cpp data/source_tokens.cpp data/source_text.cpp data/source_csv.cpp
           data/source_image_files.cpp data/estimate.cpp
-  DEPS normlab_tensor normlab_config_reader)
+  DEPS normlab_tensor normlab_json)
 target_link_libraries(normlab_data PRIVATE ZLIB::ZLIB)
 # Generated data must be the same bytes on every platform: the portable RNG and the image
 # filter rely on every + - * / being rounded separately, and a fused multiply-add (which

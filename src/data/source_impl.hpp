@@ -9,7 +9,7 @@
 
 #include <xtensor/xarray.hpp>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 #include "data/sources.hpp"
 #include "tensor/errors.hpp"
 

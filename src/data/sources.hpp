@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 #include "data/batch.hpp"
 
 namespace normlab {

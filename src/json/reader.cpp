@@ -1,4 +1,4 @@
-#include "config/reader.hpp"
+#include "json/reader.hpp"
 
 #include <algorithm>
 #include <cmath>

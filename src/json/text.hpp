@@ -1,0 +1,19 @@
+#pragma once
+// JSON text to a document, with messages that name the file, line and column.
+#include <filesystem>
+#include <string>
+
+#include "json/reader.hpp"
+
+namespace normlab {
+
+/// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
+/// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
+/// range ...", or "what: line L, column C: JSON nested deeper than 100 levels ...".
+Json parse_json_text(const std::string& text, const std::string& what);
+
+/// Reads and parses a JSON file. Throws InputError "file: line L, column C (byte B): ..."
+/// for malformed JSON, and naming the path when it cannot be read.
+Json load_json_file(const std::filesystem::path& path);
+
+}  // namespace normlab
