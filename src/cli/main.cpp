@@ -1,46 +1,23 @@
 // normlab command line: parses arguments with CLI11, calls the core, maps errors to exit
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
-#include "analysis/analysis.hpp"
-#include "cli/bench.hpp"
-#include "cli/merge.hpp"
-#include "cli/run_command.hpp"
-#include "cli/safety.hpp"
-#include "cli/shapes_command.hpp"
-#include "data/sources.hpp"
 #include "norm/engine.hpp"
-#include "norm/presets.hpp"
+#include "run/bench.hpp"
+#include "run/listing.hpp"
+#include "run/merge.hpp"
+#include "run/run_command.hpp"
+#include "run/safety.hpp"
+#include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
 
 using namespace normlab;
 
 namespace {
-
-void print_list() {
-    std::cout << "norm types (keys; see README \"Norms\" for defaults):\n"
-                 "  batchnorm: channel_axis, training=true, momentum=0.1|null, track_running_stats=true, running_mean=zeros, running_var=ones, affine=true\n"
-                 "  layernorm: normalized_shape | axes, affine=true\n"
-                 "  instancenorm: channel_axis, affine=false, track_running_stats=false, training=true, momentum, running_mean, running_var\n"
-                 "  groupnorm: num_groups (required), channel_axis, affine=true\n"
-                 "  rmsnorm: normalized_shape | axes, affine=true (weight only), weight_offset=0\n"
-                 "  all: eps (convention default), weight, bias, mask=false, convention=torch, eps_placement=inside_sqrt, variance=biased\n";
-    std::cout << "conventions:";
-    for (const auto& n : convention_names()) std::cout << ' ' << n;
-    std::cout << "\ndata sources:";
-    for (const auto& n : data_source_names()) std::cout << ' ' << n;
-    std::cout << "\nanalyses:\n";
-    for (const auto& a : analysis_types()) {
-        std::cout << "  " << a.name << ": " << a.summary << "\n    columns:";
-        for (const auto& c : a.columns) std::cout << ' ' << c;
-        std::cout << '\n';
-    }
-}
 
 // "32,3,64,64" -> {32, 3, 64, 64}; CLI11's own vector parsing wants spaces or repeats.
 CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std::vector<long long>>& target,
@@ -159,23 +136,15 @@ int main(int argc, char** argv) {
                 std::cout << p << ": ok\n";
             }
         } else if (*list_cmd) {
-            print_list();
+            std::cout << list_text();
         } else if (*shapes_cmd) {
             sh.shape = *sh_shape;
             if (shapes_cmd->count("--num-groups")) sh.num_groups = sh_groups;
             if (shapes_cmd->count("--channel-axis")) sh.channel_axis = sh_channel;
             std::cout << shapes_answer(sh);
         } else if (*init_cmd) {
-            std::string text = template_text(tmpl);
-            if (init_out.empty()) {
-                std::cout << text;
-            } else {
-                if (std::filesystem::exists(init_out) && !init_force)
-                    throw InputError(init_out + ": exists; pass --force to overwrite");
-                std::ofstream f(init_out, std::ios::binary | std::ios::trunc);
-                if (!(f << text)) throw EnvError(init_out + ": cannot write");
-                std::cerr << "normlab: wrote " << init_out << " (run it: normlab run " << init_out << ")\n";
-            }
+            if (init_out.empty()) std::cout << template_text(tmpl);
+            else write_template(tmpl, init_out, init_force);
         } else if (*bench_cmd) {
             auto split = [](const std::string& s) {
                 std::vector<std::string> v;

@@ -23,5 +23,9 @@ std::string shapes_answer(const ShapesOptions& o);
 std::vector<std::string> template_names();
 /// The text of a starter config. Throws InputError for an unknown name.
 std::string template_text(const std::string& name);
+/// Writes the starter config `name` to the file `path` and says so on stderr. Throws
+/// InputError for an unknown name or an existing file without `force`, EnvError when the
+/// file cannot be written.
+void write_template(const std::string& name, const std::string& path, bool force);
 
 }  // namespace normlab

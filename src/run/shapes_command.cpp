@@ -1,4 +1,4 @@
-#include "cli/shapes_command.hpp"
+#include "run/shapes_command.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "cli/merge.hpp"
+#include "run/merge.hpp"
 
 #include <algorithm>
 #include <fstream>

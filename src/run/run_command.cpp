@@ -1,4 +1,4 @@
-#include "cli/run_command.hpp"
+#include "run/run_command.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "analysis/analysis.hpp"
-#include "cli/safety.hpp"
+#include "run/safety.hpp"
 #include "config/config.hpp"
 #include "config/sweep.hpp"
 #include "data/random.hpp"

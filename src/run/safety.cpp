@@ -1,4 +1,4 @@
-#include "cli/safety.hpp"
+#include "run/safety.hpp"
 
 #include <cctype>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "cli/bench.hpp"
+#include "run/bench.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,9 @@
 // Starter configs for `normlab init`. Each is a complete, valid config (tested).
-#include "cli/shapes_command.hpp"
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -53,6 +57,14 @@ std::string template_text(const std::string& name) {
     if (name == "minimal") return kMinimal;
     if (name == "sweep") return kSweep;
     throw InputError("init: unknown template \"" + name + "\" (expected minimal or sweep)");
+}
+
+void write_template(const std::string& name, const std::string& path, bool force) {
+    const std::string text = template_text(name);
+    if (std::filesystem::exists(path) && !force) throw InputError(path + ": exists; pass --force to overwrite");
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!(f << text)) throw EnvError(path + ": cannot write");
+    std::cerr << "normlab: wrote " << path << " (run it: normlab run " << path << ")\n";
 }
 
 }  // namespace normlab
