@@ -6,21 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "json/reader.hpp"
 #include "data/batch.hpp"
 #include "norm/presets.hpp"
 #include "report/table.hpp"
 
 namespace normlab {
-
-/// One entry of "analyses" as the config gives it.
-struct AnalysisSpec {
-    std::string type;
-    JsonLocation loc;                 ///< /analyses/<i>
-    Json params;                      ///< the whole object (type, data, norms and its own keys)
-    std::vector<std::string> data;    ///< names under /data, validated to exist
-    std::vector<std::string> norms;   ///< names under /norms, validated to exist
-};
 
 /// Receives the tensors an analysis saves: arrays/<data>/<norm>/<what>.npy, in `dtype`.
 using SaveFn = std::function<void(const std::string& data, const std::string& norm,
@@ -55,6 +47,8 @@ struct AnalysisType {
 const std::vector<AnalysisType>& analysis_types();
 /// The type of that name, or nullptr.
 const AnalysisType* find_analysis(const std::string& name);
+/// All analysis types as parse_config() checks a config's "analyses" against them.
+AnalysisCatalog analysis_catalog();
 
 /// An ObjectReader over spec.params that already knows the common keys (type, data, norms).
 ObjectReader analysis_reader(const AnalysisSpec& spec);

@@ -20,6 +20,13 @@ const AnalysisType* find_analysis(const std::string& name) {
     return nullptr;
 }
 
+AnalysisCatalog analysis_catalog() {
+    AnalysisCatalog c;
+    for (const auto& t : analysis_types()) c.names.push_back(t.name);
+    c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
+    return c;
+}
+
 ObjectReader analysis_reader(const AnalysisSpec& spec) {
     ObjectReader r(spec.params, spec.loc);
     r.allow({"type", "data", "norms"});

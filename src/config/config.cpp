@@ -143,7 +143,8 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     return d;
 }
 
-Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir) {
+Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
+                    const AnalysisCatalog& catalog) {
     Config c;
     c.file = file;
     c.base_dir = base_dir;
@@ -197,8 +198,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     const Json& analyses = required("analyses");
     if (!analyses.is_array()) r.at("analyses").fail("expected a list of analyses, but got " + json_type_name(analyses));
     if (analyses.empty()) r.at("analyses").fail("no analyses listed (expected at least one)");
-    std::vector<std::string> type_names;
-    for (const auto& t : analysis_types()) type_names.push_back(t.name);
+    const std::vector<std::string>& type_names = catalog.names;
     for (std::size_t i = 0; i < analyses.size(); ++i) {
         JsonLocation loc = r.at("analyses").child(i);
         ObjectReader ar(analyses[i], loc);
@@ -223,7 +223,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         };
         s.data = names("data", c.data_order, "data");
         s.norms = names("norms", c.norm_order, "norms");
-        find_analysis(s.type)->validate(s);
+        catalog.validate(s);
         c.analyses.push_back(std::move(s));
     }
 

@@ -3,17 +3,34 @@
 // far as is possible without the data; shape checks happen when norms meet data.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "analysis/analysis.hpp"
 #include "json/reader.hpp"
 #include "json/text.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
+
+/// One entry of "analyses" as the config gives it.
+struct AnalysisSpec {
+    std::string type;
+    JsonLocation loc;                 ///< /analyses/<i>
+    Json params;                      ///< the whole object (type, data, norms and its own keys)
+    std::vector<std::string> data;    ///< names under /data, validated to exist
+    std::vector<std::string> norms;   ///< names under /norms, validated to exist
+};
+
+/// The analysis types a config may name. The analyses live above the config module, so the
+/// caller hands them in: their names (for "unknown analysis" with a did-you-mean) and the
+/// check of one entry's own keys (throws InputError at spec.loc).
+struct AnalysisCatalog {
+    std::vector<std::string> names;
+    std::function<void(const AnalysisSpec&)> validate;
+};
 
 /// A parsed config. Maps are keyed by name; *_order keep the config's order for reports.
 struct Config {
@@ -34,8 +51,10 @@ struct Config {
 /// Parses a config document. `file` names it in messages; relative paths inside it resolve
 /// against `base_dir`. Throws InputError with file and JSON pointer: unknown keys (with
 /// did-you-mean), wrong types, eps < 0, unknown norm types/conventions/analyses, references
-/// to undefined data or norms, empty data/norms/analyses.
-Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir);
+/// to undefined data or norms, empty data/norms/analyses; each analysis entry is checked with
+/// `analyses.validate` as it is read.
+Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
+                    const AnalysisCatalog& analyses);
 
 /// Parses one norm object (/norms/<name>). `seed` seeds random parameter inits.
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,

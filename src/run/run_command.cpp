@@ -174,7 +174,7 @@ Loaded load_document(const Json& doc, const std::string& file, const std::string
                      Loaded* previous = nullptr) {
     Loaded l;
     fs::path base = fs::path(file).parent_path();
-    l.config = parse_config(doc, file, base);
+    l.config = parse_config(doc, file, base, analysis_catalog());
     check_memory(l.config, file, max_memory);
     if (previous) {
         const Config& pc = previous->config;
@@ -296,10 +296,10 @@ void run_config(const RunOptions& o) {
     for (const auto& pt : sweep.points)
         if (pt.index % shard_n == shard_i) selected.push_back(&pt);
     auto point_doc = [&](const SweepPoint& pt) { return point_document(base_doc, sweep, pt); };
-    Config first = parse_config(point_doc(*selected.front()), o.config_path, base);
+    Config first = parse_config(point_doc(*selected.front()), o.config_path, base, analysis_catalog());
     // Every selected point fits in memory, by estimate, before anything is built or written.
     for (const SweepPoint* pt : selected)
-        check_memory(pt == selected.front() ? first : parse_config(point_doc(*pt), o.config_path, base),
+        check_memory(pt == selected.front() ? first : parse_config(point_doc(*pt), o.config_path, base, analysis_catalog()),
                      o.config_path, o.max_memory);
 
     if (o.dry_run) {

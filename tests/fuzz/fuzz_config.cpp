@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "analysis/analysis.hpp"
 #include "config/config.hpp"
 #include "config/sweep.hpp"
 #include "data/estimate.hpp"
@@ -28,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         Json doc = parse_json_text(text, "fuzz.json");  // as load_json_file reads a config
         Sweep sweep = extract_sweep(doc, "fuzz.json");
-        Config c = parse_config(doc, "fuzz.json", base);
+        Config c = parse_config(doc, "fuzz.json", base, analysis_catalog());
         DataContext ctx{base, c.seed, c.dtype};
         std::map<std::string, Batch> batches;
         for (const auto& name : c.data_order) {
