@@ -15,18 +15,25 @@ using namespace normlab;
 
 namespace {
 
-Batch batch(const xt::xarray<double>& v, DType d = DType::float64, std::size_t ca = 1) {
-    Batch b;
-    b.name = "x";
-    b.x = Tensor::from_double(v, d);
-    b.channel_axis = ca;
-    return b;
+// An input as a layer takes it: values and their channel axis (named "x" in messages).
+struct Input {
+    Tensor x;
+    std::size_t channel_axis = 1;
+};
+
+Input batch(const xt::xarray<double>& v, DType d = DType::float64, std::size_t ca = 1) {
+    return {Tensor::from_double(v, d), ca};
+}
+
+// One forward step of a layer (a named one or a temporary) on `in`, without a padding mask.
+template <class Layer>
+StepResult step(Layer&& layer, const Input& in) {
+    return layer.forward(in.x, in.channel_axis, "x");
 }
 
 NormDef def(NormType t) {
     NormDef d;
     d.name = "n";
-    d.loc = {"cfg.json", "/norms/n"};
     d.type = t;
     return d;
 }
@@ -44,7 +51,7 @@ TEST_CASE("layernorm: the row [1,2,3,4]") {
     NormDef d = def(NormType::layernorm);
     d.normalized_shape = std::vector<long long>{4};
     NormLayer ln(d, DType::float32);
-    auto r = ln.forward(batch({{1, 2, 3, 4}}, DType::float32));
+    auto r = step(ln, batch({{1, 2, 3, 4}}, DType::float32));
     auto y = r.fwd.y.to_double();
     const double s = std::sqrt(1.25 + 1e-5);
     CHECK(y(0, 0) == static_cast<double>(static_cast<float>(-1.5 / s)));
@@ -60,7 +67,7 @@ TEST_CASE("layernorm: rows [1,2,3] and [10,20,30] normalise to the same row") {
     d.axes = std::vector<long long>{-1};
     d.eps = 0.0;
     NormLayer ln(d, DType::float64);
-    auto y = ln.forward(batch({{1, 2, 3}, {10, 20, 30}})).fwd.y.to_double();
+    auto y = step(ln, batch({{1, 2, 3}, {10, 20, 30}})).fwd.y.to_double();
     for (int j = 0; j < 3; ++j) CHECK(y(0, j) == doctest::Approx(y(1, j)).epsilon(1e-15));
     CHECK(y(0, 0) == doctest::Approx(-std::sqrt(1.5)).epsilon(1e-15));
 }
@@ -70,7 +77,7 @@ TEST_CASE("a constant row gives zeros, never NaN, even with a large mean in floa
     d.axes = std::vector<long long>{-1};
     NormLayer ln(d, DType::float32);
     xt::xarray<double> row = xt::ones<double>({1, 256}) * 1234.0;  // case B08
-    auto r = ln.forward(batch(row, DType::float32));
+    auto r = step(ln, batch(row, DType::float32));
     auto y = r.fwd.y.to_double();
     for (auto v : y) CHECK(v == 0.0);
     CHECK(r.fwd.var(0, 0) == 0.0);
@@ -81,12 +88,12 @@ TEST_CASE("batchnorm: two training steps, momentum 0.1 and null (cumulative aver
     xt::xarray<double> x2 = {{0, 0}, {4, -20}};    // means 2, -10; unbiased vars 8, 200
     SUBCASE("momentum 0.1") {
         NormLayer bn(def(NormType::batchnorm), DType::float64);
-        auto r1 = bn.forward(batch(x1));
+        auto r1 = step(bn, batch(x1));
         CHECK(r1.fwd.y.to_double()(0, 0) == doctest::Approx(-1 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
         CHECK(r1.res.stats_shape == Shape{1, 2});
         CHECK(bn.running_mean()(0) == doctest::Approx(0.2).epsilon(1e-14));
         CHECK(bn.running_var()(1) == doctest::Approx(20.9).epsilon(1e-14));
-        bn.forward(batch(x2));
+        step(bn, batch(x2));
         CHECK(bn.running_mean()(0) == doctest::Approx(0.38).epsilon(1e-14));
         CHECK(bn.running_mean()(1) == doctest::Approx(0.8).epsilon(1e-14));
         CHECK(bn.running_var()(0) == doctest::Approx(1.79).epsilon(1e-14));
@@ -97,10 +104,10 @@ TEST_CASE("batchnorm: two training steps, momentum 0.1 and null (cumulative aver
         NormDef d = def(NormType::batchnorm);
         d.momentum_null = true;
         NormLayer bn(d, DType::float64);
-        bn.forward(batch(x1));
+        step(bn, batch(x1));
         CHECK(bn.running_mean()(1) == doctest::Approx(20).epsilon(1e-14));
         CHECK(bn.running_var()(0) == doctest::Approx(2).epsilon(1e-14));
-        bn.forward(batch(x2));
+        step(bn, batch(x2));
         CHECK(bn.running_mean()(0) == doctest::Approx(2).epsilon(1e-14));
         CHECK(bn.running_mean()(1) == doctest::Approx(5).epsilon(1e-14));
         CHECK(bn.running_var()(0) == doctest::Approx(5).epsilon(1e-14));
@@ -110,7 +117,7 @@ TEST_CASE("batchnorm: two training steps, momentum 0.1 and null (cumulative aver
         NormDef d = def(NormType::batchnorm);
         d.convention = Convention::keras;
         NormLayer bn(d, DType::float64);
-        auto r = bn.forward(batch(x1));
+        auto r = step(bn, batch(x1));
         CHECK(r.res.eps == 1e-3);
         CHECK(bn.running_mean()(0) == doctest::Approx(0.02).epsilon(1e-14));
         CHECK(bn.running_var()(0) == doctest::Approx(0.99 + 0.01 * 1).epsilon(1e-14));
@@ -122,13 +129,13 @@ TEST_CASE("batchnorm eval uses running statistics; one value per channel only fa
     NormDef d = def(NormType::batchnorm);
     d.affine = false;
     NormLayer train(d, DType::float64);
-    CHECK_THROWS_WITH_AS(train.forward(batch(x)),
+    CHECK_THROWS_WITH_AS(step(train, batch(x)),
                          doctest::Contains("one value per channel (need more than 1), input shape [1, 4]"),
                          InputError);
     CHECK(train.running_mean().size() == 0);
     d.training = false;
     NormLayer eval(d, DType::float64);
-    auto y = eval.forward(batch(x)).fwd.y.to_double();
+    auto y = step(eval, batch(x)).fwd.y.to_double();
     CHECK(y(0, 0) == doctest::Approx(0.5 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
     CHECK(y(0, 2) == doctest::Approx(2 / std::sqrt(1 + 1e-5)).epsilon(1e-14));
 }
@@ -137,7 +144,7 @@ TEST_CASE("rmsnorm: no centring, eps = machine epsilon of the dtype, weight offs
     NormDef d = def(NormType::rmsnorm);
     d.normalized_shape = std::vector<long long>{4};
     NormLayer rms(d, DType::float64);
-    auto r = rms.forward(batch({{1, 2, 3, 4}}));
+    auto r = step(rms, batch({{1, 2, 3, 4}}));
     CHECK(r.res.eps == std::numeric_limits<double>::epsilon());
     CHECK(r.fwd.y.to_double()(0, 3) == doctest::Approx(4 / std::sqrt(7.5)).epsilon(1e-14));
     CHECK(r.res.num_params == 4);
@@ -147,7 +154,7 @@ TEST_CASE("rmsnorm: no centring, eps = machine epsilon of the dtype, weight offs
     w.values = {0.5, -0.5, 0.0, 1.0};
     d.weight = w;
     NormLayer gemma(d, DType::float64);
-    auto y = gemma.forward(batch({{1, 2, 3, 4}})).fwd.y.to_double();
+    auto y = step(gemma, batch({{1, 2, 3, 4}})).fwd.y.to_double();
     CHECK(y(0, 0) == doctest::Approx(1.5 / std::sqrt(7.5)).epsilon(1e-14));
     CHECK(y(0, 3) == doctest::Approx(8 / std::sqrt(7.5)).epsilon(1e-14));
 }
@@ -155,7 +162,7 @@ TEST_CASE("rmsnorm: no centring, eps = machine epsilon of the dtype, weight offs
 TEST_CASE("presets agree where the literature says they must") {
     xt::random::seed(3);
     xt::xarray<double> x = xt::random::randn<double>({3, 6, 5, 7});
-    auto run = [&](NormDef d) { return NormLayer(d, DType::float64).forward(batch(x)).fwd.y.to_double(); };
+    auto run = [&](NormDef d) { return step(NormLayer(d, DType::float64), batch(x)).fwd.y.to_double(); };
     NormDef ln = def(NormType::layernorm);
     ln.normalized_shape = std::vector<long long>{6, 5, 7};
     ln.affine = false;
@@ -169,7 +176,7 @@ TEST_CASE("presets agree where the literature says they must") {
     CHECK(max_abs_diff(run(gn6), run(in)) < 1e-13);
     NormDef gn3 = def(NormType::groupnorm);
     gn3.num_groups = 3;
-    auto r = NormLayer(gn3, DType::float64).forward(batch(x));
+    auto r = step(NormLayer(gn3, DType::float64), batch(x));
     CHECK(r.res.stats_shape == Shape{3, 3, 1, 1, 1});
     CHECK(r.res.elems_per_stat == 70);
     // group 1 of sample 2 = channels 2,3: check against a direct computation
@@ -219,37 +226,71 @@ TEST_CASE("engine: any reduction axes and a mask, against an xtensor float64 ref
     }
 }
 
-TEST_CASE("shape errors name the norm, the data and the JSON path") {
+TEST_CASE("shape errors name the norm, the data and the key at fault") {
+    // The key is what lets the config module point at file + JSON pointer; the engine itself
+    // knows neither (test_cli checks the located messages a user reads).
+    auto key_of = [](auto&& f) {
+        try {
+            f();
+        } catch (const NormError& e) {
+            return e.key();
+        }
+        return std::string("(no NormError)");
+    };
     xt::xarray<double> x = xt::zeros<double>({2, 30, 8, 8});
     NormDef gn = def(NormType::groupnorm);
     gn.num_groups = 4;
-    CHECK_THROWS_WITH_AS(NormLayer(gn, DType::float32).forward(batch(x)),
-                         "cfg.json: /norms/n/num_groups: groupnorm \"n\" on data \"x\": expected channels "
+    CHECK_THROWS_WITH_AS(step(NormLayer(gn, DType::float32), batch(x)),
+                         "groupnorm \"n\" on data \"x\": expected channels "
                          "(C=30) to be divisible by num_groups (4), but got input of shape [2, 30, 8, 8]",
-                         InputError);
+                         NormError);
+    CHECK(key_of([&] { step(NormLayer(gn, DType::float32), batch(x)); }) == "num_groups");
     NormDef ln = def(NormType::layernorm);
     ln.normalized_shape = std::vector<long long>{512};
-    CHECK_THROWS_WITH_AS(NormLayer(ln, DType::float32).forward(batch(x)),
-                         doctest::Contains("/norms/n/normalized_shape: layernorm \"n\" on data \"x\": given "
-                                           "normalized_shape=[512], expected input with shape [*, 512], but got "
-                                           "input of shape [2, 30, 8, 8]"),
-                         InputError);
+    CHECK_THROWS_WITH_AS(step(NormLayer(ln, DType::float32), batch(x)),
+                         "layernorm \"n\" on data \"x\": given "
+                         "normalized_shape=[512], expected input with shape [*, 512], but got "
+                         "input of shape [2, 30, 8, 8]",
+                         NormError);
+    CHECK(key_of([&] { step(NormLayer(ln, DType::float32), batch(x)); }) == "normalized_shape");
     NormDef bn = def(NormType::batchnorm);
     ParamInit w;
     w.kind = ParamInit::Kind::values;
     w.values = {1.0, 2.0};
-    w.loc = {"cfg.json", "/norms/n/weight"};
     bn.weight = w;
-    CHECK_THROWS_WITH_AS(NormLayer(bn, DType::float32).forward(batch(x)),
-                         doctest::Contains("/norms/n/weight: weight: expected shape [30] (30 elements), but got [2]"),
-                         InputError);
+    CHECK_THROWS_WITH_AS(step(NormLayer(bn, DType::float32), batch(x)),
+                         "weight: expected shape [30] (30 elements), but got [2]", NormError);
+    CHECK(key_of([&] { step(NormLayer(bn, DType::float32), batch(x)); }) == "weight");
     NormDef ax = def(NormType::layernorm);
     ax.axes = std::vector<long long>{1, -3};
-    CHECK_THROWS_WITH_AS(NormLayer(ax, DType::float32).forward(batch(x)),
-                         doctest::Contains("/norms/n/axes:"), InputError);
+    CHECK(key_of([&] { step(NormLayer(ax, DType::float32), batch(x)); }) == "axes");
     NormDef in = def(NormType::instancenorm);
-    CHECK_THROWS_WITH_AS(NormLayer(in, DType::float32).forward(batch(xt::zeros<double>({2, 3, 1}))),
-                         doctest::Contains("one value per instance and channel"), InputError);
+    CHECK_THROWS_WITH_AS(step(NormLayer(in, DType::float32), batch(xt::zeros<double>({2, 3, 1}))),
+                         doctest::Contains("one value per instance and channel"), NormError);
+    CHECK(key_of([&] { step(NormLayer(in, DType::float32), batch(xt::zeros<double>({2, 3, 1}))); }) == "");
+    NormDef masked = def(NormType::layernorm);
+    masked.axes = std::vector<long long>{-1};
+    masked.mask = true;
+    CHECK(key_of([&] { step(NormLayer(masked, DType::float32), batch(x)); }) == "mask");
+}
+
+TEST_CASE("a generated parameter is drawn for the shape the norm meets") {
+    NormDef d = def(NormType::layernorm);
+    d.normalized_shape = std::vector<long long>{4};
+    ParamInit w;
+    w.kind = ParamInit::Kind::generated;
+    std::vector<std::size_t> asked;
+    w.generate = [&asked](const Shape& s) {
+        asked.assign(s.begin(), s.end());
+        xt::xarray<double> a = xt::xarray<double>::from_shape(s);
+        a.fill(2.0);
+        return a;
+    };
+    d.weight = w;
+    auto y = step(NormLayer(d, DType::float64), batch({{1, 2, 3, 4}})).fwd.y.to_double();
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0] == 4);
+    CHECK(y(0, 3) == doctest::Approx(2 * 1.5 / std::sqrt(1.25 + 1e-5)).epsilon(1e-14));
 }
 
 TEST_CASE("instancenorm with track_running_stats: PyTorch's update, then eval") {
@@ -258,7 +299,7 @@ TEST_CASE("instancenorm with track_running_stats: PyTorch's update, then eval") 
     NormDef d = def(NormType::instancenorm);
     d.track_running_stats = true;
     NormLayer in(d, DType::float64);
-    in.forward(batch(x));
+    step(in, batch(x));
     CHECK(in.running_mean()(0) == doctest::Approx(0.1 * 2.5).epsilon(1e-14));
     CHECK(in.running_var()(0) == doctest::Approx(0.9 + 0.1 * 0.5).epsilon(1e-14));
 }
@@ -364,11 +405,11 @@ TEST_CASE("buffers are reused across steps: no fresh output allocation") {
     d.num_groups = 2;
     NormLayer gn(d, DType::float32);
     xt::xarray<double> x = xt::random::randn<double>({2, 4, 3, 3});
-    Batch b = batch(x, DType::float32);
+    Input b = batch(x, DType::float32);
     StepResult s;
-    gn.forward(b, s);
+    gn.forward(b.x, b.channel_axis, "x", nullptr, s);
     const float* first = s.fwd.y.f32.data();
-    gn.forward(b, s);
+    gn.forward(b.x, b.channel_axis, "x", nullptr, s);
     CHECK(s.fwd.y.f32.data() == first);
     CHECK(s.fwd.y.shape() == Shape{2, 4, 3, 3});
     CHECK(s.res.stats_shape == Shape{2, 2, 1, 1, 1});
@@ -377,8 +418,8 @@ TEST_CASE("buffers are reused across steps: no fresh output allocation") {
 TEST_CASE("groupnorm: one value per group is refused only for the whole batch (PyTorch's check)") {
     NormDef d = def(NormType::groupnorm);
     d.num_groups = 6;
-    CHECK_THROWS_WITH_AS(NormLayer(d, DType::float64).forward(batch(xt::ones<double>({1, 6}))),
+    CHECK_THROWS_WITH_AS(step(NormLayer(d, DType::float64), batch(xt::ones<double>({1, 6}))),
                          doctest::Contains("one value per group (need more than 1), input shape [1, 6]"), InputError);
-    auto y = NormLayer(d, DType::float64).forward(batch(xt::ones<double>({2, 6}) * 3.0)).fwd.y.to_double();
+    auto y = step(NormLayer(d, DType::float64), batch(xt::ones<double>({2, 6}) * 3.0)).fwd.y.to_double();
     for (double v : y) CHECK(v == 0.0);
 }

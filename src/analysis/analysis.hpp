@@ -23,6 +23,7 @@ using SaveFn = std::function<void(const std::string& data, const std::string& no
 struct AnalysisContext {
     const std::map<std::string, Batch>* batches = nullptr;    ///< by data name
     const std::map<std::string, NormDef>* norms = nullptr;    ///< by norm name
+    std::string file;               ///< the config as the user named it: messages point into it
     DType dtype = DType::float32;   ///< run dtype
     std::uint64_t seed = 0;         ///< run seed (derive per-analysis streams from it)
     SaveFn save;                    ///< never null during a run
@@ -39,7 +40,7 @@ struct AnalysisType {
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
     /// Runs it; throws InputError naming the analysis, data and norm for a pair that does
-    /// not fit.
+    /// not fit (NormError from the engine: locate_norm_errors() points it into the config).
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
 };
 

@@ -88,7 +88,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) {
             NormLayer layer(ctx.norm(nn), ctx.dtype);
             long long step = 0;
-            for (const auto& dn : spec.data) add(dn, layer, layer.forward(ctx.batch(dn)), ++step);
+            for (const auto& dn : spec.data) add(dn, layer, forward_batch(layer, ctx.batch(dn)), ++step);
         }
         // Rows in (data, norm) order like the non-sequential mode.
         std::stable_sort(t.rows.begin(), t.rows.end(), [&](const auto& a, const auto& b) {
@@ -101,7 +101,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& dn : spec.data)
             for (const auto& nn : spec.norms) {
                 NormLayer layer(ctx.norm(nn), ctx.dtype);
-                add(dn, layer, layer.forward(ctx.batch(dn)), 1);
+                add(dn, layer, forward_batch(layer, ctx.batch(dn)), 1);
             }
     }
     return t;

@@ -64,23 +64,20 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         }
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const xt::xarray<double> y = NormLayer(def, ctx.dtype).forward(b).fwd.y.to_double();
+            const xt::xarray<double> y = apply_norm(def, ctx.dtype, b).fwd.y.to_double();
             const xt::xarray<double> ref = flat_slice(y, k * per, per);
             for (std::size_t i = 0; i < batches.size(); ++i) {
                 double diff = std::numeric_limits<double>::quiet_NaN();
                 std::string status = "ok";
                 try {
-                    const xt::xarray<double> yn = NormLayer(def, ctx.dtype).forward(batches[i]).fwd.y.to_double();
+                    const xt::xarray<double> yn = apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double();
                     diff = deviation(flat_slice(yn, 0, per), ref, ctx.dtype).max_abs;
                 } catch (const InputError& e) {
                     // PyTorch refuses it too (BatchNorm in training with one value per channel):
-                    // the layer cannot normalise the sample without batch-mates.
-                    // The message without its "file: /norms/<name>: " prefix, which would
-                    // put the config's path into the table.
-                    std::string what = e.what();
-                    const std::string at = def.loc.pointer + ": ";
-                    const auto p = what.find(at);
-                    status = "error: " + (p == std::string::npos ? what : what.substr(p + at.size()));
+                    // the layer cannot normalise the sample without batch-mates. The engine's
+                    // message names the norm and the data but not the config's path, which
+                    // does not belong in the table.
+                    status = "error: " + std::string(e.what());
                 }
                 t.add_row({dn, nn, norm_type_name(def.type), o.sizes[i], diff, !(diff == 0), status,
                            static_cast<long long>(k)});

@@ -141,6 +141,15 @@ std::vector<std::size_t> broadcast_offsets(const Shape& xs, const Shape& os) {
     return out;
 }
 
+StepResult forward_batch(NormLayer& layer, const Batch& b) {
+    return layer.forward(b.x, b.channel_axis, b.name, b.has_mask() ? &b.mask : nullptr);
+}
+
+StepResult apply_norm(const NormDef& def, DType dtype, const Batch& b) {
+    NormLayer layer(def, dtype);
+    return forward_batch(layer, b);
+}
+
 GroupLayout group_layout(const Resolution& res, const xt::xarray<std::uint8_t>* mask) {
     const Shape& vs = res.view_shape;
     GroupLayout g;

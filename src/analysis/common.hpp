@@ -80,6 +80,12 @@ struct GroupLayout {
     /// Per group, all its elements (padding included), in row-major order.
     std::vector<std::vector<std::size_t>> all;
 };
+/// One forward step of `layer` on batch `b`: its values, channel axis, name (in messages)
+/// and padding mask, if any. Throws NormError as NormLayer::forward.
+StepResult forward_batch(NormLayer& layer, const Batch& b);
+/// A fresh layer of `def` in `dtype` applied once to `b` (no running state carried over).
+StepResult apply_norm(const NormDef& def, DType dtype, const Batch& b);
+
 /// Builds the layout for `res` (from NormLayer::resolve); `mask` (the batch's padding mask,
 /// input rank) restricts the statistics to real positions when non-null and non-empty.
 GroupLayout group_layout(const Resolution& res, const xt::xarray<std::uint8_t>* mask);

@@ -113,11 +113,11 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     for (double scale : o.scales) {
                         const Batch bs = with_values(b, x * scale, dt);
                         const NormDef de = with_eps(def, eps);
-                        const StepResult s = NormLayer(de, dt).forward(bs);
-                        const StepResult h = NormLayer(without_affine(de), dt).forward(bs);
+                        const StepResult s = apply_norm(de, dt, bs);
+                        const StepResult h = apply_norm(without_affine(de), dt, bs);
                         // Reference: eps = 0 in float64 on the very same (rounded) input.
                         const StepResult r0 =
-                            NormLayer(with_eps(def, 0.0), DType::float64).forward(with_values(bs, bs.x.to_double(), DType::float64));
+                            apply_norm(with_eps(def, 0.0), DType::float64, with_values(bs, bs.x.to_double(), DType::float64));
 
                         const xt::xarray<std::uint8_t>* mask = def.mask ? &bs.mask : nullptr;
                         const auto err = std_error(group_summary(h.fwd.y, h.res, mask, h.res.spec.center).std);

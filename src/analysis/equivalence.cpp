@@ -127,7 +127,7 @@ Side apply_side(const AnalysisSpec& spec, const AnalysisContext& ctx, const Opti
     const Batch rb = it == o.reshape.end()
                          ? b
                          : reshape_batch(b, target_shape(it->second, b.x.shape(), spec.loc.child("reshape").child(nn), b.name));
-    const StepResult r = NormLayer(ctx.norm(nn), ctx.dtype).forward(rb);
+    const StepResult r = apply_norm(ctx.norm(nn), ctx.dtype, rb);
     s.y = r.fwd.y.to_double();
     s.reduced = reduced_axes(broadcast_offsets(r.res.view_shape, r.res.stats_shape), b.x.shape());
     s.num_stats = r.res.num_stats;

@@ -90,19 +90,19 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                                            scale ? o.scale_hi : o.shift_hi, rng)});
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const StepResult base = NormLayer(def, ctx.dtype).forward(b);
+            const StepResult base = apply_norm(def, ctx.dtype, b);
             const xt::xarray<double> y = base.fwd.y.to_double();
             const NormDef d0 = with_eps(def, 0.0);
-            const xt::xarray<double> y0 = NormLayer(d0, DType::float64).forward(b64).fwd.y.to_double();
-            const xt::xarray<double> y64 = NormLayer(def, DType::float64).forward(b64).fwd.y.to_double();
+            const xt::xarray<double> y0 = apply_norm(d0, DType::float64, b64).fwd.y.to_double();
+            const xt::xarray<double> y64 = apply_norm(def, DType::float64, b64).fwd.y.to_double();
             double peak = 1;
             for (double v : y0)
                 if (std::isfinite(v)) peak = std::max(peak, std::fabs(v));
             for (const auto& c : cases) {
-                const xt::xarray<double> yt = NormLayer(def, ctx.dtype).forward(with_values(b, c.x, ctx.dtype)).fwd.y.to_double();
+                const xt::xarray<double> yt = apply_norm(def, ctx.dtype, with_values(b, c.x, ctx.dtype)).fwd.y.to_double();
                 const Batch bt64 = with_values(b, c.x, DType::float64);
-                const xt::xarray<double> yt0 = NormLayer(d0, DType::float64).forward(bt64).fwd.y.to_double();
-                const xt::xarray<double> yt64 = NormLayer(def, DType::float64).forward(bt64).fwd.y.to_double();
+                const xt::xarray<double> yt0 = apply_norm(d0, DType::float64, bt64).fwd.y.to_double();
+                const xt::xarray<double> yt64 = apply_norm(def, DType::float64, bt64).fwd.y.to_double();
                 const double diff = deviation(yt, y, ctx.dtype).max_abs;
                 const double diff0 = deviation(yt0, y0, DType::float64).max_abs;
                 const double diff64 = deviation(yt64, y64, DType::float64).max_abs;

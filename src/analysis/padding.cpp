@@ -153,8 +153,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const std::vector<std::uint8_t> real(real_mask.begin(), real_mask.end());
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const StepResult si = NormLayer(with_mask(def, false), ctx.dtype).forward(b);
-            const StepResult se = NormLayer(with_mask(def, true), ctx.dtype).forward(b);
+            const StepResult si = apply_norm(with_mask(def, false), ctx.dtype, b);
+            const StepResult se = apply_norm(with_mask(def, true), ctx.dtype, b);
             const Contamination cm = contamination(si.fwd.mean, se.fwd.mean);
             const Contamination cv = contamination(si.fwd.var, se.fwd.var);
             long long empty = 0;
@@ -167,10 +167,12 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             double repad_diff = std::numeric_limits<double>::quiet_NaN();
             std::string note;
             try {
-                const xt::xarray<double> yr = NormLayer(for_other_shape(def), ctx.dtype).forward(rp.batch).fwd.y.to_double();
+                const xt::xarray<double> yr = apply_norm(for_other_shape(def), ctx.dtype, rp.batch).fwd.y.to_double();
                 xt::xarray<double> back = xt::xarray<double>::from_shape(y.shape());
                 for (std::size_t i = 0; i < rp.offsets.size(); ++i) back.data()[i] = yr.data()[rp.offsets[i]];
                 repad_diff = deviation(back, y, ctx.dtype, &real).max_abs;
+            } catch (const NormError& e) {
+                note = "not applicable: " + norm_location(ctx.file, e).message(e.what());
             } catch (const InputError& e) {
                 note = std::string("not applicable: ") + e.what();
             }

@@ -134,7 +134,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
     Side s;
     if (train.empty()) {
         NormLayer layer(def, dtype);
-        s.step = layer.forward(b);
+        s.step = forward_batch(layer, b);
         s.has_running = layer.has_running_stats();
         s.running_mean = layer.running_mean();
         s.running_var = layer.running_var();
@@ -142,7 +142,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
         NormDef td = def;
         td.training = true;
         NormLayer trainer(td, dtype);
-        for (const auto& tb : train) trainer.forward(tb);
+        for (const auto& tb : train) forward_batch(trainer, tb);
         NormDef ed = def;
         ed.training = false;
         s.has_running = trainer.has_running_stats();
@@ -151,14 +151,20 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
             m.kind = v.kind = ParamInit::Kind::values;
             m.values = trainer.running_mean();
             v.values = trainer.running_var();
-            m.loc = v.loc = def.loc;
             ed.running_mean = m;
             ed.running_var = v;
             s.running_mean = trainer.running_mean();
             s.running_var = trainer.running_var();
         }
         NormLayer evaluator(ed, dtype);
-        s.step = evaluator.forward(b);
+        try {
+            s.step = forward_batch(evaluator, b);
+        } catch (const NormError& e) {
+            // These running statistics come from the training steps, not from the config:
+            // a mismatch is the norm's as a whole, not a key the user wrote.
+            if (e.key() != "running_mean" && e.key() != "running_var") throw;
+            throw NormError(e.norm(), "", e.what());
+        }
     }
     s.y = s.step.fwd.y.to_double();
     return s;

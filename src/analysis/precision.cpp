@@ -287,8 +287,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         "\": normalises with running statistics (training: false), so there is no "
                         "variance to compute; precision compares batch statistics");
                 if (def.mask && !b.has_mask())
-                    def.loc.child("mask").fail(norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn +
-                                               "\": mask is true but the data has no padding mask");
+                    throw NormError(nn, "mask", norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn +
+                                                    "\": mask is true but the data has no padding mask");
                 Problem p;
                 p.dtype = dt;
                 p.spec = res.spec;
@@ -299,10 +299,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 p.has_weight = res.has_weight;
                 p.has_bias = res.has_bias;
                 if (res.has_weight)
-                    p.weight = def.weight ? materialize(*def.weight, res.param_shape, "weight")
+                    p.weight = def.weight ? materialize(*def.weight, res.param_shape, "weight", nn)
                                           : xt::ones<double>(res.param_shape);
                 if (res.has_bias)
-                    p.bias = def.bias ? materialize(*def.bias, res.param_shape, "bias")
+                    p.bias = def.bias ? materialize(*def.bias, res.param_shape, "bias", nn)
                                       : xt::zeros<double>(res.param_shape);
 
                 std::vector<double> ref_var;
@@ -316,7 +316,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     DType work_row = work;
                     double eps_work = Work{work}.r(res.eps);
                     if (alg == "normlab") {
-                        StepResult s = layer.forward(bd);
+                        StepResult s = forward_batch(layer, bd);
                         y = s.fwd.y.to_double();
                         var.assign(s.fwd.var.begin(), s.fwd.var.end());
                         work_row = DType::float64;

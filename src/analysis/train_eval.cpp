@@ -44,10 +44,8 @@ NormDef eval_def(const NormDef& def, const xt::xarray<double>& mean, const xt::x
     if (mean.size() > 0) {
         ParamInit m;
         m.kind = ParamInit::Kind::values;
-        m.loc = def.loc.child("running_mean");
         m.values = mean;
         ParamInit v = m;
-        v.loc = def.loc.child("running_var");
         v.values = var;
         d.running_mean = m;
         d.running_var = v;
@@ -79,11 +77,11 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
             NormLayer layer(with_training(def, true), ctx.dtype);
-            const xt::xarray<double> y_train = NormLayer(with_training(def, true), ctx.dtype).forward(b).fwd.y.to_double();
+            const xt::xarray<double> y_train = apply_norm(with_training(def, true), ctx.dtype, b).fwd.y.to_double();
             for (long long k = 0; k <= o.steps; ++k) {
-                if (k > 0) layer.forward(train[static_cast<std::size_t>(k - 1)]);
+                if (k > 0) forward_batch(layer, train[static_cast<std::size_t>(k - 1)]);
                 NormLayer ev(eval_def(def, layer.running_mean(), layer.running_var()), ctx.dtype);
-                const xt::xarray<double> y_eval = ev.forward(b).fwd.y.to_double();
+                const xt::xarray<double> y_eval = forward_batch(ev, b).fwd.y.to_double();
                 t.add_row({dn, nn, norm_type_name(def.type), k, average(ev.running_mean()), average(ev.running_var()),
                            deviation(y_eval, y_train, ctx.dtype).max_abs, layer.has_running_stats(),
                            static_cast<long long>(bs)});

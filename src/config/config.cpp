@@ -17,7 +17,6 @@ namespace {
 ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesystem::path& base_dir,
                       std::uint64_t seed) {
     ParamInit p;
-    p.loc = loc;
     if (j.is_string()) {
         std::string s = j.get<std::string>();
         if (s == "ones") p.kind = ParamInit::Kind::ones;
@@ -47,10 +46,18 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         }
     } else if (const Json* n = r.raw("normal")) {
         ObjectReader nr(*n, r.at("normal"));
-        p.kind = ParamInit::Kind::normal;
-        p.mean = nr.number("mean", 0.0);
-        p.std = nr.number("std", 1.0);
-        p.seed = derive_seed(seed, loc.pointer);
+        // Drawn when the norm meets its data and the shape is known; the stream depends only
+        // on the run seed and this parameter's JSON pointer, so every shape and every point
+        // of a sweep with the same seed draws the same leading values.
+        p.kind = ParamInit::Kind::generated;
+        const double mean = nr.number("mean", 0.0), std = nr.number("std", 1.0);
+        const std::uint64_t stream = derive_seed(seed, loc.pointer);
+        p.generate = [mean, std, stream](const Shape& shape) {
+            xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
+            Rng rng(stream);
+            for (auto& v : a) v = rng.normal(mean, std);
+            return a;
+        };
         nr.finish();
     } else {
         loc.fail("expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {...}}");
@@ -82,7 +89,6 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     ObjectReader r(j, loc);
     NormDef d;
     d.name = name;
-    d.loc = loc;
     const auto& types = norm_type_names();
     if (!r.has("type")) loc.fail("missing required key \"type\" (one of: batchnorm, layernorm, instancenorm, groupnorm, rmsnorm)");
     std::string type = r.choice("type", types, "");
@@ -234,6 +240,14 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     }
     r.finish();
     return c;
+}
+
+JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {
+    return e.key().empty() ? norm : norm.child(e.key());
+}
+
+JsonLocation norm_location(const std::string& file, const NormError& e) {
+    return norm_location(JsonLocation{file, "/norms"}.child(e.norm()), e);
 }
 
 }  // namespace normlab

@@ -60,4 +60,31 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
                    const std::filesystem::path& base_dir, std::uint64_t seed);
 
+/// Where the key a NormError names sits, given where its norm was written: `norm` itself
+/// for the norm as a whole, norm/<key> otherwise.
+JsonLocation norm_location(const JsonLocation& norm, const NormError& e);
+/// The same for a norm of config `file`: file, /norms/<e.norm()>[/<e.key()>].
+JsonLocation norm_location(const std::string& file, const NormError& e);
+
+/// Calls f(); a NormError from it is thrown again as the InputError a user of config `file`
+/// reads: "file: /norms/<name>/<key>: message" (the engine knows no JSON, the config does).
+template <class F>
+auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const NormError& e) {
+        norm_location(file, e).fail(e.what());
+    }
+}
+
+/// As above for a norm written at `norm` (a command line: {"", "--norm groupnorm"}).
+template <class F>
+auto locate_norm_errors(const JsonLocation& norm, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const NormError& e) {
+        norm_location(norm, e).fail(e.what());
+    }
+}
+
 }  // namespace normlab

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "data/random.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -41,7 +40,8 @@ double default_momentum(Convention c) {
     return 0.1;
 }
 
-xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what) {
+xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what,
+                               const std::string& norm) {
     switch (init.kind) {
         case ParamInit::Kind::ones: return xt::ones<double>(shape);
         case ParamInit::Kind::zeros: return xt::zeros<double>(shape);
@@ -53,17 +53,12 @@ xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const 
         case ParamInit::Kind::values: {
             Shape got(init.values.shape().begin(), init.values.shape().end());
             if (got != shape)
-                init.loc.fail(what + ": expected shape " + format_shape(shape) + " (" +
+                throw NormError(norm, what, what + ": expected shape " + format_shape(shape) + " (" +
                               std::to_string(num_elements(shape)) + " elements), but got " +
                               format_shape(got));
             return init.values;
         }
-        case ParamInit::Kind::normal: {
-            xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
-            Rng rng(init.seed);
-            for (auto& v : a) v = rng.normal(init.mean, init.std);
-            return a;
-        }
+        case ParamInit::Kind::generated: return init.generate(shape);
     }
     return {};
 }
@@ -93,8 +88,8 @@ bool NormLayer::has_running_stats() const {
 Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                               const std::string& data_name) const {
     const NormDef& d = m_def;
-    auto fail = [&](const JsonLocation& loc, const std::string& what) {
-        loc.fail(pair_msg(d, data_name, what));
+    auto fail = [&](const std::string& key, const std::string& what) {
+        throw NormError(d.name, key, pair_msg(d, data_name, what));
     };
     Resolution r;
     r.input_shape = xs;
@@ -115,14 +110,14 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             try {
                 ca = canonicalize_axis(*d.channel_axis, rank, "channel_axis");
             } catch (const InputError& e) {
-                fail(d.loc.child("channel_axis"), e.what());
+                fail("channel_axis", e.what());
             }
         }
-        if (ca >= rank) fail(d.loc, "channel axis out of range for input of shape " + format_shape(xs));
+        if (ca >= rank) fail("", "channel axis out of range for input of shape " + format_shape(xs));
         r.channel_axis = ca;
         r.channels = xs[ca];
         if (d.type != NormType::batchnorm && (rank < 2 || ca == 0))
-            fail(d.loc, "expected an input with a batch axis 0 and a channel axis after it, but got "
+            fail("", "expected an input with a batch axis 0 and a channel axis after it, but got "
                         "input of shape " + format_shape(xs) + " with channel axis " +
                         std::to_string(ca));
         r.param_shape = {xs[ca]};
@@ -136,10 +131,10 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             spec.param_axes = {ca};
         } else {  // groupnorm: split C into (G, C/G) in place and reduce all but (N, G)
             long long g = d.num_groups;
-            if (g <= 0) fail(d.loc.child("num_groups"), "num_groups must be positive, but got " + std::to_string(g));
+            if (g <= 0) fail("num_groups", "num_groups must be positive, but got " + std::to_string(g));
             std::size_t G = static_cast<std::size_t>(g);
             if (xs[ca] % G != 0)
-                fail(d.loc.child("num_groups"),
+                fail("num_groups",
                      "expected channels (C=" + std::to_string(xs[ca]) +
                          ") to be divisible by num_groups (" + std::to_string(G) +
                          "), but got input of shape " + format_shape(xs));
@@ -158,7 +153,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
         }
     } else {  // layernorm, rmsnorm: trailing normalized_shape or any axes
         if (d.normalized_shape && d.axes)
-            fail(d.loc, "give either normalized_shape or axes, not both");
+            fail("", "give either normalized_shape or axes, not both");
         if (d.normalized_shape) {
             const auto& ns = *d.normalized_shape;
             bool ok = !ns.empty() && ns.size() <= rank;
@@ -168,7 +163,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                 std::string nss = "[";
                 for (std::size_t i = 0; i < ns.size(); ++i) nss += (i ? ", " : "") + std::to_string(ns[i]);
                 nss += "]";
-                fail(d.loc.child("normalized_shape"),
+                fail("normalized_shape",
                      "given normalized_shape=" + nss + ", expected input with shape [*, " +
                          nss.substr(1) + ", but got input of shape " + format_shape(xs));
             }
@@ -177,11 +172,11 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             try {
                 r.reduction_axes = canonicalize_axes(*d.axes, rank, "axes");
             } catch (const InputError& e) {
-                fail(d.loc.child("axes"), e.what());
+                fail("axes", e.what());
             }
-            if (r.reduction_axes.empty()) fail(d.loc.child("axes"), "axes must not be empty");
+            if (r.reduction_axes.empty()) fail("axes", "axes must not be empty");
         } else {
-            fail(d.loc, "needs normalized_shape or axes");
+            fail("", "needs normalized_shape or axes");
         }
         spec.reduction_axes = r.reduction_axes;
         spec.param_axes = r.reduction_axes;
@@ -192,10 +187,10 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     r.has_weight = affine;
     r.has_bias = affine && d.type != NormType::rmsnorm;
     if (!affine) {
-        if (d.weight) fail(d.loc.child("weight"), "weight given but affine is false");
-        if (d.bias) fail(d.loc.child("bias"), "bias given but affine is false");
+        if (d.weight) fail("weight", "weight given but affine is false");
+        if (d.bias) fail("bias", "bias given but affine is false");
     }
-    if (d.type == NormType::rmsnorm && d.bias) fail(d.loc.child("bias"), "rmsnorm has no bias (weight only)");
+    if (d.type == NormType::rmsnorm && d.bias) fail("bias", "rmsnorm has no bias (weight only)");
     std::size_t pn = num_elements(r.param_shape);
     r.num_params = (r.has_weight ? pn : 0) + (r.has_bias ? pn : 0);
     r.stats_shape = keepdims_shape(r.view_shape, spec.reduction_axes);
@@ -207,28 +202,28 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     r.use_batch_stats = !tracking || training;
     r.update_running = tracking && training;
     if (d.type == NormType::batchnorm && r.use_batch_stats && r.elems_per_stat == 1)
-        fail(d.loc, "in training mode: one value per channel (need more than 1), input shape " +
+        fail("", "in training mode: one value per channel (need more than 1), input shape " +
                         format_shape(xs));
     if (d.type == NormType::instancenorm && r.use_batch_stats && r.elems_per_stat == 1)
-        fail(d.loc, "one value per instance and channel (need more than 1 spatial element), "
+        fail("", "one value per instance and channel (need more than 1 spatial element), "
                     "input shape " + format_shape(xs));
     // PyTorch's check (F.group_norm -> _verify_batch_size on (N*C/G, G, *spatial)): refused
     // only when the whole batch has one value per group, N * C/G * spatial == 1. With N > 1
     // a one-element group is allowed (and normalises to 0).
     if (d.type == NormType::groupnorm && r.elems_per_stat * xs[0] == 1)
-        fail(d.loc, "one value per group (need more than 1), input shape " + format_shape(xs) +
+        fail("", "one value per group (need more than 1), input shape " + format_shape(xs) +
                         " with num_groups " + std::to_string(d.num_groups));
     if (tracking) {
         Shape cs{r.channels};
         if (m_running_mean.size() > 0 && m_running_mean.size() != r.channels)
-            fail(d.loc, "running statistics have " + std::to_string(m_running_mean.size()) +
+            fail("", "running statistics have " + std::to_string(m_running_mean.size()) +
                             " channels from an earlier step, but this input has " +
                             std::to_string(r.channels) + ": input shape " + format_shape(xs));
-        if (d.running_mean) materialize(*d.running_mean, cs, "running_mean");
-        if (d.running_var) materialize(*d.running_var, cs, "running_var");
+        if (d.running_mean) materialize(*d.running_mean, cs, "running_mean", d.name);
+        if (d.running_var) materialize(*d.running_var, cs, "running_var", d.name);
     }
-    if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight");
-    if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias");
+    if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight", d.name);
+    if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias", d.name);
     return r;
 }
 
@@ -266,29 +261,31 @@ Tensor reshaped(Tensor t, const Shape& shape) {
     return t;
 }
 
-StepResult NormLayer::forward(const Batch& b) {
+StepResult NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::string& data_name,
+                              const xt::xarray<std::uint8_t>* mask) {
     StepResult out;
-    forward(b, out);
+    forward(x, channel_axis, data_name, mask, out);
     return out;
 }
 
-void NormLayer::forward(const Batch& b, StepResult& out) {
+void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::string& data_name,
+                        const xt::xarray<std::uint8_t>* mask, StepResult& out) {
     Resolution& r = out.res;
-    r = resolve(b.x.shape(), b.channel_axis, b.name);
+    r = resolve(x.shape(), channel_axis, data_name);
     const NormDef& d = m_def;
-    if (d.mask && !b.has_mask())
-        d.loc.child("mask").fail(pair_msg(d, b.name, "mask is true but the data has no padding mask"));
+    if (d.mask && !mask)
+        throw NormError(d.name, "mask", pair_msg(d, data_name, "mask is true but the data has no padding mask"));
 
     Shape vps = select_dims(r.view_shape, r.spec.param_axes);
     xt::xarray<double> w, bias;
-    if (r.has_weight) w = to_view(d.weight ? materialize(*d.weight, r.param_shape, "weight") : xt::ones<double>(r.param_shape), vps);
-    if (r.has_bias) bias = to_view(d.bias ? materialize(*d.bias, r.param_shape, "bias") : xt::zeros<double>(r.param_shape), vps);
+    if (r.has_weight) w = to_view(d.weight ? materialize(*d.weight, r.param_shape, "weight", d.name) : xt::ones<double>(r.param_shape), vps);
+    if (r.has_bias) bias = to_view(d.bias ? materialize(*d.bias, r.param_shape, "bias", d.name) : xt::zeros<double>(r.param_shape), vps);
 
     const bool tracking = has_running_stats();
     if (tracking && m_running_mean.size() == 0) {
         Shape cs{r.channels};
-        m_running_mean = d.running_mean ? materialize(*d.running_mean, cs, "running_mean") : xt::zeros<double>(cs);
-        m_running_var = d.running_var ? materialize(*d.running_var, cs, "running_var") : xt::ones<double>(cs);
+        m_running_mean = d.running_mean ? materialize(*d.running_mean, cs, "running_mean", d.name) : xt::zeros<double>(cs);
+        m_running_var = d.running_var ? materialize(*d.running_var, cs, "running_var", d.name) : xt::ones<double>(cs);
     }
 
     xt::xarray<std::uint8_t> mv;
@@ -296,7 +293,7 @@ void NormLayer::forward(const Batch& b, StepResult& out) {
     in.weight = r.has_weight ? &w : nullptr;
     in.bias = r.has_bias ? &bias : nullptr;
     if (d.mask) {
-        mv = view_mask(b.mask, r);
+        mv = view_mask(*mask, r);
         in.mask = &mv;
     }
     xt::xarray<double> gm, gv;
@@ -317,9 +314,9 @@ void NormLayer::forward(const Batch& b, StepResult& out) {
     }
     // The engine reads x through the view shape (no copy) and writes into out's buffers,
     // which a caller that repeats steps (bench, sweeps) thereby reuses.
-    if (out.fwd.y.size() == b.x.size() && out.fwd.y.dtype == b.x.dtype)
+    if (out.fwd.y.size() == x.size() && out.fwd.y.dtype == x.dtype)
         out.fwd.y = reshaped(std::move(out.fwd.y), r.view_shape);
-    normlab::forward(b.x, r.view_shape, r.spec, in, out.fwd);
+    normlab::forward(x, r.view_shape, r.spec, in, out.fwd);
     out.fwd.y = reshaped(std::move(out.fwd.y), r.input_shape);
 
     if (r.update_running) {

@@ -1,15 +1,17 @@
 #pragma once
 // The five normalization presets. Each only resolves the generic NormSpec (reduction axes,
 // centring, parameter axes, eps) from its usual parameters and owns its running statistics;
-// the arithmetic is engine.hpp's forward() for all of them.
+// the arithmetic is engine.hpp's forward() for all of them. A norm knows tensors and plain
+// values only: where its definition was written (file, JSON pointer) and where its input came
+// from are its callers' business, so its errors name the offending key (NormError).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "json/reader.hpp"
-#include "data/batch.hpp"
 #include "norm/engine.hpp"
+#include "tensor/errors.hpp"
 
 namespace normlab {
 
@@ -30,21 +32,35 @@ double default_eps(NormType t, Convention c, DType dtype);
 /// onnx 0.9, keras 0.99, flax 0.99 (weight of the old running value).
 double default_momentum(Convention c);
 
+/// A norm that does not fit its input or its own parameters. The message names the norm and
+/// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",
+/// ...; empty for the norm as a whole), so that a caller that knows where the norm was
+/// written can point there (the config module: "file: /norms/<name>/<key>: message").
+class NormError : public InputError {
+public:
+    NormError(std::string norm, std::string key, const std::string& what)
+        : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)) {}
+    const std::string& norm() const { return m_norm; }  ///< NormDef::name
+    const std::string& key() const { return m_key; }
+
+private:
+    std::string m_norm, m_key;
+};
+
 /// How a weight, bias or running statistic is initialised.
 struct ParamInit {
-    enum class Kind { ones, zeros, constant, values, normal };
+    enum class Kind { ones, zeros, constant, values, generated };
     Kind kind = Kind::ones;
     double constant = 0;         ///< Kind::constant: every element
     xt::xarray<double> values;   ///< Kind::values: as given (a list or an npy file)
-    double mean = 0, std = 1;    ///< Kind::normal: seeded draws
-    std::uint64_t seed = 0;
-    JsonLocation loc;            ///< where the config gave it, for shape errors
+    /// Kind::generated: the values for a shape, known only when the norm meets its data
+    /// (seeded random draws, bound where the config is resolved).
+    std::function<xt::xarray<double>(const Shape&)> generate;
 };
 
 /// A norm as the config defines it; unset optionals take the convention's defaults.
 struct NormDef {
-    std::string name;
-    JsonLocation loc;            ///< /norms/<name>
+    std::string name;            ///< the key under "norms"; named in every error
     NormType type = NormType::layernorm;
     Convention convention = Convention::torch;
     std::optional<double> eps;
@@ -97,21 +113,28 @@ public:
     NormLayer(NormDef def, DType dtype);
 
     const NormDef& def() const { return m_def; }
-    /// Resolves axes and shapes for `x_shape` with the data's channel axis. Throws InputError
-    /// naming the norm's JSON pointer and the data for every PyTorch shape error: channels not
-    /// divisible by num_groups, normalized_shape not the trailing shape, weight/bias/running
-    /// statistics of the wrong shape, axes out of range, rank too small.
+    /// Resolves axes and shapes for `x_shape` with the data's channel axis; `data_name` names
+    /// the input in messages. Throws NormError naming the norm, the data and the key at fault
+    /// for every PyTorch shape error: channels not divisible by num_groups, normalized_shape
+    /// not the trailing shape, weight/bias/running statistics of the wrong shape, axes out of
+    /// range, rank too small.
     Resolution resolve(const Shape& x_shape, std::size_t data_channel_axis,
                        const std::string& data_name) const;
-    /// One forward step on `b`: training with batch statistics (updating the running
-    /// statistics: new = (1-m)*old + m*batch, running_var from the unbiased variance under the
-    /// torch convention, biased otherwise; m = 1/steps for momentum null) or inference with
-    /// the running statistics. Throws InputError for BatchNorm/InstanceNorm training with one
-    /// value per channel/instance (the running statistics are then left untouched).
-    StepResult forward(const Batch& b);
+    /// One forward step on `x` (any shape; channels on `channel_axis`): training with batch
+    /// statistics (updating the running statistics: new = (1-m)*old + m*batch, running_var
+    /// from the unbiased variance under the torch convention, biased otherwise; m = 1/steps
+    /// for momentum null) or inference with the running statistics. `mask` (1 = real
+    /// position; x's rank, each dim x's or 1) is the padding mask the statistics skip when
+    /// the norm's `mask` is set; nullptr when the input has none. Throws NormError as
+    /// resolve(), for a norm with mask set and no mask given, and for BatchNorm/InstanceNorm
+    /// training with one value per channel/instance (the running statistics are then left
+    /// untouched).
+    StepResult forward(const Tensor& x, std::size_t channel_axis, const std::string& data_name,
+                       const xt::xarray<std::uint8_t>* mask = nullptr);
     /// forward() into `out`, reusing its buffers when the shapes match (no fresh memory
     /// touched on repeated steps).
-    void forward(const Batch& b, StepResult& out);
+    void forward(const Tensor& x, std::size_t channel_axis, const std::string& data_name,
+                 const xt::xarray<std::uint8_t>* mask, StepResult& out);
 
     /// Running statistics of shape (C), empty until the first step binds C.
     const xt::xarray<double>& running_mean() const { return m_running_mean; }
@@ -135,7 +158,9 @@ xt::xarray<std::uint8_t> view_mask(const xt::xarray<std::uint8_t>& m, const Reso
 Tensor reshaped(Tensor t, const Shape& shape);
 
 /// Fills an array of `shape` from an init; a list or npy must have exactly that shape
-/// (a flat list is accepted when the shape has one axis). Throws InputError at init.loc.
-xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what);
+/// (a flat list is accepted when the shape has one axis). `what` is the parameter's key
+/// ("weight", "running_var", ...). Throws NormError (norm `norm`, key `what`) otherwise.
+xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what,
+                               const std::string& norm);
 
 }  // namespace normlab

@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include "config/config.hpp"
 #include "data/random.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
@@ -68,7 +69,6 @@ NormDef bench_def(const std::string& norm, const Shape& shape, unsigned groups) 
     if (it == types.end()) throw InputError("bench --norm: unknown norm type \"" + norm + "\"");
     NormDef d;
     d.name = norm;
-    d.loc = {"", "bench --norm " + norm};
     d.type = static_cast<NormType>(it - types.begin());
     if (d.type == NormType::layernorm || d.type == NormType::rmsnorm)
         d.normalized_shape = std::vector<long long>{static_cast<long long>(shape.back())};
@@ -107,32 +107,33 @@ std::string run_bench(const BenchOptions& o) {
                 if (d <= 0) throw InputError("bench --shape: dims must be positive");
                 shape.push_back(static_cast<std::size_t>(d));
             }
-            Batch b;
-            b.name = "bench";
             const long long rank = static_cast<long long>(shape.size());
             const long long given = o.channel_axis.value_or(rank > 1 ? 1 : 0);
             const long long ca = given < 0 ? rank + given : given;
             if (ca < 0 || ca >= rank)
                 throw InputError("bench --channel-axis: " + std::to_string(given) +
                                  " is outside a shape of rank " + std::to_string(rank));
-            b.channel_axis = static_cast<std::size_t>(ca);
+            const std::size_t channel_axis = static_cast<std::size_t>(ca);
             xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
             Rng rng(1);
             for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
-            b.x = Tensor::from_double(v, dtype);
+            const Tensor x = Tensor::from_double(v, dtype);
             v = xt::xarray<double>();
-            const std::size_t bytes = b.x.size() * (dtype == DType::float64 ? 8 : 4);
+            const std::size_t bytes = x.size() * (dtype == DType::float64 ? 8 : 4);
             for (unsigned th : threads) {
                 set_engine_threads(th);
                 NormLayer layer(bench_def(norm, shape, o.num_groups), dtype);
                 StepResult s;
+                const JsonLocation at{"", "bench --norm " + norm};
                 auto c0 = Clock::now();
-                layer.forward(b, s);  // first call: touches fresh output pages
+                locate_norm_errors(at, [&] {  // first call: touches fresh output pages
+                    layer.forward(x, channel_axis, "bench", nullptr, s);
+                });
                 double cold = ms(c0, Clock::now());
                 std::vector<double> times;
                 for (unsigned r = 0; r < o.repeat; ++r) {
                     auto t0 = Clock::now();
-                    layer.forward(b, s);
+                    layer.forward(x, channel_axis, "bench", nullptr, s);
                     times.push_back(ms(t0, Clock::now()));
                 }
                 double med = median(times), copy = copy_ms(bytes, th, o.repeat);

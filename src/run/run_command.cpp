@@ -239,7 +239,9 @@ void check_pairs(const Loaded& l) {
         for (const auto& dn : a.data)
             for (const auto& nn : a.norms) {
                 const Batch& b = l.batches.at(dn);
-                NormLayer(l.config.norms.at(nn), l.config.dtype).resolve(b.x.shape(), b.channel_axis, dn);
+                locate_norm_errors(l.config.file, [&] {
+                    return NormLayer(l.config.norms.at(nn), l.config.dtype).resolve(b.x.shape(), b.channel_axis, dn);
+                });
             }
 }
 
@@ -357,6 +359,7 @@ void run_config(const RunOptions& o) {
         AnalysisContext ctx;
         ctx.batches = &l.batches;
         ctx.norms = &c.norms;
+        ctx.file = c.file;
         ctx.dtype = c.dtype;
         ctx.seed = c.seed;
         fs::path arrays = swept ? fs::path("arrays") / ("p" + std::to_string(pt.index)) : fs::path("arrays");
@@ -384,7 +387,7 @@ void run_config(const RunOptions& o) {
         for (std::size_t i = 0; i < c.analyses.size(); ++i) {
             const AnalysisSpec& a = c.analyses[i];
             auto ta = std::chrono::steady_clock::now();
-            Table t = find_analysis(a.type)->run(a, ctx);
+            Table t = locate_norm_errors(c.file, [&] { return find_analysis(a.type)->run(a, ctx); });
             if (swept) t = with_point_columns(t, sweep, pt);
             Json timing = {{"analysis", i}, {"type", a.type}, {"ms", ms_since(ta)}};
             Json entry = Json::object();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/config.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
@@ -20,7 +21,6 @@ std::string shapes_answer(const ShapesOptions& o) {
         throw InputError("--norm: unknown norm type \"" + o.norm + "\" (expected batchnorm, layernorm, instancenorm, groupnorm or rmsnorm)");
     NormDef d;
     d.name = o.norm;
-    d.loc = {"", "--norm " + o.norm};
     d.type = static_cast<NormType>(it - types.begin());
     d.normalized_shape = o.normalized_shape;
     d.axes = o.axes;
@@ -32,7 +32,10 @@ std::string shapes_answer(const ShapesOptions& o) {
     if (d.type == NormType::groupnorm && !o.num_groups)
         throw InputError("--norm groupnorm: needs --num-groups");
     std::size_t ca = shape.size() > 1 ? 1 : 0;
-    Resolution r = NormLayer(d, DType::float32).resolve(shape, ca, "--shape " + compact_shape(shape));
+    const JsonLocation at{"", "--norm " + o.norm};
+    Resolution r = locate_norm_errors(at, [&] {
+        return NormLayer(d, DType::float32).resolve(shape, ca, "--shape " + compact_shape(shape));
+    });
 
     std::vector<std::pair<std::string, std::string>> kv = {
         {"norm", o.norm},

@@ -44,7 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     if (it == batches.end()) continue;
                     NormLayer layer(c.norms.at(nn), c.dtype);
                     layer.resolve(it->second.x.shape(), it->second.channel_axis, dn);
-                    if (it->second.x.size() <= 4096) layer.forward(it->second);
+                    if (it->second.x.size() <= 4096)
+                        layer.forward(it->second.x, it->second.channel_axis, dn,
+                                      it->second.has_mask() ? &it->second.mask : nullptr);
                 }
     } catch (const InputError&) {
     }
