@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (issue 8). Both instrument every target, so each needs its
+# Sanitizer and fuzzing builds. Both instrument every target, so each needs its
 # own build folder: scripts/sanitize.sh and scripts/fuzz.sh set them up.
 option(NORMLAB_SANITIZE "Build everything with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
 option(NORMLAB_FUZZ "Also build the libFuzzer targets of tests/fuzz (clang only; implies NORMLAB_SANITIZE)" OFF)

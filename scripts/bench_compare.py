@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""normlab and PyTorch side by side on the issue-7 cases, as a Markdown table.
+"""normlab and PyTorch side by side on the default benchmark suite, as a Markdown table.
 
     scripts/bench_compare.py [--rounds 3] [--repeat 20] [--threads 1,2] [--normlab build/normlab]
 

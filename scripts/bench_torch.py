@@ -60,7 +60,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--norm", help="comma-separated norm types, as for normlab bench (default: all)")
     ap.add_argument("--shape", action="append", help="input shape, e.g. 32,64,512 (repeatable; "
-                    "default: the issue-7 suite)")
+                    "default: the default benchmark suite of normlab bench)")
     a = ap.parse_args()
     cases = CASES
     if a.norm or a.shape:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer target for a bounded time (issue 8):
+# Runs each libFuzzer target for a bounded time:
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 s each for config, npy, csv
 # Builds the targets first, with clang (libFuzzer) + ASan + UBSan, in $NORMLAB_FUZZ_DIR,
 # default build-fuzz/ (CMake option NORMLAB_FUZZ; only the libraries the targets need are

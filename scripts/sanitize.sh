@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer (issue 8):
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer:
 #   scripts/sanitize.sh               build (g++, its own folder) and run ctest
 #   scripts/sanitize.sh --build-only  build only
 # The build folder is $NORMLAB_ASAN_DIR, default build-asan/ (CMake option

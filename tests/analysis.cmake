@@ -1,3 +1,3 @@
-# The analyses of issue 4 (epsilon, padding, equivalence, invariance, batch_dependence,
+# The effect analyses (epsilon, padding, equivalence, invariance, batch_dependence,
 # train_eval): end to end through the built binary, plus their shared batch helpers.
 normlab_cli_test(test_analyses SOURCES test_analyses.cpp test_analyses_more.cpp DEPS normlab_analysis normlab_data)

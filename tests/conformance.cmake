@@ -1,4 +1,4 @@
-# Conformance (issue 5): golden cases from reference frameworks (tests/golden, written by
+# Conformance: golden cases from reference frameworks (tests/golden, written by
 # scripts/make_golden.py) and the shared public bug-report cases (tests/cases), both run
 # through the built binary.
 normlab_cli_test(test_golden SOURCES test_golden.cpp DEPS normlab_data)

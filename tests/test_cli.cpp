@@ -149,7 +149,7 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(l.out.find("stats_shapes") != std::string::npos);
 }
 
-TEST_CASE("bench: one JSON object per case with the issue's fields; bad options exit 2") {
+TEST_CASE("bench: one JSON object per case with the documented fields; bad options exit 2") {
     CliResult r = run_normlab("bench --norm layernorm,batchnorm --shape 4,8,16 --shape 2,6,5 --threads 1,2 "
                               "--repeat 3 --json");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);

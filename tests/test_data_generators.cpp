@@ -1,4 +1,4 @@
-// Generators of issue 3: "images" (per-channel mean/std, spatial smoothness), "tokens"
+// The generator sources: "images" (per-channel mean/std, spatial smoothness), "tokens"
 // (padded sequences with mask and lengths, embeddings, outlier dimensions) and "text"
 // (real sentences). Shapes, statistics, determinism and errors.
 #include <doctest/doctest.h>
@@ -106,7 +106,7 @@ TEST_CASE("images: errors") {
     CHECK(make(R"({"source": "images", "shape": [1, 2, 4, 4]})").x.shape() == Shape{1, 2, 4, 4});
 }
 
-TEST_CASE("tokens: the issue's example: shape + mask + lengths + zero padding") {
+TEST_CASE("tokens: the documented example: shape + mask + lengths + zero padding") {
     Batch b = make(R"({"source": "tokens", "batch": 4, "max_len": 12, "dim": 16, "lengths": [3, 7, 12, 5], "vocab": 100, "pad_value": 0, "padding_side": "right"})");
     REQUIRE(b.x.shape() == Shape{4, 12, 16});
     CHECK(b.channel_axis == 2);

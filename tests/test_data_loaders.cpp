@@ -1,5 +1,5 @@
 // Loaders of real data: CSV (plain and gzip), image files (stb_image), text sentences;
-// their values and every error case of issue 3 (missing file, ragged CSV, non-numeric cell,
+// their values and every error case (missing file, ragged CSV, non-numeric cell,
 // bad image), with the JSON pointer and the file named.
 #include <doctest/doctest.h>
 

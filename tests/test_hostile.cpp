@@ -1,4 +1,4 @@
-// Hostile inputs (issue 8), end to end through the built binary: every bad input exits 2
+// Hostile inputs, end to end through the built binary: every bad input exits 2
 // with one line naming the file and where in it; memory is estimated before anything
 // large is allocated; NaN/inf inputs are reported; the output folder is never left
 // half-written, never escapes where the user pointed, and holds nothing normlab did not

@@ -99,7 +99,7 @@ double max_finite(DType d);
 /// whose smallest subnormal is 5.96e-8), and the groups whose variance, or whose sum of
 /// squares n*(var + mean^2) (what a one-pass accumulator holds), exceeds max_finite(d).
 /// The engine itself never suffers these (it works in double): analyses report them so the
-/// effects of half formats stay visible (issue 5, part 4).
+/// effects of half formats stay visible.
 struct NarrowStats {
     double eps_in_dtype = 0;
     std::size_t var_overflow_groups = 0;

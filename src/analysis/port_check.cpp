@@ -1,7 +1,7 @@
 // port_check: compare a reference norm definition with one or more "ports" of it (the same
 // layer as another framework or a hand-written re-implementation defines it) on the same
 // data, so that a porting mismatch (eps, eps placement, variance estimator, momentum
-// meaning, weight offset) shows as numbers before anyone trains (issue 5, part 3).
+// meaning, weight offset) shows as numbers before anyone trains.
 //
 // Without "steps"/"train_data", each norm makes one forward pass on each listed data as
 // the config defines it (training or not), and the outputs (and running statistics after

@@ -1,5 +1,5 @@
 // precision: how far each variance algorithm, computed in the working precision of a dtype,
-// lands from a high-precision reference, next to normlab's own engine (issue 5, part 2).
+// lands from a high-precision reference, next to normlab's own engine.
 //
 // Per data x norm x dtype, the batch is rounded to the dtype; every algorithm then
 // normalises those same rounded inputs:

@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     std::string bench_norms, bench_threads;
     auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
-    bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: issue-7 suite)");
+    bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench.repeat, "timed repetitions per case");

@@ -1,5 +1,5 @@
 #pragma once
-// Memory estimates of data entries, made before anything large is allocated (issue 8):
+// Memory estimates of data entries, made before anything large is allocated:
 // every source knows its shape from its spec (generators) or from file headers and sizes
 // (loaders), so a run that would not fit is refused before it starts instead of failing,
 // swapping or being killed halfway.

@@ -1,6 +1,6 @@
 #pragma once
 // Padded token sequences as (B, T, D) batches: the embedding and padding shared by the
-// "tokens" and "text" sources (issue 3). Internal to the data module.
+// "tokens" and "text" sources. Internal to the data module.
 #include <cstdint>
 #include <string>
 #include <vector>

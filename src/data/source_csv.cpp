@@ -1,5 +1,5 @@
 // The "csv" source: a numeric table (rows = samples, columns = features), plain or gzip
-// compressed, with header handling and column selection (issue 3).
+// compressed, with header handling and column selection.
 #include <algorithm>
 
 #include "data/csv.hpp"

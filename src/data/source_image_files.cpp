@@ -1,5 +1,5 @@
 // The "image_files" source: real photographs (JPEG/PNG) as an (N, C, H, W) batch in [0, 1],
-// one centre crop per image or all H x W tiles (issue 3).
+// one centre crop per image or all H x W tiles.
 #include <algorithm>
 #include <cctype>
 

@@ -1,5 +1,5 @@
 // The "tokens" source: padded token sequences (B, T, D) with a padding mask, the batches
-// of sequence models (issue 3). Token ids are drawn from a vocabulary and embedded with a
+// of sequence models. Token ids are drawn from a vocabulary and embedded with a
 // seeded table, so a repeated token has the same vector.
 #include "data/random.hpp"
 #include "data/sequences.hpp"

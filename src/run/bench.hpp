@@ -7,7 +7,9 @@
 
 namespace normlab {
 
-/// Options of `normlab bench`; empty lists mean the default suite (issue 7's targets).
+/// Options of `normlab bench`; empty lists mean the default benchmark suite
+/// (all five norms; transformer (B, T, D) shapes for LayerNorm/RMSNorm, conv-net (N, C, H, W)
+/// shapes for the others).
 struct BenchOptions {
     std::vector<std::string> norms;              ///< batchnorm, layernorm, instancenorm, groupnorm, rmsnorm
     std::vector<std::vector<long long>> shapes;  ///< input shapes

@@ -1,5 +1,5 @@
 #pragma once
-// Resource limits and interruption (issue 8): how much memory a run may use, and what
+// Resource limits and interruption: how much memory a run may use, and what
 // Ctrl-C does (remove the staging folder, exit 130; never a half-written report).
 #include <cstddef>
 #include <string>
