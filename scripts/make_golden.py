@@ -16,7 +16,7 @@ the `apply` analysis with `save`), and the expected arrays in the layout normlab
 `meta.json` says which reference produced the numbers. tests/test_golden.cpp runs every
 case through the built binary and compares; the tests need only the committed files.
 
-Statistics are stored in normlab's keep-dims statistics shape (README "Saved arrays"):
+Statistics are stored in normlab's keep-dims statistics shape (results/README.md, "Saved arrays"):
 PyTorch's (C) BatchNorm statistics become (1, C, 1, ...), GroupNorm's (N, G) become
 (N, G, 1, ...) over the data with C split into (G, C/G). Expected arrays are in the case's
 dtype (float32 or float64), as normlab saves them. The files are committed; rerun only to

@@ -2,7 +2,7 @@
 // with one line naming the file and where in it; memory is estimated before anything
 // large is allocated; NaN/inf inputs are reported; the output folder is never left
 // half-written, never escapes where the user pointed, and holds nothing normlab did not
-// write unless --force. README "Bad inputs and what normlab says" lists these rows.
+// write unless --force. tests/README.md "Bad inputs and what normlab says" lists these rows.
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -12,7 +12,7 @@ AnalysisType precision_analysis();
 /// port_check (port_check.cpp): a reference norm against ports of it on the same data.
 AnalysisType port_check_analysis();
 /// epsilon, padding, equivalence, invariance, batch_dependence, train_eval (one .cpp each,
-/// same names): the analyses of a norm's effects on a batch; README "Analyses" documents their columns.
+/// same names): the analyses of a norm's effects on a batch; results/README.md "Analyses" documents their columns.
 AnalysisType epsilon_analysis();
 AnalysisType padding_analysis();
 AnalysisType equivalence_analysis();

@@ -10,7 +10,7 @@ namespace normlab {
 
 std::string list_text() {
     std::ostringstream out;
-    out << "norm types (keys; see README \"Norms\" for defaults):\n"
+    out << "norm types (keys; see configs/README.md \"Norms\" for defaults):\n"
                  "  batchnorm: channel_axis, training=true, momentum=0.1|null, track_running_stats=true, running_mean=zeros, running_var=ones, affine=true\n"
                  "  layernorm: normalized_shape | axes, affine=true\n"
                  "  instancenorm: channel_axis, affine=false, track_running_stats=false, training=true, momentum, running_mean, running_var\n"
