@@ -42,6 +42,11 @@ struct AnalysisType {
     /// Runs it; throws InputError naming the analysis, data and norm for a pair that does
     /// not fit (NormError from the engine: locate_norm_errors() points it into the config).
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
+    /// Checks what needs the data but computes nothing (a file's shape against the data, a
+    /// group size against a limit), so that `validate` and `--dry-run`, which call it for
+    /// every sweep point after binding every norm to its data, refuse what run() would.
+    /// The context has no save function. Null when the analysis has no such checks.
+    std::function<void(const AnalysisSpec&, const AnalysisContext&)> check;
 };
 
 /// All analysis types, in the order `normlab list` shows them.

@@ -210,6 +210,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         ObjectReader ar(analyses[i], loc);
         AnalysisSpec s;
         s.loc = loc;
+        s.base_dir = base_dir;
         s.params = analyses[i];
         if (!ar.has("type")) loc.fail("missing required key \"type\"");
         s.type = ar.choice("type", type_names, "");

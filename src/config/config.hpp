@@ -22,6 +22,7 @@ struct AnalysisSpec {
     Json params;                      ///< the whole object (type, data, norms and its own keys)
     std::vector<std::string> data;    ///< names under /data, validated to exist
     std::vector<std::string> norms;   ///< names under /norms, validated to exist
+    std::filesystem::path base_dir;   ///< the config's folder: file paths in its keys resolve here
 };
 
 /// The analysis types a config may name. The analyses live above the config module, so the

@@ -233,9 +233,16 @@ Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt) 
     return doc;
 }
 
-// Binds every norm of every analysis to its data: the shape errors a run would hit.
+// Binds every norm of every analysis to its data (the shape errors a run would hit), then
+// runs each analysis' own data checks.
 void check_pairs(const Loaded& l) {
-    for (const auto& a : l.config.analyses)
+    AnalysisContext ctx;
+    ctx.batches = &l.batches;
+    ctx.norms = &l.config.norms;
+    ctx.file = l.config.file;
+    ctx.dtype = l.config.dtype;
+    ctx.seed = l.config.seed;
+    for (const auto& a : l.config.analyses) {
         for (const auto& dn : a.data)
             for (const auto& nn : a.norms) {
                 const Batch& b = l.batches.at(dn);
@@ -243,6 +250,8 @@ void check_pairs(const Loaded& l) {
                     return NormLayer(l.config.norms.at(nn), l.config.dtype).resolve(b.x.shape(), b.channel_axis, dn);
                 });
             }
+        if (const auto& check = find_analysis(a.type)->check) locate_norm_errors(l.config.file, [&] { check(a, ctx); });
+    }
 }
 
 }  // namespace
