@@ -10,6 +10,7 @@
 #include "json/reader.hpp"
 #include "data/batch.hpp"
 #include "norm/presets.hpp"
+#include "report/figure.hpp"
 #include "report/table.hpp"
 
 namespace normlab {
@@ -37,6 +38,9 @@ struct AnalysisType {
     std::string name;
     std::string summary;                  ///< one line for `normlab list`
     std::vector<std::string> columns;     ///< CSV header (a contract: plotting scripts use it)
+    /// The figure report.html draws from the table (report/figure.hpp). Every analysis has
+    /// one that reads only its own columns (tests/test_figures.cpp checks each registered type).
+    Figure figure;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
     /// Runs it; throws InputError naming the analysis, data and norm for a pair that does

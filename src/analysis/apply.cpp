@@ -116,6 +116,12 @@ AnalysisType apply_analysis() {
     a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
                  "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
                  "nonfinite_count", "nonfinite_in", "nonfinite_stats"};
+    a.figure.title = "range over groups of the output mean and std, per norm";
+    a.figure.kind = FigureKind::ranges;
+    a.figure.category = {"data", "norm"};
+    a.figure.series = {"step"};
+    a.figure.metrics = {{"out_mean_min", "output mean (min..max over groups)", "out_mean_max"},
+                        {"out_std_min", "output std (min..max over groups)", "out_std_max"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

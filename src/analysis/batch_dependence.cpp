@@ -94,6 +94,12 @@ AnalysisType batch_dependence_analysis() {
     a.name = "batch_dependence";
     a.summary = "one sample's output as its batch-mates and the batch size change (seeded batch-mates)";
     a.columns = {"data", "norm", "type", "batch_size", "max_abs_diff", "batch_dependent", "status", "sample"};
+    a.figure.title = "change of one sample's output against batch size";
+    a.figure.kind = FigureKind::lines;
+    a.figure.x = "batch_size";
+    a.figure.x_log = true;
+    a.figure.series = {"data", "norm"};
+    a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

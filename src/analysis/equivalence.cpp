@@ -164,6 +164,10 @@ AnalysisType equivalence_analysis() {
     a.summary = "pairwise output differences of norms on the same data (optional reshape per norm), with a verdict";
     a.columns = {"data", "norm_a", "norm_b", "reduction_axes_a", "reduction_axes_b", "max_abs_diff",
                  "max_rel_diff", "equivalent", "tolerance", "num_stats_a", "num_stats_b", "shape_a", "shape_b"};
+    a.figure.title = "output difference per pair of norms, coloured by the verdict";
+    a.figure.category = {"data", "norm_a", "norm_b"};
+    a.figure.series = {"equivalent"};
+    a.figure.metrics = {{"max_abs_diff", "max |output a - output b|"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

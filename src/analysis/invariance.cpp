@@ -123,6 +123,11 @@ AnalysisType invariance_analysis() {
     a.summary = "is the output invariant to scaling/shifting the input per batch, sample or channel; by how much eps breaks it";
     a.columns = {"data", "norm", "type", "transform", "granularity", "max_abs_diff", "invariant",
                  "max_abs_diff_eps0", "max_abs_diff_f64", "eps"};
+    a.figure.title = "output change when the input is scaled or shifted, per norm and granularity";
+    a.figure.category = {"data", "norm"};
+    a.figure.series = {"granularity"};
+    a.figure.panels = {"transform"};
+    a.figure.metrics = {{"max_abs_diff", "max |output change|"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

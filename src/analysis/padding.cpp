@@ -198,6 +198,12 @@ AnalysisType padding_analysis() {
                  "padding_invariant", "mean_contamination_rel_max", "var_contamination_max",
                  "mean_included_avg", "mean_excluded_avg", "var_included_avg", "var_excluded_avg",
                  "empty_groups", "repad_shape", "repad_note", "tolerance"};
+    a.figure.title = "statistics contaminated by padding, and real outputs that change when re-padded";
+    a.figure.category = {"data", "norm"};
+    a.figure.series = {"masked"};
+    a.figure.metrics = {{"mean_contamination_max", "max |mean with - without padding|"},
+                        {"var_contamination_rel_max", "max relative variance change"},
+                        {"repad_max_abs_diff", "max |real output change| after re-padding"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

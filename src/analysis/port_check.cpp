@@ -261,6 +261,10 @@ AnalysisType port_check_analysis() {
                  "max_abs_diff", "max_rel_diff", "ref_nonfinite", "port_nonfinite",
                  "running_mean_max_abs_diff", "running_var_max_abs_diff", "rank", "group",
                  "group_max_abs_diff", "ref_values", "port_values"};
+    a.figure.title = "output difference between a reference norm and each port of it";
+    a.figure.category = {"data", "reference", "port"};
+    a.figure.metrics = {{"max_abs_diff", "max |reference - port|"}};
+    a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

@@ -354,6 +354,11 @@ AnalysisType precision_analysis() {
     a.columns = {"data", "norm", "type", "dtype", "algorithm", "work_dtype", "eps", "eps_work",
                  "max_abs_err", "max_rel_err", "max_ulp_err", "nonfinite_count", "overflow_groups",
                  "var_min", "var_max"};
+    a.figure.title = "output error against the high-precision reference, per algorithm";
+    a.figure.category = {"data", "norm", "dtype"};
+    a.figure.series = {"algorithm"};
+    a.figure.metrics = {{"max_abs_err", "max absolute error"}, {"max_ulp_err", "max error in ulps"}};
+    a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

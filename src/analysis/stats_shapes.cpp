@@ -33,6 +33,10 @@ AnalysisType stats_shapes_analysis() {
     a.summary = "statistics shape, count and parameter shape of each norm on each batch";
     a.columns = {"data", "norm", "type", "input_shape", "reduction_axes", "stats_shape",
                  "num_stats", "elems_per_stat", "param_shape", "num_params", "eps"};
+    a.figure.title = "how many statistics each norm computes, and over how many elements each";
+    a.figure.category = {"data", "norm"};
+    a.figure.metrics = {{"num_stats", "statistics (count)"}, {"elems_per_stat", "elements per statistic"}};
+    a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { analysis_reader(s).finish(); };
     a.run = run;
     return a;

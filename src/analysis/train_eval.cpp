@@ -99,6 +99,11 @@ AnalysisType train_eval_analysis() {
     a.summary = "running statistics over K seeded training steps; inference vs training output on the held-out batch";
     a.columns = {"data", "norm", "type", "step", "running_mean_avg", "running_var_avg", "eval_train_max_abs_diff",
                  "has_running_stats", "batch_size"};
+    a.figure.title = "inference minus training output on a held-out batch, against training step";
+    a.figure.kind = FigureKind::lines;
+    a.figure.x = "step";
+    a.figure.series = {"data", "norm", "batch_size"};
+    a.figure.metrics = {{"eval_train_max_abs_diff", "max |eval - train output|"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

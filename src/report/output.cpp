@@ -166,6 +166,29 @@ void OutputFolder::commit() {
     if (!old.empty()) fs::remove_all(old, ec);
 }
 
+void write_file_atomic(const fs::path& path, const std::string& bytes) {
+    std::error_code ec;
+    if (!path.parent_path().empty()) fs::create_directories(path.parent_path(), ec);
+    fs::path tmp = path;
+    tmp += ".normlab-tmp-" + std::to_string(::getpid());
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw EnvError(path.string() + ": cannot write");
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        out.close();
+        if (!out) {
+            fs::remove(tmp, ec);
+            throw EnvError(path.string() + ": write failed (disk full?)");
+        }
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        std::error_code ignored;
+        fs::remove(tmp, ignored);
+        throw EnvError(path.string() + ": cannot move into place: " + ec.message());
+    }
+}
+
 std::size_t abandon_output_folders() {
     disk_mutex().lock();  // never unlocked: the caller exits right after
     const std::size_t n = live_staging().size();

@@ -55,6 +55,11 @@ std::string foreign_entry(const std::filesystem::path& dir);
 /// links resolved as far as they exist.
 bool path_within(const std::filesystem::path& path, const std::filesystem::path& dir);
 
+/// Writes `bytes` to `path` through a temporary file beside it and a rename, so that `path`
+/// holds either its old or its new content, never a part (parents are created). EnvError
+/// naming the path when it cannot be written.
+void write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
+
 /// Removes the staging folder of every OutputFolder that has not committed, and keeps any
 /// OutputFolder from writing afterwards (it blocks). For the SIGINT/SIGTERM handler, which
 /// exits right after; safe to call from another thread while the main thread writes.

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace normlab {
@@ -26,6 +27,13 @@ std::string format_number(double v) {
     return std::string(buf, res.ptr);
 }
 
+std::string format_number_short(double v) {
+    if (!std::isfinite(v)) return format_number(v);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
+
 namespace {
 
 // Bracketed lists (shapes, axes) are always quoted, so "[512]" and "[1,3,1,1]" look alike.
@@ -41,12 +49,24 @@ std::string quote_csv(const std::string& s) {
 
 std::string cell_text(const Cell& c) {
     if (auto s = std::get_if<std::string>(&c)) return quote_csv(*s);
+    return cell_to_string(c);
+}
+
+}  // namespace
+
+std::string cell_to_string(const Cell& c) {
+    if (auto s = std::get_if<std::string>(&c)) return *s;
     if (auto d = std::get_if<double>(&c)) return format_number(*d);
     if (auto i = std::get_if<long long>(&c)) return std::to_string(*i);
     return std::get<bool>(c) ? "true" : "false";
 }
 
-}  // namespace
+bool cell_number(const Cell& c, double& out) {
+    if (auto d = std::get_if<double>(&c)) out = *d;
+    else if (auto i = std::get_if<long long>(&c)) out = static_cast<double>(*i);
+    else return false;
+    return true;
+}
 
 void write_csv(std::ostream& out, const Table& t) {
     for (std::size_t i = 0; i < t.columns.size(); ++i) out << (i ? "," : "") << quote_csv(t.columns[i]);
@@ -76,6 +96,41 @@ nlohmann::ordered_json table_to_json(const Table& t) {
         rows.push_back(std::move(o));
     }
     return rows;
+}
+
+Table table_from_json(const nlohmann::ordered_json& rows) {
+    Table t;
+    if (!rows.is_array()) throw std::invalid_argument("table rows: expected an array");
+    if (rows.empty()) return t;
+    if (!rows[0].is_object()) throw std::invalid_argument("table rows: row 0 is not an object");
+    for (const auto& [key, value] : rows[0].items()) t.columns.push_back(key);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        const auto& o = rows[r];
+        if (!o.is_object() || o.size() != t.columns.size())
+            throw std::invalid_argument("table rows: row " + std::to_string(r) + " does not have the columns of row 0");
+        std::vector<Cell> row;
+        for (const auto& col : t.columns) {
+            auto it = o.find(col);
+            if (it == o.end()) throw std::invalid_argument("table rows: row " + std::to_string(r) + " lacks \"" + col + "\"");
+            const auto& v = *it;
+            if (v.is_boolean()) row.push_back(v.get<bool>());
+            else if (v.is_number_integer() && !v.is_number_unsigned()) row.push_back(v.get<long long>());
+            else if (v.is_number_unsigned() && v.get<unsigned long long>() <= 9223372036854775807ull) row.push_back(v.get<long long>());
+            else if (v.is_number()) row.push_back(v.get<double>());
+            else if (v.is_string()) {
+                const std::string& s = v.get_ref<const std::string&>();
+                if (s == "nan") row.push_back(std::nan(""));
+                else if (s == "inf") row.push_back(HUGE_VAL);
+                else if (s == "-inf") row.push_back(-HUGE_VAL);
+                else row.push_back(s);
+            } else {
+                throw std::invalid_argument("table rows: row " + std::to_string(r) + ", \"" + col + "\": a " +
+                                            std::string(v.type_name()) + " is not a table cell");
+            }
+        }
+        t.rows.push_back(std::move(row));
+    }
+    return t;
 }
 
 }  // namespace normlab

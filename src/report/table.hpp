@@ -25,6 +25,9 @@ struct Table {
 
 /// Shortest text that reads back to the same double (std::to_chars); "nan", "inf", "-inf".
 std::string format_number(double v);
+/// A double for people to read: 6 significant digits (printf %.6g: 0.000123457, 1.23457e+07),
+/// "nan", "inf", "-inf".
+std::string format_number_short(double v);
 /// RFC 4180 CSV: header row, fields quoted when they hold a comma, quote or newline,
 /// "\n" line ends, booleans as true/false.
 void write_csv(std::ostream& out, const Table& t);
@@ -33,5 +36,17 @@ void write_csv(std::ostream& out, const Table& t);
 nlohmann::ordered_json table_to_json(const Table& t);
 /// A double as JSON under the same non-finite rule.
 nlohmann::ordered_json number_to_json(double v);
+/// The inverse of table_to_json (report.json's "rows"): JSON integers become long long,
+/// other numbers double, the strings "nan", "inf", "-inf" the non-finite doubles, booleans
+/// bool, other strings string. Columns come from the first row's keys (an empty table for
+/// no rows). Throws std::invalid_argument for a row that is not an object with those keys,
+/// or a cell that is null, an array or an object.
+Table table_from_json(const nlohmann::ordered_json& rows);
+/// A cell as text without CSV quoting: strings as they are, numbers as format_number,
+/// booleans true/false.
+std::string cell_to_string(const Cell& c);
+/// Sets `out` to the cell's value and returns true when the cell is a number (double or
+/// integer); returns false for strings and booleans.
+bool cell_number(const Cell& c, double& out);
 
 }  // namespace normlab

@@ -1,0 +1,228 @@
+#include "report/figure.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "report/figure_data.hpp"
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<std::string> Figure::columns() const {
+    std::vector<std::string> out;
+    auto add = [&](const std::string& c) {
+        if (!c.empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    };
+    for (const auto& c : category) add(c);
+    add(x);
+    for (const auto& c : series) add(c);
+    for (const auto& c : panels) add(c);
+    for (const auto& m : metrics) {
+        add(m.column);
+        add(m.column2);
+    }
+    return out;
+}
+
+namespace {
+
+constexpr const char* kRed = "#c0392b";
+constexpr const char* kGrey = "#7f7f7f";
+
+std::string joined_title(const std::vector<std::string>& cols) {
+    std::string s;
+    for (const auto& c : cols) s += (s.empty() ? "" : kLabelSeparator) + c;
+    return s;
+}
+
+Json nominal(const std::string& field, const std::string& title) {
+    Json j = {{"field", field}, {"type", "nominal"}, {"sort", nullptr}};
+    j["title"] = title.empty() ? Json(nullptr) : Json(title);
+    return j;
+}
+
+Json quantitative(const std::string& field, const std::string& title, bool log) {
+    Json j = {{"field", field}, {"type", "quantitative"}, {"title", title}};
+    if (log) j["scale"] = {{"type", "log"}};
+    return j;
+}
+
+// The red (non-finite) or grey (<= 0 on a log axis) text drawn where a mark cannot be.
+Json note_layer(Json encoding, const std::string& filter) {
+    encoding["text"] = {{"field", "note"}};
+    encoding["color"] = {{"condition", {{"test", "datum.nonfinite"}, {"value", kRed}}}, {"value", kGrey}};
+    encoding["tooltip"] = Json::array({{{"field", "note"}, {"title", "value"}}});
+    return {{"transform", Json::array({{{"filter", filter}}})},
+            {"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3}, {"dy", 0},
+                      {"fontWeight", "bold"}, {"fontSize", 10}}},
+            {"encoding", encoding}};
+}
+
+// Whether some row has a note, with x on its axis (x_ok) or not, and a drawable value or not
+// (value_ok; only asked when x is off the axis). Rows without "x_ok" have x on the axis.
+bool any_note(const PlotData& d, bool x_ok, bool value_ok) {
+    for (const auto& r : d.rows) {
+        if (r["note"].is_null()) continue;
+        const bool rx = r.value("x_ok", true);
+        if (rx != x_ok) continue;
+        if (x_ok || r["value"].is_null() != value_ok) return true;
+    }
+    return false;
+}
+
+Json tooltip(const std::vector<std::string>& raw, bool range) {
+    Json t = Json::array();
+    for (const auto& c : raw) t.push_back({{"field", c}});
+    t.push_back({{"field", "metric"}});
+    t.push_back({{"field", "value"}, {"format", ".6g"}});
+    if (range) t.push_back({{"field", "value2"}, {"format", ".6g"}});
+    return t;
+}
+
+// Layers for one chart (bars, ranges or lines) over the long-format rows.
+Json layers(const Figure& f, const PlotData& d, const std::string& value_title) {
+    Json L = Json::array();
+    const bool has_series = !f.series.empty();
+    const Json color = has_series ? nominal("series", joined_title(f.series)) : Json();
+    if (f.kind == FigureKind::lines) {
+        Json enc = {{"x", quantitative(f.x, f.x, f.x_log)}, {"y", quantitative("value", value_title, f.log)}};
+        if (has_series) enc["color"] = color;
+        enc["tooltip"] = tooltip(d.raw_columns, false);
+        L.push_back({{"mark", {{"type", "line"}, {"point", true}, {"clip", true}}}, {"encoding", enc}});
+        // Rows whose value or x cannot be placed: at the top edge, at the left edge, or both.
+        // Only the layers that have rows: an empty layer makes Vega warn about its extent.
+        const Json top = {{"value", 6}}, left = {{"value", 0}};
+        if (any_note(d, true, false))
+            L.push_back(note_layer({{"x", quantitative(f.x, f.x, f.x_log)}, {"y", top}},
+                                   "datum.note != null && datum.x_ok"));
+        if (any_note(d, false, true))
+            L.push_back(note_layer({{"x", left}, {"y", quantitative("value", value_title, f.log)}},
+                                   "datum.note != null && !datum.x_ok && datum.value != null"));
+        if (any_note(d, false, false))
+            L.push_back(note_layer({{"x", left}, {"y", top}}, "datum.note != null && !datum.x_ok && datum.value == null"));
+        return L;
+    }
+    Json y = nominal("category", joined_title(f.category));
+    y["axis"] = {{"labelLimit", 320}};
+    Json base = {{"y", y}};
+    if (has_series) base["yOffset"] = nominal("series", joined_title(f.series));
+    Json enc = base;
+    enc["x"] = quantitative("value", value_title, f.log);
+    if (has_series) enc["color"] = color;
+    enc["tooltip"] = tooltip(d.raw_columns, f.kind == FigureKind::ranges);
+    if (f.kind == FigureKind::bars) {
+        // A log axis has no 0 to start a bar from: bars start at the plot's left edge.
+        // Bars side by side, never stacked (stacking would also put 0 into a log domain).
+        enc["x"]["stack"] = nullptr;
+        if (f.log) enc["x2"] = {{"value", 0}};
+        L.push_back({{"mark", {{"type", "bar"}, {"clip", true}}}, {"encoding", enc}});
+    } else {
+        Json rule = enc;
+        rule["x2"] = {{"field", "value2"}};
+        L.push_back({{"mark", {{"type", "rule"}, {"strokeWidth", 3}, {"clip", true}}}, {"encoding", rule}});
+        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", enc}});
+        Json hi = enc;
+        hi["x"] = quantitative("value2", value_title, f.log);
+        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", hi}});
+    }
+    Json note = base;
+    note["x"] = {{"value", 0}};
+    if (any_note(d, true, false) || any_note(d, false, false)) L.push_back(note_layer(note, "datum.note != null"));
+    return L;
+}
+
+std::string subtitle_counts(const PlotData& d) {
+    std::string s;
+    if (d.nonfinite.total() > 0)
+        s += std::to_string(d.nonfinite.total()) + " non-finite value(s) (" + d.nonfinite.describe() +
+             ") drawn as red text at the edge of the plot";
+    if (d.not_on_log_axis > 0)
+        s += std::string(s.empty() ? "" : "; ") + std::to_string(d.not_on_log_axis) +
+             " value(s) <= 0, not on the log axis: grey text";
+    if (d.x_not_on_axis > 0)
+        s += std::string(s.empty() ? "" : "; ") + std::to_string(d.x_not_on_axis) + " row(s) with " + d.x_column +
+             " not on the log x axis (<= 0 or non-finite): at the left edge";
+    return s;
+}
+
+// Wraps the layers in a (possibly faceted) spec: panel columns, one row per sweep point.
+Json assemble(const Figure& f, const PlotData& d, const std::string& title, const std::string& value_title,
+              bool swept, bool independent_values) {
+    Json spec = {{"$schema", "https://vega.github.io/schema/vega-lite/v6.json"}};
+    Json t = {{"text", title}, {"anchor", "start"}};
+    const std::string counts = subtitle_counts(d);
+    if (!counts.empty()) t["subtitle"] = counts;
+    spec["title"] = t;
+    spec["data"] = {{"values", d.rows}};
+    Json inner = {{"layer", layers(f, d, value_title)}};
+    inner["width"] = f.kind == FigureKind::lines ? 300 : 260;
+    if (f.kind == FigureKind::lines) inner["height"] = 200;
+    else inner["height"] = {{"step", f.series.empty() ? 16 : 10}};
+    const bool panels = d.has_panel;
+    if (!panels && !swept) {
+        for (auto& [k, v] : inner.items()) spec[k] = v;
+        return spec;
+    }
+    Json facet = Json::object();
+    const Json header = {{"labelAngle", 0}, {"labelAnchor", "start"}, {"labelOrient", "top"},
+                         {"labelFontWeight", "bold"}, {"labelLimit", 600}, {"title", nullptr}};
+    if (swept) facet["row"] = {{"field", "sweep_point"}, {"type", "nominal"},
+                               {"sort", {{"field", "point"}, {"op", "min"}}}, {"header", header}};
+    if (panels) facet["column"] = {{"field", "panel"}, {"type", "nominal"}, {"sort", d.panel_order}, {"header", header}};
+    spec["facet"] = facet;
+    spec["spec"] = inner;
+    if (independent_values) {
+        const char* axis = f.kind == FigureKind::lines ? "y" : "x";
+        spec["resolve"] = {{"scale", {{axis, "independent"}}}};
+    }
+    return spec;
+}
+
+// "metric against swept value": one line per label, the summary of each point's rows.
+FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table& t,
+                      const std::vector<std::string>& sweep_columns, const std::string& swept) {
+    Figure g;
+    g.kind = FigureKind::lines;
+    g.x = swept;
+    g.log = f.log;
+    g.series = {"line"};
+    const PlotData d = swept_rows(f, t, sweep_columns, swept, &g.x_log);
+    g.metrics = f.metrics;
+    std::string what = d.has_panel ? "metrics" : f.metrics.front().title;
+    const std::string how = f.sweep_summary == SweepSummary::max ? "max" : "mean";
+    std::string title = analysis + ": " + what + " against " + swept + " (" + how + " over each point's rows" +
+                        (f.kind == FigureKind::ranges ? "; ranges: min of the low end, max of the high end" : "") +
+                        ")";
+    Json spec = assemble(g, d, title, d.has_panel ? "value" : f.metrics.front().title, false, true);
+    // The line label names its parts: category, series and the other swept columns.
+    auto& layer0 = spec.contains("spec") ? spec["spec"]["layer"][0] : spec["layer"][0];
+    layer0["encoding"]["color"]["title"] = d.line_title;
+    if (f.kind == FigureKind::ranges) layer0["encoding"]["strokeDash"] = nominal("end", "range end");
+    return {analysis + "_vs_" + swept, spec};
+}
+
+}  // namespace
+
+std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& figure, const Table& t,
+                                     const std::vector<std::string>& sweep_columns) {
+    if (figure.metrics.empty()) throw std::invalid_argument(analysis + ": the figure names no metric");
+    for (const auto& c : figure.columns())
+        if (std::find(t.columns.begin(), t.columns.end(), c) == t.columns.end() && !t.rows.empty())
+            throw std::invalid_argument(analysis + ": the figure reads column \"" + c + "\", which the table lacks");
+    std::vector<FigureSpec> out;
+    const bool swept = !sweep_columns.empty();
+    const PlotData d = plot_rows(figure, t, sweep_columns);
+    const std::string value_title = figure.metrics.size() == 1 ? figure.metrics.front().title : "value";
+    std::string title = analysis + ": " + figure.title;
+    if (swept) title += " (one row of panels per sweep point)";
+    out.push_back({analysis, assemble(figure, d, title, value_title, swept, figure.metrics.size() > 1)});
+    for (const auto& c : sweep_columns)
+        if (numeric_column(t, c)) out.push_back(swept_spec(analysis, figure, t, sweep_columns, c));
+    return out;
+}
+
+}  // namespace normlab

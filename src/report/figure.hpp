@@ -1,0 +1,71 @@
+#pragma once
+// Figures of report.html. Each analysis declares one Figure: what to draw from which columns
+// of its table. figure_specs() turns a Figure and the table into Vega-Lite specifications
+// (https://vega.github.io/vega-lite/docs/), written with nlohmann::json: the main figure,
+// and with a sweep one "metric against swept value" figure per numeric swept column.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/table.hpp"
+
+namespace normlab {
+
+/// The chart type of a Figure.
+enum class FigureKind {
+    bars,    ///< horizontal bars: one row per category label, the value along x; series side by side
+    lines,   ///< a numeric column along x, the value along y, one line (with dots) per series
+    ranges,  ///< horizontal intervals [column, column2] per category label, dots at both ends
+};
+
+/// One plotted quantity: a column of the table (for ranges: column..column2) and its axis title.
+struct FigureMetric {
+    FigureMetric(std::string column_, std::string title_, std::string column2_ = "")
+        : column(std::move(column_)), title(std::move(title_)), column2(std::move(column2_)) {}
+    std::string column;
+    std::string title;
+    std::string column2;  ///< ranges only: the interval's upper end
+};
+
+/// How a sweep point's rows are summarised for a "metric against swept value" figure.
+enum class SweepSummary { max, mean };
+
+/// What an analysis draws. Labels made of several columns join their values with " · ".
+struct Figure {
+    std::string title;                  ///< one line: what the figure shows
+    FigureKind kind = FigureKind::bars;
+    std::vector<std::string> category;  ///< bars, ranges: columns that name one bar (e.g. data, norm)
+    std::string x;                      ///< lines: the numeric x column
+    bool x_log = false;                 ///< lines: log x axis
+    std::vector<std::string> series;    ///< colour (bars: side by side within a category)
+    std::vector<std::string> panels;    ///< small multiples, one panel per value
+    std::vector<FigureMetric> metrics;  ///< more than one: one panel column per metric
+    bool log = false;                   ///< log value axis
+    SweepSummary sweep_summary = SweepSummary::max;
+
+    /// Every column the figure reads, in the order a table shows them first: category or
+    /// x, series, panels, metrics.
+    std::vector<std::string> columns() const;
+};
+
+/// One Vega-Lite specification and the name of its file (figures/<name>.vl.json).
+struct FigureSpec {
+    std::string name;
+    nlohmann::ordered_json spec;
+};
+
+/// The specifications for one analysis' table `t` (the rows of every analysis of that type,
+/// as in <analysis>.csv): first `analysis` itself, then for each swept column whose values are
+/// all numbers and take at least two values, "<analysis>_vs_<column>": the first metric
+/// summarised per point (figure.sweep_summary) against that column, one line per category
+/// and series label (and value of the other swept columns). With `sweep_columns` the main
+/// figure has one panel row per sweep point, titled with the point's values.
+/// Non-finite values (and values <= 0 on a log axis) are not dropped: each is drawn as a red
+/// (grey for <= 0) text mark at the edge of the plot where its mark would be, and counted in
+/// the subtitle. Throws std::invalid_argument when the figure names a column the table lacks.
+std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& figure, const Table& t,
+                                     const std::vector<std::string>& sweep_columns);
+
+}  // namespace normlab

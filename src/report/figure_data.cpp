@@ -1,0 +1,277 @@
+#include "report/figure_data.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+void NonfiniteCount::add(double v) {
+    if (std::isnan(v)) ++nan;
+    else if (v > 0) ++pos_inf;
+    else ++neg_inf;
+}
+
+std::string NonfiniteCount::describe() const {
+    std::string s;
+    auto part = [&](std::size_t n, const char* what) {
+        if (n) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+    };
+    part(nan, "nan");
+    part(pos_inf, "inf");
+    part(neg_inf, "-inf");
+    return s;
+}
+
+namespace {
+
+std::size_t column_index(const Table& t, const std::string& c) {
+    auto it = std::find(t.columns.begin(), t.columns.end(), c);
+    if (it == t.columns.end()) throw std::invalid_argument("figure: the table has no column \"" + c + "\"");
+    return static_cast<std::size_t>(it - t.columns.begin());
+}
+
+std::vector<std::size_t> indices(const Table& t, const std::vector<std::string>& cols) {
+    std::vector<std::size_t> out;
+    for (const auto& c : cols) out.push_back(column_index(t, c));
+    return out;
+}
+
+// Names (data, norm, ...) stand alone; numbers and booleans say which column they are from:
+// "tokens · ln · scale=0.1".
+std::string label(const Table& t, const std::vector<Cell>& row, const std::vector<std::size_t>& cols) {
+    std::string s;
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+        const Cell& c = row[cols[k]];
+        s += k ? kLabelSeparator : "";
+        if (!std::holds_alternative<std::string>(c)) s += t.columns[cols[k]] + "=";
+        s += cell_to_string(c);
+    }
+    return s;
+}
+
+Json cell_json(const Cell& c) {
+    if (auto s = std::get_if<std::string>(&c)) return *s;
+    if (auto d = std::get_if<double>(&c)) return std::isfinite(*d) ? Json(*d) : Json(format_number(*d));
+    if (auto i = std::get_if<long long>(&c)) return *i;
+    return std::get<bool>(c);
+}
+
+// Puts a metric cell into row[field], or null plus a note when it cannot be drawn.
+void place(Json& row, const char* field, const Cell& c, bool log, PlotData& d, std::string& note, bool& nonfinite) {
+    double v = 0;
+    std::string text;
+    if (!cell_number(c, v)) {
+        ++d.missing;
+        text = cell_to_string(c).empty() ? "(empty)" : cell_to_string(c);
+    } else if (!std::isfinite(v)) {
+        d.nonfinite.add(v);
+        nonfinite = true;
+        text = format_number(v);
+    } else if (log && v <= 0) {
+        ++d.not_on_log_axis;
+        text = format_number(v);
+    } else {
+        row[field] = v;
+        return;
+    }
+    row[field] = nullptr;
+    note += (note.empty() ? "" : " .. ") + text;
+}
+
+std::string point_label(const std::vector<Cell>& row, std::size_t point_col, const Table& t,
+                        const std::vector<std::size_t>& sweep_cols) {
+    std::string s = "point " + cell_to_string(row[point_col]) + ":";
+    for (std::size_t k = 0; k < sweep_cols.size(); ++k)
+        s += (k ? ", " : " ") + t.columns[sweep_cols[k]] + " = " + cell_to_string(row[sweep_cols[k]]);
+    return s;
+}
+
+}  // namespace
+
+PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
+    PlotData d;
+    const bool lines = f.kind == FigureKind::lines;
+    const auto cat = indices(t, f.category), ser = indices(t, f.series), pan = indices(t, f.panels);
+    const auto sweep = indices(t, sweep_columns);
+    const std::size_t point = sweep_columns.empty() ? 0 : column_index(t, "point");
+    std::vector<std::string> raw = f.category;
+    if (lines) raw.push_back(f.x);
+    raw.insert(raw.end(), f.series.begin(), f.series.end());
+    raw.insert(raw.end(), f.panels.begin(), f.panels.end());
+    for (const auto& c : raw)
+        if (std::find(d.raw_columns.begin(), d.raw_columns.end(), c) == d.raw_columns.end()) d.raw_columns.push_back(c);
+    const auto raw_idx = indices(t, d.raw_columns);
+    d.has_panel = f.metrics.size() > 1 || !f.panels.empty();
+    d.x_column = f.x;
+    // Metric-major, so that panels (first-seen order) list every panel of one metric together.
+    for (std::size_t m = 0; m < f.metrics.size(); ++m) {
+        const FigureMetric& metric = f.metrics[m];
+        for (const auto& row : t.rows) {
+            Json r = Json::object();
+            for (std::size_t k = 0; k < raw_idx.size(); ++k) r[d.raw_columns[k]] = cell_json(row[raw_idx[k]]);
+            if (!sweep_columns.empty()) {
+                r["point"] = cell_json(row[point]);
+                r["sweep_point"] = point_label(row, point, t, sweep);
+            }
+            std::string note;
+            if (lines) {
+                const Cell& xc = row[column_index(t, f.x)];
+                double x = 0;
+                const bool ok = cell_number(xc, x) && std::isfinite(x) && (!f.x_log || x > 0);
+                r["x_ok"] = ok;
+                if (!ok) {
+                    r[f.x] = nullptr;
+                    d.x_not_on_axis += m == 0;
+                }
+            } else {
+                r["category"] = label(t, row, cat);
+            }
+            if (!ser.empty()) r["series"] = label(t, row, ser);
+            const std::string panel = label(t, row, pan);
+            if (f.metrics.size() > 1) r["panel"] = metric.title + (panel.empty() ? "" : kLabelSeparator + panel);
+            else if (!pan.empty()) r["panel"] = panel;
+            if (r.contains("panel") && std::find(d.panel_order.begin(), d.panel_order.end(), r["panel"]) == d.panel_order.end())
+                d.panel_order.push_back(r["panel"]);
+            r["metric"] = metric.title;
+            bool nonfinite = false;
+            place(r, "value", row[column_index(t, metric.column)], f.log, d, note, nonfinite);
+            if (!metric.column2.empty()) place(r, "value2", row[column_index(t, metric.column2)], f.log, d, note, nonfinite);
+            if (lines && !r["x_ok"].get<bool>())
+                note = (note.empty() ? "" : note + ", ") + f.x + " = " + cell_to_string(row[column_index(t, f.x)]);
+            r["note"] = note.empty() ? Json(nullptr) : Json(note);
+            r["nonfinite"] = nonfinite;
+            d.rows.push_back(std::move(r));
+        }
+    }
+    return d;
+}
+
+namespace {
+
+// Summary of one group of values: max (or min) or mean; a nan anywhere makes it nan.
+struct Accumulator {
+    double sum = 0, lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+    std::size_t n = 0;
+    bool nan = false;
+    Cell missing;  ///< a cell that is not a number, if any
+    bool has_missing = false;
+    void add(const Cell& c) {
+        double v = 0;
+        if (!cell_number(c, v)) {
+            has_missing = true;
+            missing = c;
+            return;
+        }
+        nan = nan || std::isnan(v);
+        sum += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        ++n;
+    }
+    Cell result(const char* how) const {
+        if (has_missing) return missing;
+        if (nan) return std::nan("");
+        if (std::string(how) == "min") return lo;
+        if (std::string(how) == "max") return hi;
+        return sum / static_cast<double>(n);
+    }
+};
+
+}  // namespace
+
+PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns,
+                    const std::string& swept, bool* x_log) {
+    PlotData d;
+    const std::size_t xi = column_index(t, swept);
+    const auto cat = indices(t, f.category), ser = indices(t, f.series);
+    std::vector<std::size_t> others;
+    std::vector<std::string> parts = f.category;
+    parts.insert(parts.end(), f.series.begin(), f.series.end());
+    for (const auto& c : sweep_columns)
+        if (c != swept) {
+            others.push_back(column_index(t, c));
+            parts.push_back(c);
+        }
+    for (const auto& p : parts) d.line_title += (d.line_title.empty() ? "" : kLabelSeparator) + p;
+    if (d.line_title.empty()) d.line_title = "line";
+    d.has_panel = f.metrics.size() > 1;
+    d.x_column = swept;
+    d.raw_columns = {"series", swept};
+
+    // Groups in first-seen order: (line label, x) -> one accumulator per metric end.
+    struct Group {
+        std::string line;
+        double x = 0;
+        std::vector<Accumulator> acc;  // per metric: [low, high] for ranges, [value] otherwise
+    };
+    std::vector<Group> groups;
+    std::map<std::pair<std::string, double>, std::size_t> where;
+    double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
+    for (const auto& row : t.rows) {
+        std::string line;
+        auto add_part = [&](const std::string& s) { line += (line.empty() ? "" : kLabelSeparator) + s; };
+        if (!cat.empty()) add_part(label(t, row, cat));
+        if (!ser.empty()) add_part(label(t, row, ser));
+        for (auto o : others) add_part(t.columns[o] + "=" + cell_to_string(row[o]));
+        if (line.empty()) line = "all rows";
+        double x = 0;
+        cell_number(row[xi], x);  // numeric_column() was checked by the caller
+        xmin = std::min(xmin, x);
+        xmax = std::max(xmax, x);
+        auto key = std::make_pair(line, x);
+        if (!where.count(key)) {
+            where[key] = groups.size();
+            groups.push_back({line, x, std::vector<Accumulator>(2 * f.metrics.size())});
+        }
+        Group& g = groups[where[key]];
+        for (std::size_t m = 0; m < f.metrics.size(); ++m) {
+            g.acc[2 * m].add(row[column_index(t, f.metrics[m].column)]);
+            if (!f.metrics[m].column2.empty()) g.acc[2 * m + 1].add(row[column_index(t, f.metrics[m].column2)]);
+        }
+    }
+    *x_log = xmin > 0 && xmax >= 100 * xmin;
+    const char* how = f.sweep_summary == SweepSummary::max ? "max" : "mean";
+    for (const auto& g : groups)
+        for (std::size_t m = 0; m < f.metrics.size(); ++m) {
+            const bool range = !f.metrics[m].column2.empty();
+            for (int end = 0; end < (range ? 2 : 1); ++end) {
+                Json r = {{"series", g.line}, {swept, g.x}, {"x_ok", true}};
+                if (d.has_panel) {
+                    r["panel"] = f.metrics[m].title;
+                    if (std::find(d.panel_order.begin(), d.panel_order.end(), r["panel"]) == d.panel_order.end())
+                        d.panel_order.push_back(r["panel"]);
+                }
+                r["metric"] = f.metrics[m].title;
+                if (range) r["end"] = end == 0 ? "low" : "high";
+                std::string note;
+                bool nonfinite = false;
+                const Cell v = g.acc[2 * m + end].result(range ? (end == 0 ? "min" : "max") : how);
+                place(r, "value", v, f.log, d, note, nonfinite);
+                r["note"] = note.empty() ? Json(nullptr) : Json(note);
+                r["nonfinite"] = nonfinite;
+                d.rows.push_back(std::move(r));
+            }
+        }
+    return d;
+}
+
+bool numeric_column(const Table& t, const std::string& column) {
+    auto it = std::find(t.columns.begin(), t.columns.end(), column);
+    if (it == t.columns.end()) return false;
+    const std::size_t i = static_cast<std::size_t>(it - t.columns.begin());
+    std::set<double> values;
+    for (const auto& row : t.rows) {
+        double v = 0;
+        if (!cell_number(row[i], v) || !std::isfinite(v)) return false;
+        values.insert(v);
+    }
+    return values.size() >= 2;
+}
+
+}  // namespace normlab

@@ -1,0 +1,59 @@
+#pragma once
+// The data of a figure: the analysis table reshaped into the long format the Vega-Lite specs
+// of report/figure.cpp read (one row per table row and metric), with non-finite values and
+// values a log axis cannot show replaced by a text note and counted.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/figure.hpp"
+
+namespace normlab {
+
+/// Joins the values of several columns into one label: "tokens · ln".
+inline constexpr const char* kLabelSeparator = " \u00b7 ";
+
+/// Counts of non-finite values by kind.
+struct NonfiniteCount {
+    std::size_t nan = 0, pos_inf = 0, neg_inf = 0;
+    void add(double v);
+    std::size_t total() const { return nan + pos_inf + neg_inf; }
+    /// "2 nan, 1 inf" (kinds with a zero count left out).
+    std::string describe() const;
+};
+
+/// Long-format rows, one per (table row, metric). Fields: "category" (bars, ranges) or the x
+/// column (lines) with "x_ok" (false when x cannot sit on the axis), "series", "panel",
+/// "metric", "value" (and "value2" for ranges; null when it cannot be drawn), "note" (the
+/// text drawn instead, or null) and "nonfinite"; with a sweep "point" and "sweep_point" (the
+/// point's label); and the raw category/series/panel columns for tooltips.
+struct PlotData {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    std::vector<std::string> raw_columns;  ///< raw table columns copied into each row
+    bool has_panel = false;                ///< rows carry a "panel" (several metrics or panels)
+    nlohmann::ordered_json panel_order = nlohmann::ordered_json::array();  ///< panels in first-seen order
+    NonfiniteCount nonfinite;              ///< metric values that are nan or +-inf
+    std::size_t not_on_log_axis = 0;       ///< finite metric values <= 0 on a log value axis
+    std::size_t missing = 0;               ///< metric cells that are not numbers (empty, text)
+    std::size_t x_not_on_axis = 0;         ///< lines: rows whose x is non-finite or <= 0 on a log x axis
+    std::string x_column;
+    std::string line_title;                ///< swept figures: what a line's label is made of
+};
+
+/// The rows of the main figure. With `sweep_columns`, the table has a "point" column and each
+/// row is labelled "point 3: norms_ln_eps=0.001, ...".
+PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns);
+
+/// The rows of "metric against `swept`": per line label (category, series and the other swept
+/// columns' values) and value of `swept`, each metric summarised over the point's rows by
+/// f.sweep_summary (ranges: the low end by min, the high end by max, rows tagged "end"). A nan
+/// among the rows makes the summary nan: nothing is dropped. Sets *x_log when every value of
+/// `swept` is > 0 and they span at least a factor 100.
+PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns,
+                    const std::string& swept, bool* x_log);
+
+/// True when `column` exists and every cell is a finite number, with at least two values.
+bool numeric_column(const Table& t, const std::string& column);
+
+}  // namespace normlab

@@ -1,0 +1,64 @@
+#include "report/result.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "report/output.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+Json load_report(const std::filesystem::path& dir) {
+    const auto path = dir / "report.json";
+    if (!is_normlab_result(dir)) throw InputError(path.string() + ": not a normlab result folder (no report.json written by normlab)");
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return Json::parse(ss.str());
+    } catch (const Json::exception& e) {
+        throw InputError(path.string() + ": cannot be parsed: " + e.what());
+    }
+}
+
+std::vector<std::pair<std::string, Table>> result_tables(const Json& report) {
+    std::vector<std::pair<std::string, Table>> out;
+    const auto it = report.find("analyses");
+    if (it == report.end()) return out;
+    if (!it->is_array()) throw InputError("report.json: /analyses is not an array");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const Json& a = (*it)[i];
+        const std::string where = "report.json: /analyses/" + std::to_string(i);
+        if (!a.is_object() || !a.contains("type") || !a["type"].is_string() || !a.contains("rows"))
+            throw InputError(where + ": expected an object with \"type\" and \"rows\"");
+        Table t;
+        try {
+            t = table_from_json(a["rows"]);
+        } catch (const std::invalid_argument& e) {
+            throw InputError(where + "/rows: " + e.what());
+        }
+        const std::string type = a["type"].get<std::string>();
+        auto same = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == type; });
+        if (same == out.end()) {
+            out.push_back({type, std::move(t)});
+        } else if (!t.rows.empty()) {
+            if (same->second.rows.empty()) same->second.columns = t.columns;
+            if (t.columns != same->second.columns) throw InputError(where + ": columns differ from the earlier " + type + " rows");
+            same->second.append(t);
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> sweep_columns(const Json& report) {
+    std::vector<std::string> out;
+    if (!report.contains("sweep") || !report["sweep"].contains("columns")) return out;
+    for (const auto& c : report["sweep"]["columns"])
+        if (c.is_string()) out.push_back(c.get<std::string>());
+    return out;
+}
+
+}  // namespace normlab

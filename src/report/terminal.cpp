@@ -1,0 +1,118 @@
+#include "report/terminal.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+// Display width in code points (UTF-8 continuation bytes do not count).
+std::size_t width(const std::string& s) {
+    std::size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
+
+std::string column_list(const Table& t) {
+    std::string s;
+    for (const auto& c : t.columns) s += (s.empty() ? "" : ", ") + c;
+    return s;
+}
+
+std::size_t find_column(const Table& t, const std::string& name, const char* option) {
+    auto it = std::find(t.columns.begin(), t.columns.end(), name);
+    if (it == t.columns.end())
+        throw InputError(std::string(option) + ": no column \"" + name + "\" (columns: " + column_list(t) + ")");
+    return static_cast<std::size_t>(it - t.columns.begin());
+}
+
+bool parse_double(const std::string& s, double& out) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    return end == s.c_str() + s.size();
+}
+
+std::string display(const Cell& c, bool full) {
+    double v = 0;
+    if (cell_number(c, v)) return std::holds_alternative<long long>(c) || full ? cell_to_string(c) : format_number_short(v);
+    std::string s = cell_to_string(c);
+    if (!full && width(s) > kTerminalTextWidth) {
+        std::size_t keep = 0, seen = 0;
+        while (keep < s.size() && seen < kTerminalTextWidth - 3) {
+            ++keep;
+            while (keep < s.size() && (static_cast<unsigned char>(s[keep]) & 0xC0) == 0x80) ++keep;
+            ++seen;
+        }
+        s = s.substr(0, keep) + "...";
+    }
+    return s;
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> parse_where(const std::string& text) {
+    const auto eq = text.find('=');
+    if (eq == std::string::npos || eq == 0)
+        throw InputError("--where " + text + ": expected COLUMN=VALUE (e.g. norm=ln)");
+    return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+bool cell_matches(const Cell& c, const std::string& value) {
+    if (cell_to_string(c) == value) return true;
+    double a = 0, b = 0;
+    return cell_number(c, a) && parse_double(value, b) && a == b;
+}
+
+std::string terminal_table(const Table& t, const TerminalTableOptions& o) {
+    std::vector<std::size_t> cols;
+    if (o.columns.empty())
+        for (std::size_t i = 0; i < t.columns.size(); ++i) cols.push_back(i);
+    for (const auto& c : o.columns) cols.push_back(find_column(t, c, "--columns"));
+    std::vector<std::pair<std::size_t, std::string>> where;
+    for (const auto& [c, v] : o.where) where.push_back({find_column(t, c, "--where"), v});
+
+    std::vector<std::vector<std::string>> cells;
+    std::vector<bool> numeric(cols.size(), true);
+    for (const auto& row : t.rows) {
+        if (!std::all_of(where.begin(), where.end(), [&](const auto& w) { return cell_matches(row[w.first], w.second); }))
+            continue;
+        std::vector<std::string> line;
+        for (std::size_t k = 0; k < cols.size(); ++k) {
+            double v = 0;
+            if (!cell_number(row[cols[k]], v)) numeric[k] = false;
+            line.push_back(display(row[cols[k]], o.full));
+        }
+        cells.push_back(std::move(line));
+    }
+    std::vector<std::size_t> w(cols.size());
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+        w[k] = width(t.columns[cols[k]]);
+        for (const auto& line : cells) w[k] = std::max(w[k], width(line[k]));
+    }
+    auto pad = [&](const std::string& s, std::size_t k) {
+        const std::string fill(w[k] - width(s), ' ');
+        return numeric[k] ? fill + s : s + fill;
+    };
+    std::string out;
+    auto emit = [&](const std::vector<std::string>& line) {
+        std::string s;
+        for (std::size_t k = 0; k < line.size(); ++k) s += (k ? "  " : "") + pad(line[k], k);
+        while (!s.empty() && s.back() == ' ') s.pop_back();
+        out += s + "\n";
+    };
+    std::vector<std::string> head, rule;
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+        head.push_back(t.columns[cols[k]]);
+        rule.push_back(std::string(w[k], '-'));
+    }
+    emit(head);
+    emit(rule);
+    for (const auto& line : cells) emit(line);
+    return out;
+}
+
+}  // namespace normlab
