@@ -10,6 +10,7 @@
 #include "run/bench.hpp"
 #include "run/listing.hpp"
 #include "run/merge.hpp"
+#include "run/report_command.hpp"
 #include "run/run_command.hpp"
 #include "run/safety.hpp"
 #include "run/shapes_command.hpp"
@@ -100,6 +101,20 @@ int main(int argc, char** argv) {
     merge_cmd->add_option("dirs", merge_dirs, "shard folders")->required();
     merge_cmd->add_flag("--force", merge_force, "replace an output folder that does not hold a normlab result");
 
+    std::string report_dir;
+    auto* report_cmd = app.add_subcommand("report", "write report.html and figures/*.vl.json for an existing result folder");
+    report_cmd->add_option("dir", report_dir, "result folder (of run or merge)")->required();
+
+    ShowOptions show;
+    std::string show_dir, show_columns;
+    std::vector<std::string> show_where;
+    auto* show_cmd = app.add_subcommand("show", "print a result's tables aligned for the terminal");
+    show_cmd->add_option("dir", show_dir, "result folder")->required();
+    show_cmd->add_option("analysis", show.analysis, "one analysis type (default: every table)");
+    show_cmd->add_option("--columns", show_columns, "comma-separated columns to print, in this order");
+    show_cmd->add_option("--where", show_where, "keep rows whose COLUMN equals VALUE: COLUMN=VALUE (repeatable)");
+    show_cmd->add_flag("--full", show.table.full, "numbers in full (default: 6 significant digits) and long text uncut");
+
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
     std::string bench_norms, bench_threads;
@@ -175,6 +190,14 @@ int main(int argc, char** argv) {
             std::cout << run_bench(bench);
         } else if (*merge_cmd) {
             merge_results(merge_out, merge_dirs, merge_force);
+        } else if (*report_cmd) {
+            for (const auto& p : write_report(report_dir)) std::cout << p.string() << "\n";
+        } else if (*show_cmd) {
+            std::stringstream ss(show_columns);
+            std::string col;
+            while (std::getline(ss, col, ',')) show.table.columns.push_back(col);
+            for (const auto& w : show_where) show.table.where.push_back(parse_where(w));
+            std::cout << show_result(show_dir, show);
         }
     } catch (const InputError& e) {
         std::cerr << "normlab: error: " << e.what() << '\n';

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run/report_command.hpp"
 #include "report/output.hpp"
 #include "tensor/errors.hpp"
 
@@ -149,6 +150,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     merged["analyses"] = analyses;
     merged["files"] = files;
     merged["timings_ms"] = {{"analyses", timings}};
+    for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");
     folder.commit();
 }

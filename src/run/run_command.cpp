@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "analysis/analysis.hpp"
+#include "run/report_command.hpp"
 #include "run/safety.hpp"
 #include "config/config.hpp"
 #include "config/sweep.hpp"
@@ -453,6 +454,7 @@ void run_config(const RunOptions& o) {
     report["analyses"] = analyses;
     report["files"] = files;
     report["timings_ms"] = {{"analyses", timings}, {"total", ms_since(t0)}};
+    for (const auto& [rel, bytes] : add_report_files(report)) folder.write(rel, bytes);
     folder.write("report.json", report.dump(2) + "\n");
     folder.commit();
     if (!o.quiet) {

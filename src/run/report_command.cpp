@@ -1,0 +1,84 @@
+#include "run/report_command.hpp"
+
+#include <algorithm>
+
+#include "analysis/analysis.hpp"
+#include "report/output.hpp"
+#include "report/result.hpp"
+#include "tensor/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<ReportSection> report_sections(const Json& report) {
+    std::vector<ReportSection> out;
+    const auto sweep = sweep_columns(report);
+    for (auto& [type, table] : result_tables(report)) {
+        ReportSection s;
+        s.analysis = type;
+        s.table = std::move(table);
+        if (!sweep.empty()) s.lead_columns.push_back("point");
+        s.lead_columns.insert(s.lead_columns.end(), sweep.begin(), sweep.end());
+        if (const AnalysisType* a = find_analysis(type)) {
+            s.summary = a->summary;
+            const auto cols = a->figure.columns();
+            s.lead_columns.insert(s.lead_columns.end(), cols.begin(), cols.end());
+            if (!s.table.rows.empty()) s.figures = figure_specs(type, a->figure, s.table, sweep);
+        } else {
+            s.summary = "an analysis this normlab does not know: its table only, no figure";
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> add_report_files(Json& report) {
+    auto files = report_files(report, report_sections(report));
+    if (!report.contains("files") || !report["files"].is_array()) report["files"] = Json::array();
+    for (const auto& f : files)
+        if (std::find(report["files"].begin(), report["files"].end(), Json(f.first)) == report["files"].end())
+            report["files"].push_back(f.first);
+    return files;
+}
+
+std::vector<fs::path> write_report(const fs::path& dir) {
+    Json report = load_report(dir);
+    std::vector<fs::path> written;
+    for (const auto& [rel, bytes] : add_report_files(report)) {
+        write_file_atomic(dir / rel, bytes);
+        written.push_back(dir / rel);
+    }
+    write_file_atomic(dir / "report.json", report.dump(2) + "\n");  // lists the new files
+    return written;
+}
+
+std::string show_result(const fs::path& dir, const ShowOptions& o) {
+    const Json report = load_report(dir);
+    auto tables = result_tables(report);
+    if (!o.analysis.empty()) {
+        auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& p) { return p.first == o.analysis; });
+        if (it == tables.end()) {
+            std::string have;
+            for (const auto& p : tables) have += (have.empty() ? "" : ", ") + p.first;
+            throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result (it has: " +
+                             (have.empty() ? "none" : have) + ")");
+        }
+        tables = {*it};
+    }
+    std::string out;
+    for (const auto& [type, table] : tables) {
+        out += "== " + type + " (" + std::to_string(table.rows.size()) + " rows, " + (dir / (type + ".csv")).string() + ")\n";
+        out += terminal_table(table, o.table);
+        const fs::path fig = dir / "figures" / (type + ".vl.json");
+        out += "figure: " + (fs::exists(fig) ? fig.string() : fig.string() + " (not written yet: normlab report " + dir.string() + ")");
+        out += "\n\n";
+    }
+    const fs::path html = dir / "report.html";
+    out += fs::exists(html) ? "report: " + html.string() + "\n" : "no report.html yet: normlab report " + dir.string() + "\n";
+    return out;
+}
+
+}  // namespace normlab
