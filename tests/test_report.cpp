@@ -1,0 +1,247 @@
+// report.html and its pieces: figures declared by the analyses, Vega-Lite specs (non-finite
+// values kept and counted, sweeps faceted), the page, and terminal tables.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "analysis/analysis.hpp"
+#include "report/assets.hpp"
+#include "report/figure.hpp"
+#include "report/html.hpp"
+#include "report/terminal.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// The data values of a spec (faceted or not) and its first layer list.
+const Json& values(const Json& spec) { return spec.at("data").at("values"); }
+const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
+
+Table small_table() {
+    Table t;
+    t.columns = {"data", "norm", "eps", "max_abs_diff", "shape"};
+    t.add_row({std::string("x"), std::string("ln"), 1e-5, 0.5, std::string("[4,8,16]")});
+    t.add_row({std::string("x"), std::string("bn"), 1e-5, std::nan(""), std::string("[4,8,16]")});
+    t.add_row({std::string("y"), std::string("ln"), 1e-3, HUGE_VAL, std::string("[2,3]")});
+    return t;
+}
+
+Figure bars_figure() {
+    Figure f;
+    f.title = "difference";
+    f.category = {"data", "norm"};
+    f.metrics = {{"max_abs_diff", "max |diff|"}};
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("every registered analysis declares a figure that reads only its own columns") {
+    REQUIRE(analysis_types().size() >= 10);
+    for (const auto& a : analysis_types()) {
+        CAPTURE(a.name);
+        const Figure& f = a.figure;
+        CHECK_FALSE(f.title.empty());
+        REQUIRE_FALSE(f.metrics.empty());
+        for (const auto& c : f.columns()) {
+            CAPTURE(c);
+            CHECK(has(a.columns, c));
+        }
+        if (f.kind == FigureKind::lines) CHECK_FALSE(f.x.empty());
+        else CHECK_FALSE(f.category.empty());
+        for (const auto& m : f.metrics) CHECK((f.kind == FigureKind::ranges) == !m.column2.empty());
+    }
+}
+
+TEST_CASE("table_from_json reads back table_to_json, non-finite values included") {
+    const Table t = small_table();
+    const Table back = table_from_json(table_to_json(t));
+    REQUIRE(back.columns == t.columns);
+    REQUIRE(back.rows.size() == 3);
+    CHECK(std::get<std::string>(back.rows[0][4]) == "[4,8,16]");
+    CHECK(std::isnan(std::get<double>(back.rows[1][3])));
+    CHECK(std::get<double>(back.rows[2][3]) == HUGE_VAL);
+    CHECK(std::get<double>(back.rows[0][2]) == 1e-5);
+    CHECK_THROWS_AS(table_from_json(Json::parse(R"([{"a": 1}, {"b": 2}])")), std::invalid_argument);
+    CHECK_THROWS_AS(table_from_json(Json::parse(R"([{"a": null}])")), std::invalid_argument);
+}
+
+TEST_CASE("figure specs keep non-finite values: drawn as notes and counted in the subtitle") {
+    const auto specs = figure_specs("demo", bars_figure(), small_table(), {});
+    REQUIRE(specs.size() == 1);
+    const Json& s = specs[0].spec;
+    CHECK(specs[0].name == "demo");
+    CHECK(s["$schema"].get<std::string>().find("vega-lite") != std::string::npos);
+    const std::string subtitle = s["title"]["subtitle"].get<std::string>();
+    CHECK(subtitle.find("2 non-finite value(s) (1 nan, 1 inf)") != std::string::npos);
+    const Json& v = values(s);
+    REQUIRE(v.size() == 3);
+    CHECK(v[0]["value"] == 0.5);
+    CHECK(v[0]["note"].is_null());
+    CHECK(v[1]["value"].is_null());
+    CHECK(v[1]["note"] == "nan");
+    CHECK(v[1]["nonfinite"] == true);
+    CHECK(v[2]["note"] == "inf");
+    // Labels join the columns that vary; the note layer draws the text where the bar would be.
+    CHECK(v[0]["category"] == "x \u00b7 ln");
+    CHECK(layers(s).size() == 2);
+    CHECK(layers(s)[1]["mark"]["type"] == "text");
+}
+
+TEST_CASE("figure specs: values <= 0 on a log axis are notes too; an unknown column is an error") {
+    Figure f = bars_figure();
+    f.log = true;
+    Table t = small_table();
+    t.rows[0][3] = 0.0;
+    const Json s = figure_specs("demo", f, t, {})[0].spec;
+    CHECK(s["title"]["subtitle"].get<std::string>().find("1 value(s) <= 0") != std::string::npos);
+    CHECK(values(s)[0]["note"] == "0");
+    CHECK(values(s)[0]["nonfinite"] == false);
+    f.metrics = {{"no_such_column", "?"}};
+    CHECK_THROWS_AS(figure_specs("demo", f, t, {}), std::invalid_argument);
+}
+
+TEST_CASE("figure specs: lines put rows whose x cannot sit on a log axis at the left edge") {
+    Figure f;
+    f.title = "against eps";
+    f.kind = FigureKind::lines;
+    f.x = "eps";
+    f.x_log = true;
+    f.series = {"norm"};
+    f.metrics = {{"max_abs_diff", "max |diff|"}};
+    Table t = small_table();
+    t.rows[0][2] = 0.0;
+    const Json s = figure_specs("demo", f, t, {})[0].spec;
+    CHECK(values(s)[0]["x_ok"] == false);
+    CHECK(values(s)[0]["note"] == "eps = 0");
+    CHECK(s["title"]["subtitle"].get<std::string>().find("1 row(s) with eps not on the log x axis") != std::string::npos);
+    CHECK(layers(s)[0]["mark"]["type"] == "line");
+}
+
+TEST_CASE("a swept figure has one labelled panel row per point and metric-against-swept-value figures") {
+    // Four points with identical rows: each must be told apart by its label.
+    Table t;
+    t.columns = {"point", "norms_ln_eps", "tag", "data", "norm", "max_abs_diff"};
+    const double eps[] = {1e-7, 1e-5, 1e-3, 1e-1};
+    for (int p = 0; p < 4; ++p)
+        for (const char* norm : {"ln", "bn"})
+            t.add_row({static_cast<long long>(p), eps[p], std::string(p % 2 ? "a" : "b"), std::string("x"),
+                       std::string(norm), 0.25});
+    const auto specs = figure_specs("demo", bars_figure(), t, {"norms_ln_eps", "tag"});
+    REQUIRE(specs.size() == 2);  // "tag" is not numeric: no figure against it
+    const Json& main = specs[0].spec;
+    REQUIRE(main.contains("facet"));
+    CHECK(main["facet"]["row"]["field"] == "sweep_point");
+    std::set<std::string> labels;
+    for (const auto& r : values(main)) labels.insert(r["sweep_point"].get<std::string>());
+    CHECK(labels.size() == 4);
+    CHECK(labels.count("point 2: norms_ln_eps = 0.001, tag = b") == 1);
+
+    CHECK(specs[1].name == "demo_vs_norms_ln_eps");
+    const Json& vs = specs[1].spec;
+    CHECK(layers(vs)[0]["mark"]["type"] == "line");
+    CHECK(layers(vs)[0]["encoding"]["x"]["field"] == "norms_ln_eps");
+    CHECK(layers(vs)[0]["encoding"]["x"]["scale"]["type"] == "log");  // 1e-7..1e-1 spans 6 decades
+    // One line per norm and value of the other swept column, one point per swept value.
+    std::set<std::string> lines;
+    for (const auto& r : values(vs)) lines.insert(r["series"].get<std::string>());
+    CHECK(lines == std::set<std::string>{"ln \u00b7 tag=b", "bn \u00b7 tag=b", "ln \u00b7 tag=a", "bn \u00b7 tag=a"});
+    CHECK(values(vs).size() == 8);
+}
+
+TEST_CASE("a swept summary is the max over the point's rows, and nan when any row is nan") {
+    Table t;
+    t.columns = {"point", "b", "data", "norm", "max_abs_diff"};
+    t.add_row({0LL, 1.0, std::string("x"), std::string("ln"), 0.5});
+    t.add_row({0LL, 1.0, std::string("x"), std::string("ln"), 0.75});
+    t.add_row({1LL, 2.0, std::string("x"), std::string("ln"), 0.5});
+    t.add_row({1LL, 2.0, std::string("x"), std::string("ln"), std::nan("")});
+    const auto specs = figure_specs("demo", bars_figure(), t, {"b"});
+    REQUIRE(specs.size() == 2);
+    const Json& v = values(specs[1].spec);
+    REQUIRE(v.size() == 2);
+    CHECK(v[0]["value"] == 0.75);
+    CHECK(v[1]["note"] == "nan");
+}
+
+TEST_CASE("embedded Vega builds: present, versioned, and safe inside a script element") {
+    for (const auto& s : {vega_script(), vega_lite_script(), vega_embed_script()}) {
+        CHECK(s.js.size() > 10000);
+        CHECK_FALSE(s.version.empty());
+        std::string lower(s.js);
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        CHECK(lower.find("</script") == std::string::npos);
+    }
+    CHECK(vega_script().js.find("vega") != std::string_view::npos);
+    CHECK(vega_embed_script().js.find("vegaEmbed") != std::string_view::npos);
+}
+
+TEST_CASE("report.html: scripts, escaped config, data summary and marked non-finite cells") {
+    Json report = Json::parse(R"({"tool": "normlab", "normlab_version": "0.1.0", "name": "demo", "seed": 0,
+        "dtype": "float32", "config": {"name": "demo", "data": {"<b>x</b>": {"source": "values"}}},
+        "data": {"x": {"source": "values", "shape": [2, 3], "channel_axis": 1, "has_mask": true,
+                       "pad_fraction": 0.25, "nonfinite_values": 3}}})");
+    ReportSection s;
+    s.analysis = "demo";
+    s.summary = "a demo & more";
+    s.table = small_table();
+    s.lead_columns = {"max_abs_diff"};
+    s.figures = figure_specs("demo", bars_figure(), s.table, {});
+    // A string that would end the script element if written raw.
+    s.figures[0].spec["description"] = "</script><script>alert(1)</script>";
+    const std::string html = report_html(report, {s});
+    CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+    CHECK(html.find(std::string(vega_embed_script().js.substr(0, 200))) != std::string::npos);
+    CHECK(html.find("&lt;b&gt;x&lt;/b&gt;") != std::string::npos);
+    CHECK(html.find("<b>x</b>") == std::string::npos);
+    CHECK(html.find("alert(1)</script>") == std::string::npos);
+    CHECK(html.find("\\u003c/script>\\u003cscript>alert(1)") != std::string::npos);
+    CHECK(html.find("a demo &amp; more") != std::string::npos);
+    CHECK(html.find("id=\"fig-demo\"") != std::string::npos);
+    CHECK(html.find("2 non-finite cell(s)") != std::string::npos);
+    CHECK(html.find("<td class=\"num nonfinite\" data-v=\"nan\" title=\"nan\">nan</td>") != std::string::npos);
+    CHECK(html.find("<td>[4,8,16]</td>") != std::string::npos);
+    // The lead column comes first in the table header.
+    CHECK(html.find("<thead><tr><th>max_abs_diff</th><th>data</th>") != std::string::npos);
+    CHECK(html.find("\"shape\": [2, 3]") == std::string::npos);  // config has no shape; data row has
+    CHECK(html.find("<td>[2,3]</td>") != std::string::npos);
+    CHECK(html.find("<td class=\"num nonfinite\" data-v=\"3\">3</td>") != std::string::npos);
+
+    const auto files = report_files(report, {s});
+    REQUIRE(files.size() == 2);
+    CHECK(files[0].first == "figures/demo.vl.json");
+    CHECK(Json::parse(files[0].second)["title"]["text"] == "demo: difference");
+    CHECK(files[1].first == "report.html");
+}
+
+TEST_CASE("terminal tables: aligned, 6 significant digits unless full, quoted cells whole") {
+    Table t = small_table();
+    t.rows[0][3] = 0.123456789;
+    TerminalTableOptions o;
+    const std::string text = terminal_table(t, o);
+    // Numbers right-aligned under their header, text left-aligned.
+    CHECK(text.find("data  norm    eps  max_abs_diff  shape\n----  ----  -----  ------------  --------\n"
+                    "x     ln    1e-05      0.123457  [4,8,16]\n") == 0);
+    CHECK(text.find("0.123457") != std::string::npos);
+    CHECK(text.find("0.123456789") == std::string::npos);
+    CHECK(text.find("[4,8,16]") != std::string::npos);
+    CHECK(text.find("x     bn    1e-05           nan  [4,8,16]\n") != std::string::npos);
+    o.full = true;
+    CHECK(terminal_table(t, o).find("0.123456789") != std::string::npos);
+
+    o.columns = {"norm", "shape"};
+    o.where = {parse_where("eps=0.00001")};  // matches 1e-05 by value
+    CHECK(terminal_table(t, o) == "norm  shape\n----  --------\nln    [4,8,16]\nbn    [4,8,16]\n");
+    o.where = {parse_where("shape=[2,3]")};
+    CHECK(terminal_table(t, o) == "norm  shape\n----  -----\nln    [2,3]\n");
+    o.columns = {"nope"};
+    CHECK_THROWS_AS(terminal_table(t, o), InputError);
+    CHECK_THROWS_AS(parse_where("novalue"), InputError);
+}
