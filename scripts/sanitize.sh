@@ -18,6 +18,7 @@ build_only=0
 packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev
           ${NORMLAB_EXTRA_PACKAGES:-})
 "$root/scripts/install_packages.sh" "${packages[@]}"
+"$root/scripts/install_npm_packages.sh"
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # -O1 with line tables (-g1): readable stack traces at a fraction of -O0 -g's cost.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages normlab needs (only the missing ones) and builds it in
+# Installs the Debian 12 packages normlab needs (only the missing ones) and the npm packages
+# report.html embeds (npm ci, pinned by src/report/vega/package-lock.json), then builds it in
 # Release into build/. Idempotent: a second run only re-runs the incremental build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev)
 
 "$root/scripts/install_packages.sh" "${packages[@]}"
+"$root/scripts/install_npm_packages.sh"
 
 build="${NORMLAB_BUILD_DIR:-$root/build}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
