@@ -164,12 +164,12 @@ AnalysisType epsilon_analysis() {
     a.columns = {"data", "norm", "type", "dtype", "eps", "scale", "mean_abs_xhat", "std_err_mean",
                  "std_err_max", "max_abs_diff_vs_eps0", "frac_var_below_10eps", "max_rel_diff_vs_eps0",
                  "num_groups", "zero_var_groups", "nonfinite_count", "eps_in_dtype", "stats_overflow_groups"};
-    a.figure.title = "max over groups of |std(x_hat) - 1| against eps, one line per norm and input scale";
+    a.figure.title = "max over groups of |std(x_hat) - 1| against eps: a panel per norm, a line per input scale";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "eps";
     a.figure.x_log = true;
-    a.figure.series = {"norm", "scale"};
-    a.figure.panels = {"data", "dtype"};
+    a.figure.series = {"scale"};
+    a.figure.panels = {"data", "dtype", "norm"};
     a.figure.metrics = {{"std_err_max", "max |std(x_hat) - 1|"}};
     a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { read_options(s); };

@@ -46,8 +46,16 @@ Json nominal(const std::string& field, const std::string& title) {
 }
 
 Json quantitative(const std::string& field, const std::string& title, bool log) {
-    Json j = {{"field", field}, {"type", "quantitative"}, {"title", title}};
-    if (log) j["scale"] = {{"type", "log"}};
+    Json j = {{"field", field}, {"type", "quantitative"}};
+    j["title"] = title.empty() ? Json(nullptr) : Json(title);
+    j["axis"] = {{"format", "~g"}};  // 2e-9 rather than 0.000000002
+    if (log) {
+        j["scale"] = {{"type", "log"}};
+        // 1e-06 rather than 0.000001, and no labels printed over each other.
+        j["axis"] = {{"labelExpr", "abs(datum.value) < 1e-3 || abs(datum.value) >= 1e5 ? format(datum.value, '.0e') : "
+                                   "format(datum.value, '~g')"},
+                     {"labelOverlap", "greedy"}, {"tickCount", 5}};
+    }
     return j;
 }
 
@@ -87,7 +95,12 @@ Json tooltip(const std::vector<std::string>& raw, bool range) {
 Json layers(const Figure& f, const PlotData& d, const std::string& value_title) {
     Json L = Json::array();
     const bool has_series = !f.series.empty();
-    const Json color = has_series ? nominal("series", joined_title(f.series)) : Json();
+    Json color;
+    if (has_series) {
+        color = nominal("series", joined_title(f.series));
+        color["scale"] = {{"scheme", "tableau10"}};
+        color["legend"] = {{"labelLimit", 400}};
+    }
     if (f.kind == FigureKind::lines) {
         Json enc = {{"x", quantitative(f.x, f.x, f.x_log)}, {"y", quantitative("value", value_title, f.log)}};
         if (has_series) enc["color"] = color;
@@ -99,9 +112,15 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         if (any_note(d, true, false))
             L.push_back(note_layer({{"x", quantitative(f.x, f.x, f.x_log)}, {"y", top}},
                                    "datum.note != null && datum.x_ok"));
-        if (any_note(d, false, true))
-            L.push_back(note_layer({{"x", left}, {"y", quantitative("value", value_title, f.log)}},
-                                   "datum.note != null && !datum.x_ok && datum.value != null"));
+        if (any_note(d, false, true)) {  // a grey triangle at the left edge, at its value
+            Json edge = {{"x", left}, {"y", quantitative("value", value_title, f.log)}};
+            edge["tooltip"] = Json::array({{{"field", "note"}, {"title", "not on the x axis"}},
+                                           {{"field", "value"}, {"format", ".6g"}}});
+            if (has_series) edge["color"] = color;
+            L.push_back({{"transform", Json::array({{{"filter", "datum.note != null && !datum.x_ok && datum.value != null"}}})},
+                         {"mark", {{"type", "point"}, {"shape", "triangle-left"}, {"filled", true}, {"size", 50}}},
+                         {"encoding", edge}});
+        }
         if (any_note(d, false, false))
             L.push_back(note_layer({{"x", left}, {"y", top}}, "datum.note != null && !datum.x_ok && datum.value == null"));
         return L;
@@ -109,7 +128,7 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
     Json y = nominal("category", joined_title(f.category));
     y["axis"] = {{"labelLimit", 320}};
     Json base = {{"y", y}};
-    if (has_series) base["yOffset"] = nominal("series", joined_title(f.series));
+    if (has_series && d.grouped) base["yOffset"] = nominal("series", joined_title(f.series));
     Json enc = base;
     enc["x"] = quantitative("value", value_title, f.log);
     if (has_series) enc["color"] = color;
@@ -145,7 +164,7 @@ std::string subtitle_counts(const PlotData& d) {
              " value(s) <= 0, not on the log axis: grey text";
     if (d.x_not_on_axis > 0)
         s += std::string(s.empty() ? "" : "; ") + std::to_string(d.x_not_on_axis) + " row(s) with " + d.x_column +
-             " not on the log x axis (<= 0 or non-finite): at the left edge";
+             " not on the log x axis (<= 0 or non-finite): triangles (or text) at the left edge";
     return s;
 }
 
@@ -159,7 +178,7 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};
     Json inner = {{"layer", layers(f, d, value_title)}};
-    inner["width"] = f.kind == FigureKind::lines ? 300 : 260;
+    inner["width"] = f.kind == FigureKind::lines ? (d.has_panel ? 240 : 300) : 260;
     if (f.kind == FigureKind::lines) inner["height"] = 200;
     else inner["height"] = {{"step", f.series.empty() ? 16 : 10}};
     const bool panels = d.has_panel;
@@ -167,13 +186,17 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
         for (auto& [k, v] : inner.items()) spec[k] = v;
         return spec;
     }
-    Json facet = Json::object();
     const Json header = {{"labelAngle", 0}, {"labelAnchor", "start"}, {"labelOrient", "top"},
                          {"labelFontWeight", "bold"}, {"labelLimit", 600}, {"title", nullptr}};
-    if (swept) facet["row"] = {{"field", "sweep_point"}, {"type", "nominal"},
-                               {"sort", {{"field", "point"}, {"op", "min"}}}, {"header", header}};
-    if (panels) facet["column"] = {{"field", "panel"}, {"type", "nominal"}, {"sort", d.panel_order}, {"header", header}};
-    spec["facet"] = facet;
+    const Json panel = {{"field", "panel"}, {"type", "nominal"}, {"sort", d.panel_order}, {"header", header}};
+    if (!swept) {  // panels only: wrapped, three to a row
+        spec["facet"] = panel;
+        spec["columns"] = 3;
+    } else {       // one row per sweep point, one column per panel
+        spec["facet"] = {{"row", {{"field", "sweep_point"}, {"type", "nominal"},
+                                  {"sort", {{"field", "point"}, {"op", "min"}}}, {"header", header}}}};
+        if (panels) spec["facet"]["column"] = panel;
+    }
     spec["spec"] = inner;
     if (independent_values) {
         const char* axis = f.kind == FigureKind::lines ? "y" : "x";
@@ -197,11 +220,14 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
     std::string title = analysis + ": " + what + " against " + swept + " (" + how + " over each point's rows" +
                         (f.kind == FigureKind::ranges ? "; ranges: min of the low end, max of the high end" : "") +
                         ")";
-    Json spec = assemble(g, d, title, d.has_panel ? "value" : f.metrics.front().title, false, true);
+    Json spec = assemble(g, d, title, d.has_panel ? "" : f.metrics.front().title, false, true);
     // The line label names its parts: category, series and the other swept columns.
     auto& layer0 = spec.contains("spec") ? spec["spec"]["layer"][0] : spec["layer"][0];
     layer0["encoding"]["color"]["title"] = d.line_title;
-    if (f.kind == FigureKind::ranges) layer0["encoding"]["strokeDash"] = nominal("end", "range end");
+    if (f.kind == FigureKind::ranges) {
+        layer0["encoding"]["strokeDash"] = nominal("end", "range end");
+        layer0["encoding"]["strokeDash"]["legend"] = {{"symbolType", "stroke"}};
+    }
     return {analysis + "_vs_" + swept, spec};
 }
 
@@ -216,7 +242,8 @@ std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& 
     std::vector<FigureSpec> out;
     const bool swept = !sweep_columns.empty();
     const PlotData d = plot_rows(figure, t, sweep_columns);
-    const std::string value_title = figure.metrics.size() == 1 ? figure.metrics.front().title : "value";
+    // Several metrics: each panel's header names its metric.
+    const std::string value_title = figure.metrics.size() == 1 ? figure.metrics.front().title : "";
     std::string title = analysis + ": " + figure.title;
     if (swept) title += " (one row of panels per sweep point)";
     out.push_back({analysis, assemble(figure, d, title, value_title, swept, figure.metrics.size() > 1)});

@@ -42,6 +42,18 @@ std::vector<std::size_t> indices(const Table& t, const std::vector<std::string>&
     return out;
 }
 
+// The columns of a label that vary over the table: a part with one value everywhere (the only
+// data, step=1) says nothing and crowds the axis. All of them when none varies.
+std::vector<std::size_t> varying(const Table& t, const std::vector<std::size_t>& cols) {
+    std::vector<std::size_t> out;
+    for (auto c : cols) {
+        std::set<std::string> values;
+        for (const auto& row : t.rows) values.insert(cell_to_string(row[c]));
+        if (values.size() > 1) out.push_back(c);
+    }
+    return out.empty() ? cols : out;
+}
+
 // Names (data, norm, ...) stand alone; numbers and booleans say which column they are from:
 // "tokens · ln · scale=0.1".
 std::string label(const Table& t, const std::vector<Cell>& row, const std::vector<std::size_t>& cols) {
@@ -97,7 +109,8 @@ std::string point_label(const std::vector<Cell>& row, std::size_t point_col, con
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
     PlotData d;
     const bool lines = f.kind == FigureKind::lines;
-    const auto cat = indices(t, f.category), ser = indices(t, f.series), pan = indices(t, f.panels);
+    const auto cat = varying(t, indices(t, f.category)), ser = varying(t, indices(t, f.series));
+    const auto pan = varying(t, indices(t, f.panels));
     const auto sweep = indices(t, sweep_columns);
     const std::size_t point = sweep_columns.empty() ? 0 : column_index(t, "point");
     std::vector<std::string> raw = f.category;
@@ -109,6 +122,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     const auto raw_idx = indices(t, d.raw_columns);
     d.has_panel = f.metrics.size() > 1 || !f.panels.empty();
     d.x_column = f.x;
+    std::map<std::string, std::set<std::string>> series_of;  // category -> its series labels
     // Metric-major, so that panels (first-seen order) list every panel of one metric together.
     for (std::size_t m = 0; m < f.metrics.size(); ++m) {
         const FigureMetric& metric = f.metrics[m];
@@ -132,7 +146,14 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             } else {
                 r["category"] = label(t, row, cat);
             }
-            if (!ser.empty()) r["series"] = label(t, row, ser);
+            if (!ser.empty()) {
+                r["series"] = label(t, row, ser);
+                if (!lines) {
+                    auto& seen = series_of[r["category"].get<std::string>()];
+                    seen.insert(r["series"].get<std::string>());
+                    d.grouped = d.grouped || seen.size() > 1;
+                }
+            }
             const std::string panel = label(t, row, pan);
             if (f.metrics.size() > 1) r["panel"] = metric.title + (panel.empty() ? "" : kLabelSeparator + panel);
             else if (!pan.empty()) r["panel"] = panel;
@@ -189,16 +210,12 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
                     const std::string& swept, bool* x_log) {
     PlotData d;
     const std::size_t xi = column_index(t, swept);
-    const auto cat = indices(t, f.category), ser = indices(t, f.series);
-    std::vector<std::size_t> others;
-    std::vector<std::string> parts = f.category;
-    parts.insert(parts.end(), f.series.begin(), f.series.end());
+    std::vector<std::string> names = f.category;
+    names.insert(names.end(), f.series.begin(), f.series.end());
     for (const auto& c : sweep_columns)
-        if (c != swept) {
-            others.push_back(column_index(t, c));
-            parts.push_back(c);
-        }
-    for (const auto& p : parts) d.line_title += (d.line_title.empty() ? "" : kLabelSeparator) + p;
+        if (c != swept) names.push_back(c);
+    const auto parts = varying(t, indices(t, names));
+    for (auto p : parts) d.line_title += (d.line_title.empty() ? "" : kLabelSeparator) + t.columns[p];
     if (d.line_title.empty()) d.line_title = "line";
     d.has_panel = f.metrics.size() > 1;
     d.x_column = swept;
@@ -214,11 +231,13 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     std::map<std::pair<std::string, double>, std::size_t> where;
     double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
     for (const auto& row : t.rows) {
+        // Category and series values as in the main figure; other swept columns as col=value.
         std::string line;
-        auto add_part = [&](const std::string& s) { line += (line.empty() ? "" : kLabelSeparator) + s; };
-        if (!cat.empty()) add_part(label(t, row, cat));
-        if (!ser.empty()) add_part(label(t, row, ser));
-        for (auto o : others) add_part(t.columns[o] + "=" + cell_to_string(row[o]));
+        for (auto p : parts) {
+            const bool named = std::find(sweep_columns.begin(), sweep_columns.end(), t.columns[p]) != sweep_columns.end();
+            line += (line.empty() ? "" : kLabelSeparator) +
+                    (named ? t.columns[p] + "=" + cell_to_string(row[p]) : label(t, row, {p}));
+        }
         if (line.empty()) line = "all rows";
         double x = 0;
         cell_number(row[xi], x);  // numeric_column() was checked by the caller

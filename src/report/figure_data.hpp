@@ -33,6 +33,7 @@ struct PlotData {
     std::vector<std::string> raw_columns;  ///< raw table columns copied into each row
     bool has_panel = false;                ///< rows carry a "panel" (several metrics or panels)
     nlohmann::ordered_json panel_order = nlohmann::ordered_json::array();  ///< panels in first-seen order
+    bool grouped = false;                  ///< bars, ranges: some category has several series (side by side)
     NonfiniteCount nonfinite;              ///< metric values that are nan or +-inf
     std::size_t not_on_log_axis = 0;       ///< finite metric values <= 0 on a log value axis
     std::size_t missing = 0;               ///< metric cells that are not numbers (empty, text)
