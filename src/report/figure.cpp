@@ -33,12 +33,6 @@ namespace {
 constexpr const char* kRed = "#c0392b";
 constexpr const char* kGrey = "#7f7f7f";
 
-std::string joined_title(const std::vector<std::string>& cols) {
-    std::string s;
-    for (const auto& c : cols) s += (s.empty() ? "" : kLabelSeparator) + c;
-    return s;
-}
-
 Json nominal(const std::string& field, const std::string& title) {
     Json j = {{"field", field}, {"type", "nominal"}, {"sort", nullptr}};
     j["title"] = title.empty() ? Json(nullptr) : Json(title);
@@ -97,7 +91,7 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
     const bool has_series = !f.series.empty();
     Json color;
     if (has_series) {
-        color = nominal("series", joined_title(f.series));
+        color = nominal("series", d.series_title);
         color["scale"] = {{"scheme", "tableau10"}};
         color["legend"] = {{"labelLimit", 400}};
     }
@@ -125,10 +119,10 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
             L.push_back(note_layer({{"x", left}, {"y", top}}, "datum.note != null && !datum.x_ok && datum.value == null"));
         return L;
     }
-    Json y = nominal("category", joined_title(f.category));
+    Json y = nominal("category", d.category_title);
     y["axis"] = {{"labelLimit", 320}};
     Json base = {{"y", y}};
-    if (has_series && d.grouped) base["yOffset"] = nominal("series", joined_title(f.series));
+    if (has_series && d.grouped) base["yOffset"] = nominal("series", d.series_title);
     Json enc = base;
     enc["x"] = quantitative("value", value_title, f.log);
     if (has_series) enc["color"] = color;

@@ -54,6 +54,13 @@ std::vector<std::size_t> varying(const Table& t, const std::vector<std::size_t>&
     return out.empty() ? cols : out;
 }
 
+// "data · norm": what a label made of these columns consists of.
+std::string names_of(const Table& t, const std::vector<std::size_t>& cols) {
+    std::string s;
+    for (auto c : cols) s += (s.empty() ? "" : kLabelSeparator) + t.columns[c];
+    return s;
+}
+
 // Names (data, norm, ...) stand alone; numbers and booleans say which column they are from:
 // "tokens · ln · scale=0.1".
 std::string label(const Table& t, const std::vector<Cell>& row, const std::vector<std::size_t>& cols) {
@@ -111,6 +118,8 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     const bool lines = f.kind == FigureKind::lines;
     const auto cat = varying(t, indices(t, f.category)), ser = varying(t, indices(t, f.series));
     const auto pan = varying(t, indices(t, f.panels));
+    d.category_title = names_of(t, cat);
+    d.series_title = names_of(t, ser);
     const auto sweep = indices(t, sweep_columns);
     const std::size_t point = sweep_columns.empty() ? 0 : column_index(t, "point");
     std::vector<std::string> raw = f.category;
@@ -215,7 +224,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     for (const auto& c : sweep_columns)
         if (c != swept) names.push_back(c);
     const auto parts = varying(t, indices(t, names));
-    for (auto p : parts) d.line_title += (d.line_title.empty() ? "" : kLabelSeparator) + t.columns[p];
+    d.line_title = names_of(t, parts);
     if (d.line_title.empty()) d.line_title = "line";
     d.has_panel = f.metrics.size() > 1;
     d.x_column = swept;
