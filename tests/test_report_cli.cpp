@@ -1,0 +1,123 @@
+// report.html, `normlab report` and `normlab show` through the built binary.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string kConfigs = std::string(NORMLAB_SOURCE_DIR) + "/configs/";
+
+bool listed(const Json& report, const std::string& file) {
+    for (const auto& f : report["files"])
+        if (f == file) return true;
+    return false;
+}
+
+std::size_t count(const std::string& s, const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("run writes a self-contained report.html and one Vega-Lite spec per analysis, all listed") {
+    const fs::path out = fresh_dir("report_run") / "quick";
+    auto r = run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q");
+    REQUIRE(r.exit_code == 0);
+    const Json report = Json::parse(read_text(out / "report.json"));
+    for (const char* f : {"report.html", "figures/stats_shapes.vl.json", "figures/apply.vl.json"}) {
+        CAPTURE(f);
+        CHECK(fs::exists(out / f));
+        CHECK(listed(report, f));
+    }
+    const Json spec = Json::parse(read_text(out / "figures" / "stats_shapes.vl.json"));
+    CHECK(spec["$schema"].get<std::string>().find("vega-lite") != std::string::npos);
+    CHECK(spec["data"]["values"].size() == 2 * 9);  // two metrics x nine stats_shapes rows
+    const std::string html = read_text(out / "report.html");
+    CHECK(html.find("<script src") == std::string::npos);  // nothing loaded from elsewhere
+    CHECK(html.find("<link") == std::string::npos);
+    CHECK(count(html, "<div class=\"figure\"") == 2);
+    CHECK(html.find("id=\"fig-stats_shapes\"") != std::string::npos);
+    // The folder holds only what report.json lists: a second run replaces it without --force.
+    CHECK(run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q").exit_code == 0);
+}
+
+TEST_CASE("normlab report rebuilds the report of an existing folder, also a merged sweep") {
+    const fs::path dir = fresh_dir("report_cmd");
+    const fs::path cfg = dir / "sweep.json";
+    REQUIRE(run_normlab("init sweep -o " + cfg.string()).exit_code == 0);
+    for (int s = 0; s < 2; ++s)
+        REQUIRE(run_normlab("run " + cfg.string() + " --shard " + std::to_string(s) + "/2 --out " +
+                            (dir / ("s" + std::to_string(s))).string() + " -q").exit_code == 0);
+    const fs::path merged = dir / "merged";
+    REQUIRE(run_normlab("merge " + merged.string() + " " + (dir / "s0").string() + " " + (dir / "s1").string()).exit_code == 0);
+    CHECK(fs::exists(merged / "report.html"));
+    CHECK(fs::exists(merged / "figures" / "apply_vs_norms_ln_eps.vl.json"));
+    CHECK(fs::exists(merged / "figures" / "apply_vs_data_tokens_std.vl.json"));
+
+    // As an older result: no report.html, no figures, none of them listed.
+    Json report = Json::parse(read_text(merged / "report.json"));
+    Json files = Json::array();
+    for (const auto& f : report["files"])
+        if (f.get<std::string>().rfind("figures/", 0) != 0 && f != "report.html") files.push_back(f);
+    report["files"] = files;
+    write_text(merged / "report.json", report.dump(2) + "\n");
+    fs::remove(merged / "report.html");
+    fs::remove_all(merged / "figures");
+
+    auto r = run_normlab("report " + merged.string());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find((merged / "report.html").string()) != std::string::npos);
+    CHECK(fs::exists(merged / "report.html"));
+    const Json again = Json::parse(read_text(merged / "report.json"));
+    CHECK(listed(again, "report.html"));
+    CHECK(listed(again, "figures/apply_vs_norms_ln_eps.vl.json"));
+    // The sweep's points are told apart in the main figure.
+    const Json spec = Json::parse(read_text(merged / "figures" / "apply.vl.json"));
+    CHECK(spec["facet"]["row"]["field"] == "sweep_point");
+
+    auto bad = run_normlab("report " + dir.string());
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("not a normlab result folder") != std::string::npos);
+}
+
+TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figure's path") {
+    const fs::path out = fresh_dir("report_show") / "quick";
+    REQUIRE(run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q").exit_code == 0);
+
+    auto all = run_normlab("show " + out.string());
+    REQUIRE(all.exit_code == 0);
+    CHECK(all.out.find("== stats_shapes (9 rows") != std::string::npos);
+    CHECK(all.out.find("== apply (7 rows") != std::string::npos);
+    CHECK(all.out.find("[32,64,512]") != std::string::npos);
+    CHECK(all.out.find("figure: " + (out / "figures" / "stats_shapes.vl.json").string()) != std::string::npos);
+    CHECK(all.out.find("report: " + (out / "report.html").string()) != std::string::npos);
+
+    auto some = run_normlab("show " + out.string() + " stats_shapes --columns norm,stats_shape,num_stats --where data=images");
+    REQUIRE(some.exit_code == 0);
+    CHECK(some.out.find("norm    stats_shape   num_stats\n------  ------------  ---------\nbn      [1,3,1,1]             3\n"
+                        "ln_img  [32,1,1,1]           32\nin      [32,3,1,1]           96\ngn      [32,3,1,1,1]         96\n"
+                        "figure: ") != std::string::npos);
+    CHECK(some.out.find("tokens") == std::string::npos);
+
+    // 6 significant digits unless --full.
+    auto shortened = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms");
+    auto full = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms --full");
+    CHECK(shortened.out.find("rms      0.401545\n") != std::string::npos);
+    CHECK(full.out.find("rms   0.4015446462772142\n") != std::string::npos);  // as in apply.csv
+
+    auto unknown = run_normlab("show " + out.string() + " epsilon");
+    CHECK(unknown.exit_code == 2);
+    CHECK(unknown.err.find("it has: stats_shapes, apply") != std::string::npos);
+    auto column = run_normlab("show " + out.string() + " apply --columns nope");
+    CHECK(column.exit_code == 2);
+    CHECK(column.err.find("no column \"nope\"") != std::string::npos);
+    CHECK(run_normlab("show " + out.string() + " apply --where nope").exit_code == 2);
+}
