@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Regenerates the README's figures from the shipped configs (needs gnuplot-nox).
+# Regenerates the pictures of report.html that the docs show (scripts/figures/*.png): runs
+# configs/padding.json and the sweep template, renders their reports in headless Chromium
+# (tests/browser/check_reports.js, which also checks them) and keeps two figures.
+# Needs chromium and node: apt-get install -y chromium nodejs.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-command -v gnuplot >/dev/null || { echo "make_figures.sh: install gnuplot first: apt-get install -y gnuplot-nox" >&2; exit 1; }
-scripts/normlab run configs/quickstart.json --out results/quickstart -q
-scripts/normlab run configs/epsilon.json --out results/epsilon -q
-scripts/normlab run configs/padding.json --out results/padding -q
-scripts/plot.py stats results/quickstart scripts/figures/stats.png
-scripts/plot.py epsilon results/epsilon scripts/figures/epsilon.png tokens/ln tokens/bn
-scripts/plot.py padding results/padding scripts/figures/padding.png
+chromium="${NORMLAB_CHROMIUM:-$(command -v chromium || true)}"
+[ -n "$chromium" ] && command -v node >/dev/null ||
+  { echo "make_figures.sh: needs chromium and node: apt-get install -y chromium nodejs" >&2; exit 1; }
+work="results/figures_work"
+rm -rf "$work"
+mkdir -p "$work"
+scripts/normlab run configs/padding.json --out "$work/padding" -q
+scripts/normlab init sweep -o "$work/sweep.json" 2>/dev/null
+scripts/normlab run "$work/sweep.json" --out "$work/sweep" -q
+node tests/browser/check_reports.js "$chromium" "$work/shots" "$work/padding/report.html" "$work/sweep/report.html"
+cp "$work/shots/padding-fig-padding.png" scripts/figures/report_padding.png
+cp "$work/shots/sweep-fig-apply_vs_norms_ln_eps.png" scripts/figures/report_sweep.png
+ls -l scripts/figures/report_padding.png scripts/figures/report_sweep.png

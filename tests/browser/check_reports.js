@@ -3,6 +3,8 @@
 //   - no console error, no uncaught exception, no request that leaves the file (no network);
 //   - every figure container holds a rendered SVG with data marks, and no failure message;
 //   - a screenshot of the page is not blank, and neither is the area of each figure.
+// Screenshots are kept: SCREENSHOT_DIR/<folder>.png for the page, <folder>-<figure id>.png
+// for each figure (scripts/make_figures.sh takes the docs' pictures from them).
 // Talks the DevTools protocol over a pipe (--remote-debugging-pipe: fd 3 in, fd 4 out), so
 // it needs Node and Chromium only, no npm package and no downloaded browser.
 //
@@ -136,6 +138,7 @@ const FIGURE_PROBE = `JSON.stringify(Array.from(document.querySelectorAll('div.f
   var r = el.getBoundingClientRect();
   return { id: el.id, svgs: el.querySelectorAll('svg').length, canvases: el.querySelectorAll('canvas').length,
            marks: el.querySelectorAll('svg g.role-mark > *').length, failed: !!el.querySelector('.figerror'),
+           svgWidth: el.querySelector('svg') ? el.querySelector('svg').getBoundingClientRect().width + 40 : r.width,
            x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height };
 }))`;
 
@@ -196,6 +199,9 @@ async function checkReport(file) {
       if (f.y + f.h > height) continue;  // below the cut
       const fink = inkPixels(img, Math.floor(f.x), Math.floor(f.y), Math.ceil(f.x + f.w), Math.ceil(f.y + f.h));
       if (fink < 200) problems.push(`${f.id}: its area of the screenshot is blank (${fink} non-white pixels)`);
+      const clip = { x: f.x, y: f.y, width: Math.min(f.w, f.svgWidth + 8), height: f.h, scale: 1 };
+      const figShot = await send('Page.captureScreenshot', { format: 'png', clip }, sessionId);
+      fs.writeFileSync(path.join(shotDir, `${name}-${f.id}.png`), Buffer.from(figShot.data, 'base64'));
     }
     return { figures: figures.length, marks: figures.reduce((s, f) => s + f.marks, 0), problems };
   } finally {
