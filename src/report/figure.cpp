@@ -39,16 +39,45 @@ Json nominal(const std::string& field, const std::string& title) {
     return j;
 }
 
-Json quantitative(const std::string& field, const std::string& title, bool log) {
+// Powers of ten from the decade below the smallest to the one above the largest positive
+// value of `fields`, thinned to at most 7; null when fewer than two (Vega's own ticks then).
+// Vega's log ticks label every 2e-5, 3e-5, ... across a few decades, printed over each other.
+Json log_ticks(const PlotData& d, const std::vector<std::string>& fields) {
+    double lo = HUGE_VAL, hi = 0;
+    for (const auto& r : d.rows)
+        for (const auto& f : fields) {
+            auto it = r.find(f);
+            if (it == r.end() || !it->is_number()) continue;
+            const double v = it->get<double>();
+            if (v > 0 && std::isfinite(v)) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+            }
+        }
+    if (!(hi > 0)) return nullptr;
+    const int a = static_cast<int>(std::floor(std::log10(lo))), b = static_cast<int>(std::ceil(std::log10(hi)));
+    if (b - a < 2) return nullptr;
+    const int step = (b - a + 6) / 7;
+    Json ticks = Json::array();
+    for (int e = a; e <= b; e += step) ticks.push_back(std::pow(10.0, e));
+    return ticks;
+}
+
+Json quantitative(const std::string& field, const std::string& title, bool log, const PlotData& d) {
     Json j = {{"field", field}, {"type", "quantitative"}};
     j["title"] = title.empty() ? Json(nullptr) : Json(title);
     j["axis"] = {{"format", "~g"}};  // 2e-9 rather than 0.000000002
     if (log) {
         j["scale"] = {{"type", "log"}};
-        // 1e-06 rather than 0.000001, and no labels printed over each other.
+        // 1e-06 rather than 0.000001.
         j["axis"] = {{"labelExpr", "abs(datum.value) < 1e-3 || abs(datum.value) >= 1e5 ? format(datum.value, '.0e') : "
                                    "format(datum.value, '~g')"},
-                     {"labelOverlap", "greedy"}, {"tickCount", 5}};
+                     {"labelOverlap", "greedy"}};
+        const std::vector<std::string> fields = field == "value" || field == "value2"
+                                                    ? std::vector<std::string>{"value", "value2"}
+                                                    : std::vector<std::string>{field};
+        const Json ticks = log_ticks(d, fields);
+        if (!ticks.is_null()) j["axis"]["values"] = ticks;
     }
     return j;
 }
@@ -96,7 +125,7 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         color["legend"] = {{"labelLimit", 400}};
     }
     if (f.kind == FigureKind::lines) {
-        Json enc = {{"x", quantitative(f.x, f.x, f.x_log)}, {"y", quantitative("value", value_title, f.log)}};
+        Json enc = {{"x", quantitative(f.x, f.x, f.x_log, d)}, {"y", quantitative("value", value_title, f.log, d)}};
         if (has_series) enc["color"] = color;
         enc["tooltip"] = tooltip(d.raw_columns, false);
         L.push_back({{"mark", {{"type", "line"}, {"point", true}, {"clip", true}}}, {"encoding", enc}});
@@ -104,10 +133,10 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         // Only the layers that have rows: an empty layer makes Vega warn about its extent.
         const Json top = {{"value", 6}}, left = {{"value", 0}};
         if (any_note(d, true, false))
-            L.push_back(note_layer({{"x", quantitative(f.x, f.x, f.x_log)}, {"y", top}},
+            L.push_back(note_layer({{"x", quantitative(f.x, f.x, f.x_log, d)}, {"y", top}},
                                    "datum.note != null && datum.x_ok"));
         if (any_note(d, false, true)) {  // a grey triangle at the left edge, at its value
-            Json edge = {{"x", left}, {"y", quantitative("value", value_title, f.log)}};
+            Json edge = {{"x", left}, {"y", quantitative("value", value_title, f.log, d)}};
             edge["tooltip"] = Json::array({{{"field", "note"}, {"title", "not on the x axis"}},
                                            {{"field", "value"}, {"format", ".6g"}}});
             if (has_series) edge["color"] = color;
@@ -124,7 +153,7 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
     Json base = {{"y", y}};
     if (has_series && d.grouped) base["yOffset"] = nominal("series", d.series_title);
     Json enc = base;
-    enc["x"] = quantitative("value", value_title, f.log);
+    enc["x"] = quantitative("value", value_title, f.log, d);
     if (has_series) enc["color"] = color;
     enc["tooltip"] = tooltip(d.raw_columns, f.kind == FigureKind::ranges);
     if (f.kind == FigureKind::bars) {
@@ -139,7 +168,7 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         L.push_back({{"mark", {{"type", "rule"}, {"strokeWidth", 3}, {"clip", true}}}, {"encoding", rule}});
         L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", enc}});
         Json hi = enc;
-        hi["x"] = quantitative("value2", value_title, f.log);
+        hi["x"] = quantitative("value2", value_title, f.log, d);
         L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", hi}});
     }
     Json note = base;
@@ -174,7 +203,7 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     Json inner = {{"layer", layers(f, d, value_title)}};
     inner["width"] = f.kind == FigureKind::lines ? (d.has_panel ? 240 : 300) : 260;
     if (f.kind == FigureKind::lines) inner["height"] = 200;
-    else inner["height"] = {{"step", f.series.empty() ? 16 : 10}};
+    else inner["height"] = {{"step", d.grouped ? 10 : 16}};  // grouped: the step of one bar of a group
     const bool panels = d.has_panel;
     if (!panels && !swept) {
         for (auto& [k, v] : inner.items()) spec[k] = v;
@@ -220,7 +249,10 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
     layer0["encoding"]["color"]["title"] = d.line_title;
     if (f.kind == FigureKind::ranges) {
         layer0["encoding"]["strokeDash"] = nominal("end", "range end");
-        layer0["encoding"]["strokeDash"]["legend"] = {{"symbolType", "stroke"}};
+        // A line legend symbol, drawn (Vega-Lite leaves its stroke unset otherwise).
+        layer0["encoding"]["strokeDash"]["legend"] = {
+            {"symbolType", "stroke"}, {"symbolStrokeWidth", 2},
+            {"encode", {{"symbols", {{"update", {{"stroke", {{"value", "#333"}}}}}}}}}};
     }
     return {analysis + "_vs_" + swept, spec};
 }
