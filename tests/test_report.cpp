@@ -245,3 +245,21 @@ TEST_CASE("terminal tables: aligned, 6 significant digits unless full, quoted ce
     CHECK_THROWS_AS(terminal_table(t, o), InputError);
     CHECK_THROWS_AS(parse_where("novalue"), InputError);
 }
+
+TEST_CASE("labels leave out columns with one value; a series with one value gets no colour") {
+    Figure f = bars_figure();
+    f.series = {"eps"};
+    Table t = small_table();
+    const Json varying = figure_specs("demo", f, t, {})[0].spec;
+    CHECK(values(varying)[2]["series"] == "eps=0.001");  // numbers say which column they are
+    CHECK(layers(varying)[0]["encoding"]["color"]["title"] == "eps");
+    for (auto& row : t.rows) {
+        row[0] = std::string("x");  // one data: the labels name the norm only
+        row[2] = 1e-5;              // one eps: no colour
+    }
+    const Json constant = figure_specs("demo", f, t, {})[0].spec;
+    CHECK(values(constant)[0]["category"] == "ln");
+    CHECK_FALSE(values(constant)[0].contains("series"));
+    CHECK_FALSE(layers(constant)[0]["encoding"].contains("color"));
+    CHECK(layers(constant)[0]["encoding"]["y"]["title"] == "norm");
+}

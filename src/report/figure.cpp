@@ -117,7 +117,7 @@ Json tooltip(const std::vector<std::string>& raw, bool range) {
 // Layers for one chart (bars, ranges or lines) over the long-format rows.
 Json layers(const Figure& f, const PlotData& d, const std::string& value_title) {
     Json L = Json::array();
-    const bool has_series = !f.series.empty();
+    const bool has_series = !d.series_title.empty();
     Json color;
     if (has_series) {
         color = nominal("series", d.series_title);

@@ -42,15 +42,21 @@ std::vector<std::size_t> indices(const Table& t, const std::vector<std::string>&
     return out;
 }
 
-// The columns of a label that vary over the table: a part with one value everywhere (the only
-// data, step=1) says nothing and crowds the axis. All of them when none varies.
-std::vector<std::size_t> varying(const Table& t, const std::vector<std::size_t>& cols) {
+// The columns among `cols` whose values differ between rows.
+std::vector<std::size_t> changing(const Table& t, const std::vector<std::size_t>& cols) {
     std::vector<std::size_t> out;
     for (auto c : cols) {
         std::set<std::string> values;
         for (const auto& row : t.rows) values.insert(cell_to_string(row[c]));
         if (values.size() > 1) out.push_back(c);
     }
+    return out;
+}
+
+// The columns of a label that vary over the table: a part with one value everywhere (the only
+// data, step=1) says nothing and crowds the axis. All of them when none varies.
+std::vector<std::size_t> varying(const Table& t, const std::vector<std::size_t>& cols) {
+    auto out = changing(t, cols);
     return out.empty() ? cols : out;
 }
 
@@ -116,7 +122,7 @@ std::string point_label(const std::vector<Cell>& row, std::size_t point_col, con
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
     PlotData d;
     const bool lines = f.kind == FigureKind::lines;
-    const auto cat = varying(t, indices(t, f.category)), ser = varying(t, indices(t, f.series));
+    const auto cat = varying(t, indices(t, f.category)), ser = changing(t, indices(t, f.series));  // none: one colour, no legend
     const auto pan = varying(t, indices(t, f.panels));
     d.category_title = names_of(t, cat);
     d.series_title = names_of(t, ser);
@@ -225,6 +231,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         if (c != swept) names.push_back(c);
     const auto parts = varying(t, indices(t, names));
     d.line_title = names_of(t, parts);
+    d.series_title = d.line_title;
     if (d.line_title.empty()) d.line_title = "line";
     d.has_panel = f.metrics.size() > 1;
     d.x_column = swept;
