@@ -235,7 +235,6 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
     g.kind = FigureKind::lines;
     g.x = swept;
     g.log = f.log;
-    g.series = {"line"};
     const PlotData d = swept_rows(f, t, sweep_columns, swept, &g.x_log);
     g.metrics = f.metrics;
     std::string what = d.has_panel ? "metrics" : f.metrics.front().title;
@@ -244,9 +243,7 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
                         (f.kind == FigureKind::ranges ? "; ranges: min of the low end, max of the high end" : "") +
                         ")";
     Json spec = assemble(g, d, title, d.has_panel ? "" : f.metrics.front().title, false, true);
-    // The line label names its parts: category, series and the other swept columns.
     auto& layer0 = spec.contains("spec") ? spec["spec"]["layer"][0] : spec["layer"][0];
-    layer0["encoding"]["color"]["title"] = d.line_title;
     if (f.kind == FigureKind::ranges) {
         layer0["encoding"]["strokeDash"] = nominal("end", "range end");
         // A line legend symbol, drawn (Vega-Lite leaves its stroke unset otherwise).

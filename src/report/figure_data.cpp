@@ -230,9 +230,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     for (const auto& c : sweep_columns)
         if (c != swept) names.push_back(c);
     const auto parts = varying(t, indices(t, names));
-    d.line_title = names_of(t, parts);
-    d.series_title = d.line_title;
-    if (d.line_title.empty()) d.line_title = "line";
+    d.series_title = names_of(t, parts);  // the lines' legend: category, series, other swept columns
     d.has_panel = f.metrics.size() > 1;
     d.x_column = swept;
     d.raw_columns = {"series", swept};

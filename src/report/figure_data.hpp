@@ -39,8 +39,7 @@ struct PlotData {
     std::size_t missing = 0;               ///< metric cells that are not numbers (empty, text)
     std::size_t x_not_on_axis = 0;         ///< lines: rows whose x is non-finite or <= 0 on a log x axis
     std::string x_column;
-    std::string category_title, series_title;  ///< the columns the labels are made of ("data · norm")
-    std::string line_title;                ///< swept figures: what a line's label is made of
+    std::string category_title, series_title;  ///< the columns the labels are made of ("data · norm"); no series: ""
 };
 
 /// The rows of the main figure. With `sweep_columns`, the table has a "point" column and each
