@@ -5,67 +5,18 @@
 #include <limits>
 #include <thread>
 
-#include <omp.h>
-
 #include <xtensor/xbroadcast.hpp>
 
+#include "norm/parallel.hpp"
 #include "norm/strided.hpp"
 #include "tensor/errors.hpp"
-
-// The hot chunk kernels are compiled for AVX-512, AVX2 and the baseline x86-64, and the
-// loader picks one at run time: 8 or 4 doubles per instruction where the CPU has them, a
-// portable binary everywhere. Contraction into FMA is off (src/norm/module.cmake), and
-// each lane rounds exactly as scalar code does, so all versions give bit-identical results.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NORMLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define NORMLAB_VECTOR_CLONES
-#endif
 
 namespace normlab {
 
 namespace {
 
-// Elements per chunk: 16 Ki values (64 KiB of float32) stay in L2 between the two passes.
-constexpr std::size_t kChunk = 16384;
-
+// The engine's thread count (parallel_chunks reads it through engine_threads()).
 unsigned g_threads = std::max(1u, std::thread::hardware_concurrency());
-
-// Runs f(chunk, thread) for every chunk, on up to g_threads threads, each taking a
-// contiguous block of chunks. What a chunk computes never depends on who computes it.
-// OpenMP keeps its threads between calls (a thread start costs tens of microseconds, as
-// much as normalising a small batch), as PyTorch's CPU kernels do.
-template <class F>
-void parallel_chunks(std::size_t chunks, F&& f) {
-    const std::size_t threads = std::min<std::size_t>(g_threads, chunks);
-    if (threads <= 1) {
-        for (std::size_t c = 0; c < chunks; ++c) f(c, 0);
-        return;
-    }
-#pragma omp parallel num_threads(static_cast<int>(threads))
-    {
-        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-        const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
-        for (std::size_t c = chunks * t / n; c < chunks * (t + 1) / n; ++c) f(c, t);
-    }
-}
-
-Strides mask_strides(const Shape& xs, const xt::xarray<std::uint8_t>& m) {
-    Shape ms(m.shape().begin(), m.shape().end());
-    bool ok = ms.size() == xs.size();
-    for (std::size_t d = 0; ok && d < xs.size(); ++d) ok = ms[d] == xs[d] || ms[d] == 1;
-    if (!ok)
-        throw InputError("mask of shape " + format_shape(ms) +
-                         " does not broadcast to input of shape " + format_shape(xs));
-    return broadcast_strides(xs, ms);
-}
-
-void check_shape(const xt::xarray<double>& a, const Shape& expected, const char* what) {
-    Shape got(a.shape().begin(), a.shape().end());
-    if (got != expected)
-        throw InputError(std::string(what) + ": expected shape " + format_shape(expected) +
-                         ", but got " + format_shape(got));
-}
 
 // Sums over a contiguous run with eight independent accumulators: a single accumulator
 // is a chain of dependent additions (one add latency per element, the bottleneck of a
@@ -465,14 +416,14 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     check_size(x, xs);
     Shape ss = keepdims_shape(xs, spec.reduction_axes);
     Shape ps = select_dims(xs, spec.param_axes);
-    if (in.weight) check_shape(*in.weight, ps, "weight");
-    if (in.bias) check_shape(*in.bias, ps, "bias");
+    if (in.weight) check_operand_shape(*in.weight, ps, "weight");
+    if (in.bias) check_operand_shape(*in.bias, ps, "bias");
     if (in.mask) mask_strides(xs, *in.mask);
     const bool given = in.given_mean || in.given_var;
     if (given) {
         if (!in.given_mean || !in.given_var) throw InputError("given statistics need both mean and var");
-        check_shape(*in.given_mean, ss, "mean");
-        check_shape(*in.given_var, ss, "var");
+        check_operand_shape(*in.given_mean, ss, "mean");
+        check_operand_shape(*in.given_var, ss, "var");
     }
 
     // Effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tensor/errors.hpp"
+
 namespace normlab {
 
 Strides broadcast_strides(const Shape& xs, const Shape& s) {
@@ -22,6 +24,23 @@ Strides param_strides(const Shape& xs, const Axes& axes) {
         stride *= xs[axes[i]];
     }
     return out;
+}
+
+Strides mask_strides(const Shape& xs, const xt::xarray<std::uint8_t>& m) {
+    Shape ms(m.shape().begin(), m.shape().end());
+    bool ok = ms.size() == xs.size();
+    for (std::size_t d = 0; ok && d < xs.size(); ++d) ok = ms[d] == xs[d] || ms[d] == 1;
+    if (!ok)
+        throw InputError("mask of shape " + format_shape(ms) +
+                         " does not broadcast to input of shape " + format_shape(xs));
+    return broadcast_strides(xs, ms);
+}
+
+void check_operand_shape(const xt::xarray<double>& a, const Shape& expected, const char* what) {
+    Shape got(a.shape().begin(), a.shape().end());
+    if (got != expected)
+        throw InputError(std::string(what) + ": expected shape " + format_shape(expected) +
+                         ", but got " + format_shape(got));
 }
 
 Walk::Walk(const Shape& xs, const Strides& sa, const Strides& sb, std::size_t chunk_elems) {

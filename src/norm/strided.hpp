@@ -6,6 +6,7 @@
 // makes results identical for every number of threads. Kernels see plain offsets and
 // increments, never multi-indices (the idea of PyTorch's TensorIterator).
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -29,6 +30,14 @@ using Strides = std::vector<std::size_t>;
 Strides broadcast_strides(const Shape& xs, const Shape& s);
 /// Strides of a parameter array whose shape is xs at `axes` (ascending), laid out row-major.
 Strides param_strides(const Shape& xs, const Axes& axes);
+
+/// Strides of a padding mask over x's shape xs. Throws InputError "mask of shape ... does
+/// not broadcast to input of shape ..." unless the mask has xs's rank with each dim equal
+/// to xs's or 1.
+Strides mask_strides(const Shape& xs, const xt::xarray<std::uint8_t>& m);
+/// Throws InputError "<what>: expected shape E, but got G" unless `a` has shape `expected`
+/// (weight, bias and given statistics handed to the engine).
+void check_operand_shape(const xt::xarray<double>& a, const Shape& expected, const char* what);
 
 /// One contiguous run of x: elements x+k for k < n, operand A at a + k*da, B at b + k*db.
 struct Run {

@@ -1,0 +1,48 @@
+#pragma once
+// How the engine's kernels (forward and backward) share out work: a walk cut into chunks
+// fixed by the shape alone, chunks run on the engine's threads, per-chunk partial sums
+// merged in chunk order by the caller. That is what makes every result bit-identical for
+// any thread count.
+#include <algorithm>
+#include <cstddef>
+
+#include <omp.h>
+
+#include "norm/engine.hpp"
+
+// The hot chunk kernels are compiled for AVX-512, AVX2 and the baseline x86-64, and the
+// loader picks one at run time: 8 or 4 doubles per instruction where the CPU has them, a
+// portable binary everywhere. Contraction into FMA is off (src/norm/module.cmake), and
+// each lane rounds exactly as scalar code does, so all versions give bit-identical results.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define NORMLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NORMLAB_VECTOR_CLONES
+#endif
+
+namespace normlab {
+
+/// Elements per chunk: 16 Ki values (64 KiB of float32) stay in L2 between the two passes
+/// of a kernel.
+constexpr std::size_t kChunk = 16384;
+
+/// Runs f(chunk, thread) for every chunk in [0, chunks), on up to engine_threads() threads,
+/// each taking a contiguous block of chunks. What a chunk computes never depends on who
+/// computes it. OpenMP keeps its threads between calls (a thread start costs tens of
+/// microseconds, as much as normalising a small batch), as PyTorch's CPU kernels do.
+template <class F>
+void parallel_chunks(std::size_t chunks, F&& f) {
+    const std::size_t threads = std::min<std::size_t>(engine_threads(), chunks);
+    if (threads <= 1) {
+        for (std::size_t c = 0; c < chunks; ++c) f(c, 0);
+        return;
+    }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+        const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
+        for (std::size_t c = chunks * t / n; c < chunks * (t + 1) / n; ++c) f(c, t);
+    }
+}
+
+}  // namespace normlab
