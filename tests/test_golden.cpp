@@ -236,8 +236,10 @@ TEST_CASE("golden: float64 numpy references for RMSNorm and the keras/onnx/flax/
 }
 
 TEST_CASE("golden: every case folder belongs to a family above") {
+    // grad_* cases (scripts/make_grad_golden.py) are checked at the engine level by
+    // tests/test_backward.cpp.
     auto all = golden_cases({""});
-    auto known = golden_cases({"torch_", "onnx_", "numpy_", "conv_"});
+    auto known = golden_cases({"torch_", "onnx_", "numpy_", "conv_", "grad_"});
     CHECK(all.size() == known.size());
     CHECK(all.size() >= 40);
 }
