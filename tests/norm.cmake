@@ -1,1 +1,8 @@
 normlab_test(test_norm SOURCES test_norm.cpp DEPS normlab_norm)
+# The backward pass: PyTorch autograd goldens (tests/golden/grad_*, read at the engine
+# level), finite differences, thread-count identity, and the Jacobian's singular values
+# through xt::linalg::svd.
+normlab_test(test_backward SOURCES test_backward.cpp DEPS normlab_norm normlab_data xtensor-blas nlohmann_json::nlohmann_json)
+target_compile_definitions(test_backward PRIVATE NORMLAB_GOLDEN_DIR="${PROJECT_SOURCE_DIR}/tests/golden")
+# One BLAS thread: reproducible timings and no oversubscription next to the engine's threads.
+set_tests_properties(test_backward PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
