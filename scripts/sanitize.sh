@@ -15,8 +15,8 @@ build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 
 # setup.sh's packages (g++ brings libasan and libubsan), plus clang's for scripts/fuzz.sh.
-packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev
-          ${NORMLAB_EXTRA_PACKAGES:-})
+mapfile -t packages < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/scripts/debian-packages.txt")
+packages+=(${NORMLAB_EXTRA_PACKAGES:-})
 "$root/scripts/install_packages.sh" "${packages[@]}"
 "$root/scripts/install_npm_packages.sh"
 

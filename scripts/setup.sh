@@ -4,7 +4,7 @@
 # Release into build/. Idempotent: a second run only re-runs the incremental build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-packages=(cmake make g++ xtensor-dev libcli11-dev nlohmann-json3-dev doctest-dev zlib1g-dev libstb-dev)
+mapfile -t packages < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/scripts/debian-packages.txt")
 
 "$root/scripts/install_packages.sh" "${packages[@]}"
 "$root/scripts/install_npm_packages.sh"
