@@ -29,11 +29,15 @@ struct SparseSums {
     void touch(std::size_t i) {
         if (!seen[i]) seen[i] = 1, touched.push_back(i);
     }
-    // The indices a, a + da, ..., of a run of n elements.
+    // The indices a, a + da, ..., of a run of n elements. Channels-last runs repeat the
+    // same range [a, a + n) run after run: the last unit-stride range is remembered.
     void touch_run(std::size_t a, std::size_t n, std::size_t da) {
-        if (da == 0) touch(a);
-        else for (std::size_t k = 0; k < n; ++k) touch(a + k * da);
+        if (da == 0) return touch(a);
+        if (da == 1 && a == range_a && n <= range_n) return;
+        for (std::size_t k = 0; k < n; ++k) touch(a + k * da);
+        if (da == 1) range_a = a, range_n = n;
     }
+    std::size_t range_a = 0, range_n = 0;
 };
 
 // One index's sums over one chunk.
@@ -50,6 +54,7 @@ void flush(SparseSums& s, std::vector<Part>& out) {
         s.seen[i] = 0;
     }
     s.touched.clear();
+    s.range_n = 0;
 }
 
 // What one chunk contributes: per statistic sum(g) and sum(g * (x - mu)); per parameter
@@ -97,6 +102,20 @@ NORMLAB_VECTOR_CLONES void chunk_sums(const T* x, const Operands& o, const Walk&
                 if (params) ps.u[p] += dyp[k] * (d * rs), ps.v[p] += dyp[k];
             }
             if (stats) ss.u[r.a] += sg, ss.v[r.a] += sgd;
+        } else if (r.da == 1 && r.db == 1) {  // channels last: one statistic per element
+            const double* mu = o.mean + r.a;
+            const double* rs = o.rstd + r.a;
+            const double* sc = o.scale + r.b;
+            double* su = ss.u.data() + r.a;
+            double* sv = ss.v.data() + r.a;
+            double* pu = ps.u.data() + r.b;
+            double* pv = ps.v.data() + r.b;
+            for (std::size_t k = 0; k < r.n; ++k) {
+                const double d = static_cast<double>(xp[k]) - mu[k];
+                const double g = dyp[k] * sc[k];
+                if (stats) su[k] += g, sv[k] += g * d;
+                if (params) pu[k] += dyp[k] * (d * rs[k]), pv[k] += dyp[k];
+            }
         } else {
             for (std::size_t k = 0; k < r.n; ++k) {
                 const std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
@@ -113,7 +132,9 @@ NORMLAB_VECTOR_CLONES void chunk_sums(const T* x, const Operands& o, const Walk&
 
 // Pass 2 over chunk c: dx = rstd * g + m * (c1 + c2 * (x - mu)) (formula in backward.hpp),
 // rounded once to the dtype. `m` is the mask in x's full layout (null: every position real);
-// c1 and c2 are null with given statistics (no statistics terms).
+// c1 and c2 are null with given statistics (no statistics terms). The common layouts get
+// loops with unit or zero strides that the compiler vectorises; the same arithmetic in the
+// same order as the general loop, so the same bits.
 template <class T>
 NORMLAB_VECTOR_CLONES void chunk_dx(const T* x, const Operands& o, const std::uint8_t* m, const double* c1,
                                     const double* c2, T* dx, const Walk& w, std::size_t c, DType dtype) {
@@ -122,11 +143,30 @@ NORMLAB_VECTOR_CLONES void chunk_dx(const T* x, const Operands& o, const std::ui
         const T* xp = x + r.x;
         const double* dyp = o.dy + r.x;
         T* out = dx + r.x;
-        for (std::size_t k = 0; k < r.n; ++k) {
-            const std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
-            double v = o.rstd[s] * (dyp[k] * o.scale[p]);
-            if (c1 && (!m || m[r.x + k])) v += c1[s] + c2[s] * (static_cast<double>(xp[k]) - o.mean[s]);
-            out[k] = half ? static_cast<T>(round_to(dtype, v)) : static_cast<T>(v);
+        if (!half && !m && c1 && r.da == 0 && r.db <= 1) {  // planes and rows
+            const double mu = o.mean[r.a], rs = o.rstd[r.a], k1 = c1[r.a], k2 = c2[r.a];
+            const double* sc = o.scale + r.b;
+            if (r.db == 0)
+                for (std::size_t k = 0; k < r.n; ++k)
+                    out[k] = static_cast<T>(rs * (dyp[k] * sc[0]) + (k1 + k2 * (static_cast<double>(xp[k]) - mu)));
+            else
+                for (std::size_t k = 0; k < r.n; ++k)
+                    out[k] = static_cast<T>(rs * (dyp[k] * sc[k]) + (k1 + k2 * (static_cast<double>(xp[k]) - mu)));
+        } else if (!half && !m && c1 && r.da == 1 && r.db == 1) {  // channels last
+            const double* mu = o.mean + r.a;
+            const double* rs = o.rstd + r.a;
+            const double* k1 = c1 + r.a;
+            const double* k2 = c2 + r.a;
+            const double* sc = o.scale + r.b;
+            for (std::size_t k = 0; k < r.n; ++k)
+                out[k] = static_cast<T>(rs[k] * (dyp[k] * sc[k]) + (k1[k] + k2[k] * (static_cast<double>(xp[k]) - mu[k])));
+        } else {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                const std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                double v = o.rstd[s] * (dyp[k] * o.scale[p]);
+                if (c1 && (!m || m[r.x + k])) v += c1[s] + c2[s] * (static_cast<double>(xp[k]) - o.mean[s]);
+                out[k] = half ? static_cast<T>(round_to(dtype, v)) : static_cast<T>(v);
+            }
         }
     });
 }
@@ -221,12 +261,10 @@ void backward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forw
     out.dbias = xt::xarray<double>::from_shape(Shape{0});
     out.dx.dtype = x.dtype;
     if (x.dtype == DType::float64) {
-        out.dx.f32 = xt::xarray<float>();
-        out.dx.f64 = xt::xarray<double>::from_shape(xs);
+        ensure_shape(out.dx.f64, xs);
         backward_impl(x.f64.data(), out.dx.f64.data(), xs, spec, in, fwd, o, x.dtype, out);
     } else {
-        out.dx.f64 = xt::xarray<double>();
-        out.dx.f32 = xt::xarray<float>::from_shape(xs);
+        ensure_shape(out.dx.f32, xs);
         backward_impl(x.f32.data(), out.dx.f32.data(), xs, spec, in, fwd, o, x.dtype, out);
     }
 }

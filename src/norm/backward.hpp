@@ -53,7 +53,8 @@ struct BackwardResult {
 /// is bit-identical for every thread count; dx is rounded once to x's dtype (float16 and
 /// bfloat16 by round_to). A statistic whose variance is 0 with eps added to the standard
 /// deviation has no derivative (sqrt at 0) and gives NaN in its group; a fully masked
-/// group gives NaN as its forward does. Throws InputError when dy, weight, bias, mask or
+/// group gives NaN as its forward does. Reuses out.dx's buffer when its shape fits, so
+/// repeated calls do not touch fresh memory. Throws InputError when dy, weight, bias, mask or
 /// the statistics have the wrong shape.
 void backward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
               const ForwardResult& fwd, const xt::xarray<double>& dy, BackwardResult& out);

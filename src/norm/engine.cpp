@@ -383,13 +383,6 @@ void check_size(const Tensor& x, const Shape& shape) {
         throw InputError("cannot view input of shape " + format_shape(x.shape()) + " as " + format_shape(shape));
 }
 
-// Reuses `a` when it already has shape s (no fresh pages touched), else reallocates.
-template <class A>
-void ensure_shape(A& a, const Shape& s) {
-    if (a.dimension() != s.size() || !std::equal(s.begin(), s.end(), a.shape().begin()))
-        a = A::from_shape(s);
-}
-
 }  // namespace
 
 void set_engine_threads(unsigned n) { g_threads = std::max(1u, n); }
