@@ -461,6 +461,7 @@ TEST_CASE("backward: bit-identical for 1, 2, 3 and 8 threads") {
         Config("layernorm rows", {96, 1000}, {1}, {1}),
         Config("layernorm rows longer than a chunk", {2, 40000}, {1}, {1}),
         Config("batchnorm (N,C,H,W)", {16, 8, 30, 30}, {0, 2, 3}, {1}),
+        Config("batchnorm channels last", {64, 50, 24}, {0, 1}, {2}),
         Config("batchnorm channels last, masked", {64, 50, 24}, {0, 1}, {2}).masked({64, 50, 1}),
         Config("groupnorm channels last", {8, 10, 10, 4, 4}, {1, 2, 4}, {3, 4}),
         Config("rmsnorm", {64, 700}, {1}, {1}).rms().with_eps(1e-6),
