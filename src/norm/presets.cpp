@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "norm/backward.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -277,9 +278,11 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
         throw NormError(d.name, "mask", pair_msg(d, data_name, "mask is true but the data has no padding mask"));
 
     Shape vps = select_dims(r.view_shape, r.spec.param_axes);
-    xt::xarray<double> w, bias;
-    if (r.has_weight) w = to_view(d.weight ? materialize(*d.weight, r.param_shape, "weight", d.name) : xt::ones<double>(r.param_shape), vps);
-    if (r.has_bias) bias = to_view(d.bias ? materialize(*d.bias, r.param_shape, "bias", d.name) : xt::zeros<double>(r.param_shape), vps);
+    StepInputs& in = out.in;
+    in.has_weight = r.has_weight;
+    in.has_bias = r.has_bias;
+    if (r.has_weight) in.weight = to_view(d.weight ? materialize(*d.weight, r.param_shape, "weight", d.name) : xt::ones<double>(r.param_shape), vps);
+    if (r.has_bias) in.bias = to_view(d.bias ? materialize(*d.bias, r.param_shape, "bias", d.name) : xt::zeros<double>(r.param_shape), vps);
 
     const bool tracking = has_running_stats();
     if (tracking && m_running_mean.size() == 0) {
@@ -288,16 +291,12 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
         m_running_var = d.running_var ? materialize(*d.running_var, cs, "running_var", d.name) : xt::ones<double>(cs);
     }
 
-    xt::xarray<std::uint8_t> mv;
-    ForwardInputs in;
-    in.weight = r.has_weight ? &w : nullptr;
-    in.bias = r.has_bias ? &bias : nullptr;
-    if (d.mask) {
-        mv = view_mask(*mask, r);
-        in.mask = &mv;
-    }
-    xt::xarray<double> gm, gv;
-    if (!r.use_batch_stats) {  // inference: running statistics broadcast over the stats shape
+    in.has_mask = d.mask;
+    if (d.mask) in.mask = view_mask(*mask, r);
+    in.given = !r.use_batch_stats;
+    if (in.given) {  // inference: running statistics broadcast over the stats shape
+        xt::xarray<double>& gm = in.given_mean;
+        xt::xarray<double>& gv = in.given_var;
         gm = xt::xarray<double>::from_shape(r.stats_shape);
         gv = xt::xarray<double>::from_shape(r.stats_shape);
         // Stats are per channel (BatchNorm) or per (sample, channel) (InstanceNorm); walk the
@@ -309,14 +308,12 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
             gm.data()[i] = m_running_mean(c);
             gv.data()[i] = m_running_var(c);
         }
-        in.given_mean = &gm;
-        in.given_var = &gv;
     }
     // The engine reads x through the view shape (no copy) and writes into out's buffers,
     // which a caller that repeats steps (bench, sweeps) thereby reuses.
     if (out.fwd.y.size() == x.size() && out.fwd.y.dtype == x.dtype)
         out.fwd.y = reshaped(std::move(out.fwd.y), r.view_shape);
-    normlab::forward(x, r.view_shape, r.spec, in, out.fwd);
+    normlab::forward(x, r.view_shape, r.spec, in.pointers(), out.fwd);
     out.fwd.y = reshaped(std::move(out.fwd.y), r.input_shape);
 
     if (r.update_running) {
@@ -349,6 +346,30 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
             m_running_var(c) = (1 - m) * m_running_var(c) + m * cv(c) / per(c);
         }
     }
+}
+
+ForwardInputs StepInputs::pointers() const {
+    ForwardInputs in;
+    if (has_weight) in.weight = &weight;
+    if (has_bias) in.bias = &bias;
+    if (has_mask) in.mask = &mask;
+    if (given) in.given_mean = &given_mean, in.given_var = &given_var;
+    return in;
+}
+
+StepGradients step_backward(const Tensor& x, const StepResult& s, const xt::xarray<double>& dy) {
+    const Resolution& r = s.res;
+    const Shape dys(dy.shape().begin(), dy.shape().end());
+    if (dys != r.input_shape)
+        throw InputError("upstream gradient: expected the input's shape " + format_shape(r.input_shape) +
+                         ", but got " + format_shape(dys));
+    BackwardResult b;
+    backward(x, r.view_shape, r.spec, s.in.pointers(), s.fwd, dy, b);
+    StepGradients g;
+    g.dx = reshaped(std::move(b.dx), r.input_shape);
+    if (s.in.has_weight) g.dweight = to_view(std::move(b.dweight), r.param_shape);
+    if (s.in.has_bias) g.dbias = to_view(std::move(b.dbias), r.param_shape);
+    return g;
 }
 
 }  // namespace normlab

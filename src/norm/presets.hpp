@@ -101,11 +101,41 @@ struct Resolution {
     double eps = 0;
 };
 
+/// The engine inputs of one step, in the view's layout, kept so that its backward pass sees
+/// exactly what its forward saw: weight and bias (the view's parameter shape: GroupNorm's
+/// (G, C/G)), the padding mask (laid out for the view) and, in inference, the running
+/// statistics broadcast to the statistics shape.
+struct StepInputs {
+    xt::xarray<double> weight, bias, given_mean, given_var;
+    xt::xarray<std::uint8_t> mask;
+    bool has_weight = false, has_bias = false, has_mask = false, given = false;
+    /// Pointers to the arrays present, as forward() and backward() take them.
+    ForwardInputs pointers() const;
+};
+
 /// One step's output and statistics (statistics in Resolution::stats_shape).
 struct StepResult {
     Resolution res;
     ForwardResult fwd;           ///< fwd.y has the input's shape
+    StepInputs in;               ///< what the engine was given
 };
+
+/// Gradients of one step in the user's shapes.
+struct StepGradients {
+    Tensor dx;                   ///< dL/dx: the input's shape and dtype
+    /// dL/dweight and dL/dbias in Resolution::param_shape ((C) for GroupNorm); shape {0}
+    /// when the norm has no such parameter.
+    xt::xarray<double> dweight = xt::xarray<double>::from_shape(Shape{0});
+    xt::xarray<double> dbias = xt::xarray<double>::from_shape(Shape{0});
+};
+
+/// Back-propagates the upstream gradient `dy` (the input's shape) through step `s`, which
+/// NormLayer::forward computed on `x`: engine backward() (norm/backward.hpp: formulas and
+/// sources) on the step's view, inputs and statistics, with dx reshaped to the input's shape
+/// and the parameter gradients to the parameters' shape. Batch statistics couple the
+/// elements of a group; running statistics (inference) are constants. Throws InputError
+/// when dy's shape is not the input's.
+StepGradients step_backward(const Tensor& x, const StepResult& s, const xt::xarray<double>& dy);
 
 /// A bound, stateful normalization layer: it keeps running statistics across steps.
 class NormLayer {
