@@ -235,9 +235,13 @@ TEST_CASE("golden: float64 numpy references for RMSNorm and the keras/onnx/flax/
     run_family({"numpy_", "conv_"}, 6);
 }
 
+TEST_CASE("golden: PyTorch 1.13 autograd gradients through apply with an npy upstream and save grad_*") {
+    // scripts/make_grad_golden.py; tests/test_backward.cpp checks the same cases at the
+    // engine level.
+    run_family({"grad_"}, 12);
+}
+
 TEST_CASE("golden: every case folder belongs to a family above") {
-    // grad_* cases (scripts/make_grad_golden.py) are checked at the engine level by
-    // tests/test_backward.cpp.
     auto all = golden_cases({""});
     auto known = golden_cases({"torch_", "onnx_", "numpy_", "conv_", "grad_"});
     CHECK(all.size() == known.size());

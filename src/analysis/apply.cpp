@@ -1,21 +1,25 @@
 // apply: normalise each batch with each norm and summarise the output per group; optionally
-// save tensors; with "sequential", the listed batches are successive training steps.
+// save tensors (the gradients too, back-propagating the "upstream" gradient); with
+// "sequential", the listed batches are successive training steps.
 #include <algorithm>
 #include <cmath>
 
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "analysis/upstream.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
 
 namespace {
 
-const std::vector<std::string> kSaveable = {"output", "mean", "var", "rstd", "running_mean", "running_var"};
+const std::vector<std::string> kSaveable = {"output",     "mean",       "var",         "rstd",     "running_mean",
+                                            "running_var", "grad_input", "grad_weight", "grad_bias"};
 
 struct Options {
     bool sequential = false;
     std::vector<std::string> save;
+    Upstream upstream;  ///< dy for grad_*
 };
 
 Options read_options(const AnalysisSpec& spec) {
@@ -26,43 +30,82 @@ Options read_options(const AnalysisSpec& spec) {
         for (std::size_t i = 0; i < s->size(); ++i)
             if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end())
                 r.at("save").child(i).fail("cannot save \"" + (*s)[i] +
-                                           "\" (expected output, mean, var, rstd, running_mean or running_var)");
+                                           "\" (expected output, mean, var, rstd, running_mean, running_var, "
+                                           "grad_input, grad_weight or grad_bias)");
         o.save = *s;
     }
+    o.upstream = read_upstream(r, spec);
     r.finish();
     return o;
 }
 
-void save_step(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
-               const std::string& dn, NormLayer& layer, const StepResult& s) {
+bool saves_gradients(const Options& o) {
+    return std::any_of(o.save.begin(), o.save.end(), [](const std::string& w) { return w.rfind("grad_", 0) == 0; });
+}
+
+// Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
+// of resolution r: a mean of RMSNorm, running statistics of a norm that keeps none, the
+// gradient of a parameter it does not have.
+void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& layer, const Resolution& r) {
     const NormDef& d = layer.def();
-    // Statistics of half-precision runs are saved in float32, as frameworks keep them
-    // (PyTorch returns float32 mean/rstd for half inputs): a variance of 2.5e5 is not a
-    // float16 number (case B10), and the saved file should show the value, not inf.
-    const bool half = ctx.dtype == DType::float16 || ctx.dtype == DType::bfloat16;
-    const DType stats_dtype = half ? DType::float32 : ctx.dtype;
     for (std::size_t i = 0; i < o.save.size(); ++i) {
         const std::string& what = o.save[i];
         JsonLocation at = spec.loc.child("save").child(i);
+        if (what == "mean" && d.type == NormType::rmsnorm)
+            at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)");
+        if ((what == "running_mean" || what == "running_var") && !layer.has_running_stats())
+            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
+                    (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""));
+        if ((what == "grad_weight" && !r.has_weight) || (what == "grad_bias" && !r.has_bias))
+            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" has no " + (what == "grad_weight" ? "weight" : "bias") +
+                    (d.type == NormType::rmsnorm && what == "grad_bias" ? " (rmsnorm: weight only)" : " (affine is false)"));
+    }
+}
+
+void save_step(const AnalysisContext& ctx, const Options& o, const std::string& dn, NormLayer& layer,
+               const StepResult& s) {
+    const NormDef& d = layer.def();
+    // Statistics of half-precision runs are saved in float32, as frameworks keep them
+    // (PyTorch returns float32 mean/rstd for half inputs): a variance of 2.5e5 is not a
+    // float16 number (case B10), and the saved file should show the value, not inf. The
+    // parameter gradients, sums over the batch, likewise.
+    const bool half = ctx.dtype == DType::float16 || ctx.dtype == DType::bfloat16;
+    const DType stats_dtype = half ? DType::float32 : ctx.dtype;
+    StepGradients g;
+    if (saves_gradients(o)) {
+        const Batch& b = ctx.batch(dn);
+        g = step_backward(b.x, s, make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply"));
+    }
+    for (const std::string& what : o.save) {
         if (what == "output") ctx.save(dn, d.name, what, s.fwd.y.to_double(), ctx.dtype);
-        else if (what == "mean") {
-            if (d.type == NormType::rmsnorm)
-                at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)");
-            ctx.save(dn, d.name, what, s.fwd.mean, stats_dtype);
-        } else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, stats_dtype);
+        else if (what == "mean") ctx.save(dn, d.name, what, s.fwd.mean, stats_dtype);
+        else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, stats_dtype);
         else if (what == "rstd") ctx.save(dn, d.name, what, s.fwd.rstd, stats_dtype);
-        else {
-            if (!layer.has_running_stats())
-                at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
-                        (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""));
-            ctx.save(dn, d.name, what, what == "running_mean" ? layer.running_mean() : layer.running_var(),
-                     stats_dtype);
+        else if (what == "running_mean") ctx.save(dn, d.name, what, layer.running_mean(), stats_dtype);
+        else if (what == "running_var") ctx.save(dn, d.name, what, layer.running_var(), stats_dtype);
+        else if (what == "grad_input") ctx.save(dn, d.name, what, g.dx.to_double(), ctx.dtype);
+        else if (what == "grad_weight") ctx.save(dn, d.name, what, g.dweight, stats_dtype);
+        else ctx.save(dn, d.name, what, g.dbias, stats_dtype);
+    }
+}
+
+// The checks of check_saves and the upstream's shape, for every data x norm pair.
+void check_pairs(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o) {
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        check_upstream(o.upstream, b, "apply");
+        for (const auto& nn : spec.norms) {
+            NormLayer layer(ctx.norm(nn), ctx.dtype);
+            check_saves(spec, o, layer, layer.resolve(b.x.shape(), b.channel_axis, dn));
         }
     }
 }
 
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) { check_pairs(spec, ctx, read_options(spec)); }
+
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
-    Options o = read_options(spec);
+    const Options o = read_options(spec);
+    check_pairs(spec, ctx, o);
     Table t;
     t.columns = apply_analysis().columns;
     auto add = [&](const std::string& dn, NormLayer& layer, const StepResult& s, long long step) {
@@ -82,7 +125,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                    in_mm.second, out_mm.first, out_mm.second,
                    static_cast<long long>(count_nonfinite(s.fwd.y)), static_cast<long long>(count_nonfinite(b.x)),
                    bad_stats});
-        save_step(spec, ctx, o, dn, layer, s);
+        save_step(ctx, o, dn, layer, s);
     };
     if (o.sequential) {
         for (const auto& nn : spec.norms) {
@@ -112,7 +155,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 AnalysisType apply_analysis() {
     AnalysisType a;
     a.name = "apply";
-    a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors";
+    a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors and gradients";
     a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
                  "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
                  "nonfinite_count", "nonfinite_in", "nonfinite_stats"};
@@ -124,6 +167,7 @@ AnalysisType apply_analysis() {
                         {"out_std_min", "output std (min..max over groups)", "out_std_max"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
+    a.check = check;
     return a;
 }
 

@@ -1,0 +1,74 @@
+#include "analysis/upstream.hpp"
+
+#include <cmath>
+
+#include "data/npy.hpp"
+#include "data/random.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
+    Upstream u;
+    u.loc = r.at("upstream");
+    const Json* j = r.raw("upstream");
+    if (!j) return u;
+    const char* expected = "expected \"normal\", \"ones\", a number or {\"npy\": path}";
+    if (j->is_string()) {
+        const std::string s = j->get<std::string>();
+        if (s == "ones") u.kind = Upstream::Kind::constant, u.value = 1, u.label = "ones";
+        else if (s != "normal") u.loc.fail("unknown upstream \"" + s + "\" (" + expected + ")");
+    } else if (j->is_number()) {
+        u.kind = Upstream::Kind::constant;
+        u.value = j->get<double>();
+        if (!std::isfinite(u.value)) u.loc.fail("upstream must be finite, but got " + j->dump());
+        u.label = format_number(u.value);
+    } else if (j->is_object()) {
+        ObjectReader o(*j, u.loc);
+        const auto path = o.string("npy");
+        if (!path) u.loc.fail(std::string("missing key \"npy\" (") + expected + ")");
+        o.finish();
+        const std::filesystem::path p(*path);
+        u.kind = Upstream::Kind::npy;
+        u.label = *path;
+        try {
+            u.values = read_npy(p.is_absolute() ? p : spec.base_dir / p).values;
+        } catch (const InputError& e) {
+            u.loc.child("npy").fail(e.what());
+        }
+    } else {
+        u.loc.fail(std::string(expected) + ", but got " + json_type_name(*j));
+    }
+    return u;
+}
+
+void check_upstream(const Upstream& u, const Batch& b, const std::string& what) {
+    if (u.kind != Upstream::Kind::npy) return;
+    const Shape got(u.values.shape().begin(), u.values.shape().end());
+    if (got != b.x.shape())
+        u.loc.child("npy").fail(what + " on data \"" + b.name + "\": upstream gradient of shape " + format_shape(got) +
+                                ", but the data has shape " + format_shape(b.x.shape()));
+}
+
+xt::xarray<double> make_upstream(const Upstream& u, const Batch& b, DType dtype, std::uint64_t seed,
+                                 const std::string& what) {
+    check_upstream(u, b, what);
+    xt::xarray<double> dy;
+    switch (u.kind) {
+        case Upstream::Kind::npy: dy = u.values; break;
+        case Upstream::Kind::constant:
+            dy = xt::xarray<double>::from_shape(b.x.shape());
+            dy.fill(u.value);
+            break;
+        case Upstream::Kind::normal: {
+            dy = xt::xarray<double>::from_shape(b.x.shape());
+            Rng rng(derive_seed(seed, "upstream/" + b.name));
+            for (auto& v : dy) v = rng.normal();
+            break;
+        }
+    }
+    for (auto& v : dy) v = round_to(dtype, v);
+    return dy;
+}
+
+}  // namespace normlab
