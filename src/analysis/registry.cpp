@@ -10,6 +10,7 @@ const std::vector<AnalysisType>& analysis_types() {
         port_check_analysis(),
         epsilon_analysis(), padding_analysis(), equivalence_analysis(), invariance_analysis(),
         batch_dependence_analysis(), train_eval_analysis(),
+        gradients_analysis(), jacobian_analysis(),
     };
     return types;
 }

@@ -19,5 +19,8 @@ AnalysisType equivalence_analysis();
 AnalysisType invariance_analysis();
 AnalysisType batch_dependence_analysis();
 AnalysisType train_eval_analysis();
+/// gradients, jacobian (one .cpp each, same names): the backward pass of a norm.
+AnalysisType gradients_analysis();
+AnalysisType jacobian_analysis();
 
 }  // namespace normlab

@@ -1,0 +1,209 @@
+// gradients: what a norm does to the gradient flowing back through it. Each data x norm
+// pair back-propagates an upstream gradient dy (the "upstream" key) through one forward
+// step and reports the size of dx against dy, the two directions a norm with batch
+// statistics removes from dx (a constant shift of a group, and, with eps = 0, a scaling of
+// the group about its mean), how much of one sample's dx comes from the other samples, the
+// parameter gradients, and a central finite-difference check of dx in float64.
+//
+// Why the two directions: a centring norm's output does not change when a whole group is
+// shifted by a constant, so the sum of dx over a group is 0; with eps = 0 it does not
+// change when a group is scaled about its mean either, so dx is orthogonal to x_hat (eps
+// keeps a component rstd * eps / (var + eps) along x_hat). With upstream "ones" and the
+// weight constant over a group (no affine, or the default weight of ones), dy * weight is a
+// constant shift, so dx is 0: a gradient check with that upstream passes whatever the
+// backward computes.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "analysis/common.hpp"
+#include "analysis/types.hpp"
+#include "analysis/upstream.hpp"
+#include "data/random.hpp"
+
+namespace normlab {
+
+namespace {
+
+// At most this many input elements get a finite-difference check per pair.
+constexpr std::size_t kFdElements = 64;
+
+struct Options {
+    Upstream upstream;
+    bool fd_check = true;
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    ObjectReader r = analysis_reader(spec);
+    Options o;
+    o.upstream = read_upstream(r, spec);
+    o.fd_check = r.boolean("fd_check", true);
+    r.finish();
+    return o;
+}
+
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data) check_upstream(o.upstream, ctx.batch(dn), "gradients");
+}
+
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+
+// Root mean square; NaN for an empty array.
+double rms(const xt::xarray<double>& a) {
+    if (a.size() == 0) return kNan;
+    double s = 0;
+    for (double v : a) s += v * v;
+    return std::sqrt(s / static_cast<double>(a.size()));
+}
+
+// Euclidean norm of elements [first, first + n).
+double norm_of(const xt::xarray<double>& a, std::size_t first, std::size_t n) {
+    double s = 0;
+    for (std::size_t i = first; i < first + n; ++i) s += a.data()[i] * a.data()[i];
+    return std::sqrt(s);
+}
+
+// Per statistics group: max |sum dx| / (rms_group(dx) * n) and max |cos(dx, x_hat)|, over
+// every position of the group (padded ones too: they are normalised with the group's
+// statistics). A group whose dx is 0 to rounding (its norm below 1e-12 of the direct term
+// rstd * dy * scale's) has no direction and is skipped, as is a group whose x_hat is 0;
+// NaN when every group is.
+std::pair<double, double> group_directions(const xt::xarray<double>& x, const xt::xarray<double>& dx,
+                                           const xt::xarray<double>& dy, const StepResult& s) {
+    const Resolution& r = s.res;
+    const std::vector<std::size_t> group = broadcast_offsets(r.view_shape, r.stats_shape);
+    Shape ps(r.view_shape.size(), 1);
+    for (auto a : r.spec.param_axes) ps[a] = r.view_shape[a];
+    const std::vector<std::size_t> param = broadcast_offsets(r.view_shape, ps);
+    const std::size_t G = s.fwd.rstd.size();
+    std::vector<double> sum(G, 0.0), sq(G, 0.0), dot(G, 0.0), xh2(G, 0.0), direct(G, 0.0), n(G, 0.0);
+    for (std::size_t i = 0; i < group.size(); ++i) {
+        const std::size_t g = group[i];
+        const double rs = s.fwd.rstd.data()[g];
+        const double d = dx.data()[i], xh = (x.data()[i] - s.fwd.mean.data()[g]) * rs;
+        const double scale = s.in.has_weight ? r.spec.weight_offset + s.in.weight.data()[param[i]] : 1.0;
+        const double t = rs * dy.data()[i] * scale;
+        sum[g] += d, sq[g] += d * d, dot[g] += d * xh, xh2[g] += xh * xh, direct[g] += t * t, n[g] += 1;
+    }
+    double sum_max = kNan, cos_max = kNan;
+    for (std::size_t g = 0; g < G; ++g) {
+        if (!(sq[g] > 1e-24 * direct[g])) continue;
+        const double shift = std::abs(sum[g]) / (std::sqrt(sq[g] / n[g]) * n[g]);
+        sum_max = std::isnan(sum_max) ? shift : std::max(sum_max, shift);
+        if (!(xh2[g] > 0)) continue;
+        const double c = std::abs(dot[g]) / std::sqrt(sq[g] * xh2[g]);
+        cos_max = std::isnan(cos_max) ? c : std::max(cos_max, c);
+    }
+    return {sum_max, cos_max};
+}
+
+// The share of sample 0's dx that comes from the other samples' dy: with dx_own from dy
+// kept on sample 0 only and dx_other from dy kept on the other samples only (dx is linear
+// in dy, so dx = dx_own + dx_other), |dx_other| / (|dx_own| + |dx_other|) on sample 0.
+// Exactly 0 when no statistic spans samples; NaN when dy is 0 on every sample.
+double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarray<double>& dy) {
+    const std::size_t per = b.x.shape().empty() || b.x.shape()[0] == 0 ? 0 : b.x.size() / b.x.shape()[0];
+    xt::xarray<double> own = xt::zeros<double>(dy.shape()), other = dy;
+    std::copy(dy.data(), dy.data() + per, own.data());
+    std::fill(other.data(), other.data() + per, 0.0);
+    const double a = norm_of(step_backward(b.x, s, own).dx.to_double(), 0, per);
+    const double c = norm_of(step_backward(b.x, s, other).dx.to_double(), 0, per);
+    return a + c > 0 ? c / (a + c) : kNan;
+}
+
+// Central differences in float64 of L = sum(dy * y) over the statistics group of each of up
+// to kFdElements seeded input elements, against the analytic dx in float64; the largest
+// |fd - dx| relative to the larger of max |dx| and rms(dy) * max rstd (the size of the
+// direct term rstd * dy, so that a dx that is 0 to rounding is judged on the scale it would
+// otherwise have). The step is 1e-4 / rstd of the element's group (1e-4 of its spread).
+double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, const xt::xarray<double>& dy) {
+    Batch b64 = b;
+    b64.x = Tensor::from_double(b.x.to_double(), DType::float64);
+    // The run's dtype for the defaults it sets (RMSNorm's eps); the arithmetic is float64.
+    NormLayer layer(def, ctx.dtype);
+    const StepResult s = forward_batch(layer, b64);
+    const xt::xarray<double> dx = step_backward(b64.x, s, dy).dx.f64;
+    const std::vector<std::size_t> group = broadcast_offsets(s.res.view_shape, s.res.stats_shape);
+
+    std::vector<std::size_t> picks;
+    const std::size_t N = dx.size();
+    if (N <= kFdElements) {
+        for (std::size_t i = 0; i < N; ++i) picks.push_back(i);
+    } else {
+        Rng rng(derive_seed(ctx.seed, "gradients/fd/" + b.name + "/" + def.name));
+        while (picks.size() < kFdElements) {
+            const std::size_t i = static_cast<std::size_t>(rng.below(N));
+            if (std::find(picks.begin(), picks.end(), i) == picks.end()) picks.push_back(i);
+        }
+    }
+    auto group_loss = [&](std::size_t g) {
+        NormLayer fresh(def, ctx.dtype);  // no running statistics carried between evaluations
+        const xt::xarray<double> y = forward_batch(fresh, b64).fwd.y.to_double();
+        double l = 0;
+        for (std::size_t j = 0; j < N; ++j)
+            if (group[j] == g) l += dy.data()[j] * y.data()[j];
+        return l;
+    };
+    double scale = 0, rmax = 0, err = 0;
+    for (double v : dx) scale = std::max(scale, std::abs(v));
+    for (double r : s.fwd.rstd) rmax = std::max(rmax, r);
+    scale = std::max(scale, rms(dy) * rmax);
+    for (std::size_t i : picks) {
+        const std::size_t g = group[i];
+        const double r = s.fwd.rstd.data()[g];
+        const double v = b64.x.f64.data()[i];
+        const double h = std::isfinite(r) && r > 0 ? 1e-4 / r : 1e-6 * std::max(1.0, std::abs(v));
+        b64.x.f64.data()[i] = v + h;
+        const double up = group_loss(g);
+        b64.x.f64.data()[i] = v - h;
+        const double down = group_loss(g);
+        b64.x.f64.data()[i] = v;
+        const double d = std::abs((up - down) / (2 * h) - dx.data()[i]);
+        err = std::isnan(d) || std::isnan(err) ? kNan : std::max(err, d);
+    }
+    return scale > 0 ? err / scale : err;
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    Table t;
+    t.columns = gradients_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        const xt::xarray<double> dy = make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "gradients");
+        const xt::xarray<double> x = b.x.to_double();
+        for (const auto& nn : spec.norms) {
+            const NormDef& def = ctx.norm(nn);
+            NormLayer layer(def, ctx.dtype);
+            const StepResult s = forward_batch(layer, b);
+            const StepGradients g = step_backward(b.x, s, dy);
+            const xt::xarray<double> dx = g.dx.to_double();
+            const double in_rms = rms(dx), up_rms = rms(dy);
+            const auto [sum_max, cos_max] = group_directions(x, dx, dy, s);
+            t.add_row({dn, nn, norm_type_name(def.type), o.upstream.label, in_rms, up_rms,
+                       up_rms > 0 ? in_rms / up_rms : kNan, sum_max, cos_max, cross_sample_fraction(b, s, dy),
+                       s.in.has_weight ? rms(g.dweight) : kNan, s.in.has_bias ? rms(g.dbias) : kNan,
+                       o.fd_check ? fd_check(ctx, b, def, dy) : kNan});
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType gradients_analysis() {
+    AnalysisType a;
+    a.name = "gradients";
+    a.summary = "back-propagate an upstream gradient: dx against dy, the directions a norm removes, "
+                "cross-sample share, parameter gradients, finite-difference check";
+    a.columns = {"data", "norm", "type", "upstream", "grad_input_rms", "grad_upstream_rms", "grad_ratio",
+                 "grad_sum_abs_max", "grad_xhat_cos_max", "cross_sample_fraction", "grad_weight_rms",
+                 "grad_bias_rms", "fd_max_rel_err"};
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.run = run;
+    a.check = check;
+    return a;
+}
+
+}  // namespace normlab
