@@ -1,0 +1,257 @@
+// The backward pass through the user route: the `gradients` and `jacobian` analyses and
+// `apply` with an upstream gradient and saved grad_* arrays, run through the built binary.
+// The numbers are checked against what follows from the norms' definitions: a constant
+// upstream gradient gives dx = 0 through a centring norm, only BatchNorm in training mixes
+// the samples' gradients, and the Jacobian's singular values have closed forms.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis_util.hpp"
+#include "data/npy.hpp"
+
+using namespace normlab_test;
+using nlohmann::json;
+
+namespace {
+
+// The norms every test here uses: the four centring norms with their default (ones)
+// weights or none, RMSNorm, and BatchNorm in inference.
+json norms() {
+    return {{"ln", {{"type", "layernorm"}, {"normalized_shape", {12}}}},
+            {"ln_plain", {{"type", "layernorm"}, {"normalized_shape", {12}}, {"affine", false}, {"eps", 0}}},
+            {"rms", {{"type", "rmsnorm"}, {"normalized_shape", {12}}}},
+            {"bn", {{"type", "batchnorm"}}},
+            {"bn_eval", {{"type", "batchnorm"}, {"training", false}, {"running_var", {0.5, 1, 2}}}},
+            {"in", {{"type", "instancenorm"}}},
+            {"gn", {{"type", "groupnorm"}, {"num_groups", 3}}}};
+}
+
+json base_config(const std::string& dtype) {
+    return {{"name", "grad"},
+            {"dtype", dtype},
+            {"data", {{"x", {{"source", "gaussian"}, {"shape", {6, 3, 12}}, {"mean", 0.3}, {"std", 1.7}}},
+                      {"g", {{"source", "gaussian"}, {"shape", {4, 6, 5}}, {"mean", -1}, {"std", 0.5}}}}},
+            {"norms", norms()}};
+}
+
+const std::vector<std::string> kOnX = {"ln", "ln_plain", "rms", "bn", "bn_eval", "in"};
+
+}  // namespace
+
+TEST_CASE("gradients: upstream ones gives dx = 0 for the centring norms, not for RMSNorm; only BatchNorm in training mixes samples") {
+    for (const std::string dtype : {"float64", "float32"}) {
+        CAPTURE(dtype);
+        json c = base_config(dtype);
+        c["analyses"] = {{{"type", "gradients"}, {"data", {"x"}}, {"norms", kOnX}, {"upstream", "ones"}},
+                         {{"type", "gradients"}, {"data", {"g"}}, {"norms", {"gn"}}, {"upstream", "ones"}},
+                         {{"type", "gradients"}, {"data", {"x"}}, {"norms", kOnX}},
+                         {{"type", "gradients"}, {"data", {"g"}}, {"norms", {"gn"}}, {"upstream", 0.5}}};
+        RunResult r = run_config("gradients_" + dtype, c);
+        REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+        CHECK(csv_header(read_text(r.out / "gradients.csv")) ==
+              "data,norm,type,upstream,grad_input_rms,grad_upstream_rms,grad_ratio,grad_sum_abs_max,"
+              "grad_xhat_cos_max,cross_sample_fraction,grad_weight_rms,grad_bias_rms,fd_max_rel_err");
+        auto rows = r.csv("gradients");
+        REQUIRE(rows.size() == 2 * kOnX.size() + 2);
+        // Upstream ones: a constant shift of every group, which a centring norm (in
+        // training: batch statistics) removes. dx is then rounding noise.
+        for (const std::string n : {"ln", "ln_plain", "bn", "in"}) {
+            CAPTURE(n);
+            auto row = one(rows, {{"norm", n}, {"upstream", "ones"}});
+            CHECK(num(row, "grad_input_rms") < 1e-13);
+            CHECK(num(row, "grad_upstream_rms") == 1);
+            CHECK(std::isnan(num(row, "grad_sum_abs_max")));  // no direction left in a dx of 0
+        }
+        CHECK(num(one(rows, {{"norm", "gn"}, {"upstream", "ones"}}), "grad_input_rms") < 1e-13);
+        CHECK(num(one(rows, {{"norm", "gn"}, {"upstream", "0.5"}}), "grad_input_rms") < 1e-13);
+        // RMSNorm does not centre: the shift reaches dx. BatchNorm in inference has constant
+        // statistics: dx = rstd * dy.
+        CHECK(num(one(rows, {{"norm", "rms"}, {"upstream", "ones"}}), "grad_input_rms") > 0.05);
+        CHECK(num(one(rows, {{"norm", "bn_eval"}, {"upstream", "ones"}}), "grad_input_rms") > 0.5);
+
+        for (const auto& row : rows) {
+            CAPTURE(row.at("norm"));
+            CAPTURE(row.at("upstream"));
+            // Only statistics across samples (BatchNorm in training) mix their gradients.
+            if (row.at("norm") == "bn") CHECK(num(row, "cross_sample_fraction") > 0.01);
+            else CHECK(num(row, "cross_sample_fraction") == 0);
+            CHECK(num(row, "fd_max_rel_err") < 1e-6);
+            // Parameter gradients exist with the parameters.
+            const bool affine = row.at("norm") != "ln_plain" && row.at("norm") != "in";
+            CHECK(std::isnan(num(row, "grad_weight_rms")) == !affine);
+            CHECK(std::isnan(num(row, "grad_bias_rms")) == (!affine || row.at("norm") == "rms"));
+        }
+        // Normal upstream: a centring norm's dx sums to 0 over each group; with eps = 0 it is
+        // orthogonal to x_hat, as RMSNorm's (eps 0 is not its default: machine eps).
+        for (const std::string n : {"ln", "ln_plain", "bn", "in"}) {
+            auto row = one(rows, {{"norm", n}, {"upstream", "normal"}});
+            CHECK(num(row, "grad_sum_abs_max") < (dtype == "float64" ? 1e-12 : 1e-5));
+        }
+        auto plain = one(rows, {{"norm", "ln_plain"}, {"upstream", "normal"}});
+        CHECK(num(plain, "grad_xhat_cos_max") < (dtype == "float64" ? 1e-12 : 1e-5));
+        CHECK(num(one(rows, {{"norm", "rms"}, {"upstream", "normal"}}), "grad_sum_abs_max") > 0.01);
+        CHECK(num(one(rows, {{"norm", "bn_eval"}, {"upstream", "normal"}}), "grad_xhat_cos_max") > 0.01);
+    }
+}
+
+TEST_CASE("gradients: eps leaves a component along x_hat, rstd eps/(var+eps) of the scale direction") {
+    json c = base_config("float64");
+    c["norms"] = {{"ln0", {{"type", "layernorm"}, {"normalized_shape", {12}}, {"affine", false}, {"eps", 0}}},
+                  {"ln1", {{"type", "layernorm"}, {"normalized_shape", {12}}, {"affine", false}, {"eps", 1}}}};
+    c["analyses"] = {{{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln0", "ln1"}}, {"fd_check", false}}};
+    RunResult r = run_config("gradients_eps", c);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = r.csv("gradients");
+    CHECK(num(one(rows, {{"norm", "ln0"}}), "grad_xhat_cos_max") < 1e-12);
+    CHECK(num(one(rows, {{"norm", "ln1"}}), "grad_xhat_cos_max") > 0.01);
+    CHECK(std::isnan(num(one(rows, {{"norm", "ln1"}}), "fd_max_rel_err")));
+}
+
+TEST_CASE("jacobian: singular values match the closed forms to 1e-9 in float64 (n = 8 and 512)") {
+    // Rows of 8 (x: (2, 8)) and of 512 (t: (2, 512)); LayerNorm and RMSNorm without
+    // affine, BatchNorm in training over a channel of 8 (b: (4, 3, 2)); LayerNorm with a
+    // weight and BatchNorm in inference (the expected x_hat gain includes the scale).
+    json c = {{"name", "jac"},
+              {"dtype", "float64"},
+              {"data", {{"x", {{"source", "gaussian"}, {"shape", {2, 8}}, {"mean", 2}, {"std", 0.7}}},
+                        {"t", {{"source", "gaussian"}, {"shape", {2, 512}}, {"std", 1.3}, {"channel_axis", -1}}},
+                        {"b", {{"source", "gaussian"}, {"shape", {4, 3, 2}}, {"mean", 1}}}}},
+              {"norms",
+               {{"ln", {{"type", "layernorm"}, {"axes", {-1}}, {"affine", false}, {"eps", 0.3}}},
+                {"rms", {{"type", "rmsnorm"}, {"axes", {-1}}, {"affine", false}, {"eps", 0.3}}},
+                {"ln_w", {{"type", "layernorm"}, {"axes", {-1}}, {"eps", 0.1}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.5}}}}}}},
+                {"bn", {{"type", "batchnorm"}, {"affine", false}, {"eps", 0.2}}},
+                {"bn_eval", {{"type", "batchnorm"}, {"training", false}, {"running_var", {0.5, 1, 2}}}}}},
+              {"analyses",
+               {{{"type", "jacobian"}, {"data", {"x", "t"}}, {"norms", {"ln", "rms", "ln_w"}}, {"save", {"jacobian_sv"}}},
+                {{"type", "jacobian"}, {"data", {"b"}}, {"norms", {"bn", "bn_eval"}}, {"groups", 3}}}}};
+    RunResult r = run_config("jacobian_closed_forms", c);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    CHECK(csv_header(read_text(r.out / "jacobian.csv")) ==
+          "data,norm,type,group,eps,n,rstd,sv_max,sv_min,rank,gain_ones,gain_xhat,gain_xhat_expected,gain_other");
+    auto rows = r.csv("jacobian");
+    CHECK(rows.size() == 2 * 3 * 2 + 3 * 2);
+    auto rel = [](double a, double b) { return std::fabs(a - b) / std::fabs(b); };
+    for (const auto& row : rows) {
+        CAPTURE(row.at("data"));
+        CAPTURE(row.at("norm"));
+        CAPTURE(row.at("group"));
+        const double rstd = num(row, "rstd"), n = num(row, "n");
+        CHECK(rel(num(row, "gain_xhat"), num(row, "gain_xhat_expected")) < 1e-9);
+        if (row.at("norm") == "ln_w") continue;  // the scale mixes the directions
+        CHECK(rel(num(row, "sv_max"), rstd) < 1e-9);
+        CHECK(rel(num(row, "gain_other"), rstd) < 1e-9);
+        if (row.at("norm") == "bn_eval") {  // running statistics: J = rstd I
+            CHECK(rel(num(row, "sv_min"), rstd) < 1e-9);
+            CHECK(num(row, "rank") == n);
+            continue;
+        }
+        if (row.at("norm") == "rms") {
+            CHECK(num(row, "rank") == n);
+            CHECK(rel(num(row, "sv_min"), num(row, "gain_xhat")) < 1e-9);
+        } else {  // centring: the 1 direction is flattened
+            CHECK(num(row, "rank") == n - 1);
+            CHECK(num(row, "sv_min") < 1e-9 * rstd);
+            CHECK(num(row, "gain_ones") < 1e-9 * rstd);
+        }
+    }
+    // The saved singular values: one row per group, descending; for LayerNorm rstd (n - 2
+    // times), rstd eps / (var + eps), 0.
+    auto sv = normlab::read_npy(r.out / "arrays" / "t" / "ln" / "jacobian_sv.npy");
+    REQUIRE(sv.values.shape(0) == 2);
+    REQUIRE(sv.values.shape(1) == 512);
+    CHECK(sv.dtype == "float64");
+    auto row0 = one(rows, {{"data", "t"}, {"norm", "ln"}, {"group", "0"}});
+    const double rstd = num(row0, "rstd");
+    for (std::size_t i = 0; i < 510; ++i) CHECK(rel(sv.values(0, i), rstd) < 1e-9);
+    CHECK(rel(sv.values(0, 510), num(row0, "gain_xhat_expected")) < 1e-9);
+    CHECK(sv.values(0, 511) < 1e-9 * rstd);
+}
+
+TEST_CASE("apply: upstream and saved gradients in the data's and the parameters' shapes and dtypes") {
+    // The same seeded normal upstream in apply and gradients; a number upstream scales dx;
+    // float16 saves grad_input in float16 and the parameter gradients in float32.
+    json c = base_config("float16");
+    c["analyses"] = {{{"type", "apply"}, {"data", {"g"}}, {"norms", {"gn"}}, {"save", {"grad_input", "grad_weight", "grad_bias"}}},
+                     {{"type", "gradients"}, {"data", {"g"}}, {"norms", {"gn"}}, {"fd_check", false}}};
+    RunResult r = run_config("apply_grads_f16", c);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto dx = normlab::read_npy(r.out / "arrays" / "g" / "gn" / "grad_input.npy");
+    auto dw = normlab::read_npy(r.out / "arrays" / "g" / "gn" / "grad_weight.npy");
+    auto db = normlab::read_npy(r.out / "arrays" / "g" / "gn" / "grad_bias.npy");
+    CHECK(dx.dtype == "float16");
+    CHECK(dw.dtype == "float32");
+    CHECK(std::vector<std::size_t>(dx.values.shape().begin(), dx.values.shape().end()) == std::vector<std::size_t>{4, 6, 5});
+    CHECK(std::vector<std::size_t>(dw.values.shape().begin(), dw.values.shape().end()) == std::vector<std::size_t>{6});
+    CHECK(db.values.size() == 6);
+    double sq = 0;
+    for (double v : dx.values) sq += v * v;
+    const double rms_saved = std::sqrt(sq / static_cast<double>(dx.values.size()));
+    const double rms_table = num(one(r.csv("gradients"), {{"norm", "gn"}}), "grad_input_rms");
+    CHECK(std::fabs(rms_saved - rms_table) <= 1e-12 * rms_table);
+
+    json c2 = base_config("float64");
+    c2["analyses"] = {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"rms"}}, {"upstream", "ones"}, {"save", {"grad_input"}}},
+                      {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstream", -2.5}, {"save", {"grad_input"}}}};
+    RunResult r2 = run_config("apply_grads_const", c2);
+    REQUIRE_MESSAGE(r2.cli.exit_code == 0, r2.cli.err);
+    auto ones = normlab::read_npy(r2.out / "arrays" / "x" / "rms" / "grad_input.npy").values;
+    auto shift = normlab::read_npy(r2.out / "arrays" / "x" / "ln" / "grad_input.npy").values;
+    double mx = 0, mo = 0;
+    for (double v : shift) mx = std::max(mx, std::fabs(v));
+    for (double v : ones) mo = std::max(mo, std::fabs(v));
+    CHECK(mx < 1e-13);
+    CHECK(mo > 0.05);
+}
+
+TEST_CASE("gradients, jacobian and apply's gradient keys: bad input is refused by validate, exit 2, one line") {
+    const std::string dy_bytes = normlab::npy_bytes(xt::zeros<double>({2, 3}), normlab::DType::float64);
+    struct Bad {
+        const char* name;
+        json analysis;
+        std::vector<std::string> expect;
+    };
+    std::vector<Bad> cases = {
+        {"upstream_word", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstream", "zeros"}},
+         {"/analyses/0/upstream", "unknown upstream \"zeros\""}},
+        {"upstream_type", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstream", {1, 2}}},
+         {"/analyses/0/upstream", "expected \"normal\", \"ones\", a number or {\"npy\": path}, but got array"}},
+        {"upstream_missing_file", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstream", {{"npy", "none.npy"}}}},
+         {"/analyses/0/upstream/npy", "none.npy"}},
+        {"upstream_shape", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstream", {{"npy", "dy.npy"}}}, {"save", {"grad_input"}}},
+         {"/analyses/0/upstream/npy", "apply on data \"x\": upstream gradient of shape [2, 3], but the data has shape [6, 3, 12]"}},
+        {"grad_weight_without_affine", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln_plain"}}, {"save", {"grad_weight"}}},
+         {"/analyses/0/save/0", "layernorm \"ln_plain\" has no weight (affine is false)"}},
+        {"grad_bias_rmsnorm", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"rms"}}, {"save", {"grad_input", "grad_bias"}}},
+         {"/analyses/0/save/1", "rmsnorm \"rms\" has no bias (rmsnorm: weight only)"}},
+        {"save_unknown", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"save", {"grad_x"}}},
+         {"/analyses/0/save/0", "cannot save \"grad_x\""}},
+        {"fd_check_type", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"fd_check", "yes"}},
+         {"/analyses/0/fd_check"}},
+        {"gradients_unknown_key", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstrem", "ones"}},
+         {"/analyses/0", "upstrem", "upstream"}},
+        {"jacobian_groups", {{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"ln"}}, {"groups", 0}},
+         {"/analyses/0/groups", "groups must be >= 1, but got 0"}},
+        {"jacobian_max_elements", {{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"bn"}}, {"max_elements", 10}},
+         {"/analyses/0/max_elements", "batchnorm \"bn\" on data \"x\": its groups have 72 elements, more than max_elements (10)"}},
+        {"jacobian_save", {{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"ln"}}, {"save", {"output"}}},
+         {"/analyses/0/save/0", "cannot save \"output\" (expected jacobian_sv)"}},
+    };
+    for (const auto& b : cases) {
+        CAPTURE(b.name);
+        json c = base_config("float64");
+        c["analyses"] = {b.analysis};
+        const auto dir = fresh_dir(std::string("grad_bad_") + b.name);
+        write_text(dir / "cfg.json", c.dump(2));
+        write_text(dir / "dy.npy", dy_bytes);
+        for (const char* cmd : {"validate ", "run "}) {
+            CliResult r = run_normlab(cmd + (dir / "cfg.json").string() + (std::string(cmd) == "run " ? " --out " + (dir / "out").string() : ""));
+            CHECK(r.exit_code == 2);
+            for (const auto& e : b.expect) CHECK_MESSAGE(r.err.find(e) != std::string::npos, "missing \"" << e << "\" in: " << r.err);
+            CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+            CHECK_FALSE(std::filesystem::exists(dir / "out"));
+        }
+    }
+}
