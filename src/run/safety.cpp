@@ -105,6 +105,20 @@ std::string describe_memory_limit(const std::string& option_text) {
            " of memory)";
 }
 
+namespace {
+
+// The thread that waits for the interrupt signals (install_interrupt_handler).
+pthread_t g_signal_waiter;
+
+// Threads a shared library starts while it is loaded, before main (OpenBLAS starts its
+// worker pool then), do not inherit main's signal mask, so a signal sent to the process
+// may be delivered to one of them. This handler runs only in such a thread and hands the
+// signal on to the waiting thread, which blocks it and so receives it in sigwait
+// (pthread_kill is async-signal-safe).
+extern "C" void forward_to_signal_waiter(int sig) { pthread_kill(g_signal_waiter, sig); }
+
+}  // namespace
+
 void install_interrupt_handler() {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -113,10 +127,11 @@ void install_interrupt_handler() {
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGHUP);
-        // Blocked here, in the main thread, before any other thread exists: every thread
-        // inherits the mask, so only the sigwait below receives these signals.
+        // Blocked here, in the main thread, before normlab starts any thread: every thread
+        // it starts inherits the mask, so only the sigwait below receives these signals
+        // (threads started before main: forward_to_signal_waiter).
         if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return;
-        std::thread([set] {
+        std::thread waiter([set] {
             int sig = 0;
             if (sigwait(&set, &sig) != 0) ::_exit(1);
             const std::size_t removed = abandon_output_folders();
@@ -126,7 +141,13 @@ void install_interrupt_handler() {
                                                "the output folder is left as it was" : "") + "\n";
             [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());
             ::_exit(128 + sig);
-        }).detach();
+        });
+        g_signal_waiter = waiter.native_handle();
+        waiter.detach();
+        struct sigaction sa {};
+        sa.sa_handler = forward_to_signal_waiter;
+        sigemptyset(&sa.sa_mask);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
     });
 }
 

@@ -27,7 +27,8 @@ std::string describe_memory_limit(const std::string& option_text);
 /// folders (abandon_output_folders), print "normlab: interrupted ..." and exit with
 /// 128 + the signal number (130 for SIGINT). The signals are handled by a dedicated thread
 /// (sigwait), so cleanup may use the file system safely while the main thread is busy in
-/// a long computation. Call once, early in main, before any other thread starts.
+/// a long computation. Call once, early in main, before normlab starts any thread; threads
+/// a library started before main (OpenBLAS's worker pool) hand the signals on to it.
 void install_interrupt_handler();
 
 }  // namespace normlab
