@@ -22,6 +22,7 @@
 
 #include "data/npy.hpp"
 #include "norm/backward.hpp"
+#include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
 using namespace normlab;
@@ -33,34 +34,23 @@ const fs::path kGolden = NORMLAB_GOLDEN_DIR;
 
 Shape shape_of(const xt::xarray<double>& a) { return Shape(a.shape().begin(), a.shape().end()); }
 
-/// Everything the engine needs for one forward/backward pair, in the view's layout.
-struct Setup {
+/// Everything the engine needs for one forward/backward pair, in the view's layout: the
+/// input, the spec, and the optional inputs as a step keeps them (StepInputs).
+struct Setup : StepInputs {
     Tensor x;   ///< view shape
     NormSpec spec;
-    bool has_weight = false, has_bias = false, has_mask = false, given = false;
-    xt::xarray<double> weight, bias, given_mean, given_var;
-    xt::xarray<std::uint8_t> mask;
-
-    ForwardInputs inputs() const {
-        ForwardInputs in;
-        if (has_weight) in.weight = &weight;
-        if (has_bias) in.bias = &bias;
-        if (has_mask) in.mask = &mask;
-        if (given) in.given_mean = &given_mean, in.given_var = &given_var;
-        return in;
-    }
     Shape param_shape() const { return select_dims(x.shape(), spec.param_axes); }
 };
 
 /// Forward then backward of `s` with upstream gradient dy (view shape).
 BackwardResult grads(const Setup& s, const xt::xarray<double>& dy) {
-    ForwardResult f = forward(s.x, s.spec, s.inputs());
-    return backward(s.x, s.spec, s.inputs(), f, dy);
+    ForwardResult f = forward(s.x, s.spec, s.pointers());
+    return backward(s.x, s.spec, s.pointers(), f, dy);
 }
 
 /// sum(dy * y) for the forward of `s`: the loss whose gradient backward() returns.
 double loss(const Setup& s, const xt::xarray<double>& dy) {
-    auto y = forward(s.x, s.spec, s.inputs()).y.to_double();
+    auto y = forward(s.x, s.spec, s.pointers()).y.to_double();
     double l = 0;
     for (std::size_t i = 0; i < y.size(); ++i) l += dy.data()[i] * y.data()[i];
     return l;
@@ -304,11 +294,11 @@ xt::xarray<double> row_jacobian(const xt::xarray<double>& row, bool center, doub
     s.spec.param_axes = {1};
     s.spec.center = center;
     s.spec.eps = eps;
-    ForwardResult f = forward(s.x, s.spec, s.inputs());
+    ForwardResult f = forward(s.x, s.spec, s.pointers());
     rstd = f.rstd(0, 0);
     var = f.var(0, 0);
     xt::xarray<double> eye = xt::eye<double>(n);
-    return backward(s.x, s.spec, s.inputs(), f, eye).dx.f64;
+    return backward(s.x, s.spec, s.pointers(), f, eye).dx.f64;
 }
 
 /// Singular values of `j`, descending (xt::linalg::svd, LAPACK gesdd without U and V).
@@ -437,14 +427,14 @@ TEST_CASE("backward: padded positions get only the direct term, real ones the st
     s.has_mask = true;
     s.mask = xt::xarray<std::uint8_t>{{{1, 1, 1, 1, 0, 0}}};
     xt::xarray<double> dy = normal(c.view, 6);
-    ForwardResult f = forward(s.x, s.spec, s.inputs());
-    BackwardResult g = backward(s.x, s.spec, s.inputs(), f, dy);
+    ForwardResult f = forward(s.x, s.spec, s.pointers());
+    BackwardResult g = backward(s.x, s.spec, s.pointers(), f, dy);
     for (std::size_t j = 4; j < 6; ++j) CHECK(g.dx.f64(0, 0, j) == f.rstd(0, 0, 0) * dy(0, 0, j));
     // With zero upstream gradient at the padded positions, the real positions get what the
     // four-element row gets.
     xt::xarray<double> dy0 = dy;
     dy0(0, 0, 4) = dy0(0, 0, 5) = 0;
-    BackwardResult g0 = backward(s.x, s.spec, s.inputs(), f, dy0);
+    BackwardResult g0 = backward(s.x, s.spec, s.pointers(), f, dy0);
     Setup r = s;
     r.has_mask = false;
     r.x.f64 = xt::xarray<double>::from_shape({1, 1, 4});
@@ -510,16 +500,16 @@ TEST_CASE("backward: dx is computed in double and rounded once to float32, float
 
 TEST_CASE("backward: bad shapes are input errors") {
     Setup s = make_setup(Config("ln", {3, 4}, {1}, {1}), DType::float64, 1);
-    ForwardResult f = forward(s.x, s.spec, s.inputs());
-    CHECK_THROWS_WITH_AS(backward(s.x, s.spec, s.inputs(), f, xt::zeros<double>({4, 3})),
+    ForwardResult f = forward(s.x, s.spec, s.pointers());
+    CHECK_THROWS_WITH_AS(backward(s.x, s.spec, s.pointers(), f, xt::zeros<double>({4, 3})),
                          "upstream gradient: expected shape [3, 4], but got [4, 3]", InputError);
     xt::xarray<double> w = xt::ones<double>({3});
-    ForwardInputs in = s.inputs();
+    ForwardInputs in = s.pointers();
     in.weight = &w;
     CHECK_THROWS_WITH_AS(backward(s.x, s.spec, in, f, xt::zeros<double>({3, 4})),
                          "weight: expected shape [4], but got [3]", InputError);
     xt::xarray<std::uint8_t> m = xt::ones<std::uint8_t>({2, 4});
-    in = s.inputs();
+    in = s.pointers();
     in.mask = &m;
     CHECK_THROWS_AS(backward(s.x, s.spec, in, f, xt::zeros<double>({3, 4})), InputError);
 }
@@ -586,9 +576,9 @@ void check_closed_form_products(std::size_t n, bool center) {
     s.spec.param_axes = {1};
     s.spec.center = center;
     s.spec.eps = eps;
-    ForwardResult f = forward(s.x, s.spec, s.inputs());
+    ForwardResult f = forward(s.x, s.spec, s.pointers());
     const double rstd = f.rstd(0, 0), var = f.var(0, 0);
-    auto jv = [&](const xt::xarray<double>& v) { return backward(s.x, s.spec, s.inputs(), f, v).dx.f64; };
+    auto jv = [&](const xt::xarray<double>& v) { return backward(s.x, s.spec, s.pointers(), f, v).dx.f64; };
     xt::xarray<double> xhat = (s.x.f64 - f.mean(0, 0)) * rstd;
     xt::xarray<double> ones = xt::ones<double>({std::size_t{1}, n});
     if (center) {

@@ -30,6 +30,12 @@ GroupSummary group_summary(const Tensor& y, const Resolution& res,
     return s;
 }
 
+double l2_norm(const double* p, std::size_t n) {
+    double s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += p[i] * p[i];
+    return std::sqrt(s);
+}
+
 std::size_t count_nonfinite(const xt::xarray<double>& a) {
     std::size_t n = 0;
     for (double v : a) n += std::isfinite(v) ? 0 : 1;

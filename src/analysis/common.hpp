@@ -24,6 +24,9 @@ struct GroupSummary {
 GroupSummary group_summary(const Tensor& y, const Resolution& res,
                            const xt::xarray<std::uint8_t>* mask, bool center = true);
 
+/// Euclidean norm of the n values at p.
+double l2_norm(const double* p, std::size_t n);
+
 /// Number of non-finite (NaN or +-inf) values.
 std::size_t count_nonfinite(const xt::xarray<double>& a);
 /// Same, read in place from a tensor of any dtype (no float64 copy of a large batch).

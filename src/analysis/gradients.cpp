@@ -51,17 +51,7 @@ const double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // Root mean square; NaN for an empty array.
 double rms(const xt::xarray<double>& a) {
-    if (a.size() == 0) return kNan;
-    double s = 0;
-    for (double v : a) s += v * v;
-    return std::sqrt(s / static_cast<double>(a.size()));
-}
-
-// Euclidean norm of elements [first, first + n).
-double norm_of(const xt::xarray<double>& a, std::size_t first, std::size_t n) {
-    double s = 0;
-    for (std::size_t i = first; i < first + n; ++i) s += a.data()[i] * a.data()[i];
-    return std::sqrt(s);
+    return a.size() ? l2_norm(a.data(), a.size()) / std::sqrt(static_cast<double>(a.size())) : kNan;
 }
 
 // Per statistics group: max |sum dx| / (rms_group(dx) * n) and max |cos(dx, x_hat)|, over
@@ -107,8 +97,8 @@ double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarr
     xt::xarray<double> own = xt::zeros<double>(dy.shape()), other = dy;
     std::copy(dy.data(), dy.data() + per, own.data());
     std::fill(other.data(), other.data() + per, 0.0);
-    const double a = norm_of(step_backward(b.x, s, own).dx.to_double(), 0, per);
-    const double c = norm_of(step_backward(b.x, s, other).dx.to_double(), 0, per);
+    const double a = l2_norm(step_backward(b.x, s, own).dx.to_double().data(), per);
+    const double c = l2_norm(step_backward(b.x, s, other).dx.to_double().data(), per);
     return a + c > 0 ? c / (a + c) : kNan;
 }
 

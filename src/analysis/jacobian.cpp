@@ -71,11 +71,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) group_size(spec, o, ctx, dn, nn);
 }
 
-double norm2(const xt::xarray<double>& v) {
-    double s = 0;
-    for (double e : v) s += e * e;
-    return std::sqrt(s);
-}
+double norm2(const xt::xarray<double>& v) { return l2_norm(v.data(), v.size()); }
 
 // |J v| / |v| through xt::linalg::dot; NaN for v = 0.
 double gain(const xt::xarray<double>& j, const xt::xarray<double>& v) {
