@@ -190,6 +190,10 @@ AnalysisType gradients_analysis() {
     a.columns = {"data", "norm", "type", "upstream", "grad_input_rms", "grad_upstream_rms", "grad_ratio",
                  "grad_sum_abs_max", "grad_xhat_cos_max", "cross_sample_fraction", "grad_weight_rms",
                  "grad_bias_rms", "fd_max_rel_err"};
+    a.figure.title = "gradient through each norm: rms(dx) / rms(dy), and the share of sample 0's dx from the other samples";
+    a.figure.category = {"data", "norm"};
+    a.figure.series = {"upstream"};
+    a.figure.metrics = {{"grad_ratio", "rms(dx) / rms(dy)"}, {"cross_sample_fraction", "cross-sample share"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     a.check = check;

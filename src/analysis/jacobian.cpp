@@ -225,6 +225,11 @@ AnalysisType jacobian_analysis() {
                 "against the closed forms";
     a.columns = {"data", "norm",   "type",   "group", "eps",       "n",         "rstd",
                  "sv_max", "sv_min", "rank", "gain_ones", "gain_xhat", "gain_xhat_expected", "gain_other"};
+    a.figure.title = "Jacobian of each group: gain along x_hat (closed form rstd eps/(var+eps)) and the largest singular value (rstd)";
+    a.figure.category = {"data", "norm", "group"};
+    a.figure.metrics = {{"gain_xhat", "|J x_hat| / |x_hat|"}, {"gain_xhat_expected", "closed form"},
+                        {"sv_max", "largest singular value"}};
+    a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     a.check = check;
