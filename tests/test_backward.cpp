@@ -612,7 +612,7 @@ TEST_CASE("jacobian: the closed forms through J v products (n = 8, 512, 4096)") 
         for (bool center : {true, false}) check_closed_form_products(n, center);
 }
 
-// The SVD of a 4096 x 4096 Jacobian takes about 40 s per norm here (LAPACK gesdd, one
+// The SVD of a 4096 x 4096 Jacobian took 40 to 60 s per norm here (LAPACK gesdd, one
 // OpenBLAS thread), too long for every test run; the products test above covers n = 4096.
 // Run it with: build/tests/test_backward -tc="*4096*" --no-skip
 TEST_CASE("jacobian: singular values by xt::linalg::svd for n = 4096" * doctest::skip()) {
