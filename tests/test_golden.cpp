@@ -314,7 +314,7 @@ TEST_CASE("PyTorch's error cases not covered by test_cli exit 2 with one clear l
         // to the number of channels in input").
         {"gn_weight_size",
          one_pair(gaussian("[2, 6, 4]"), R"({"type": "groupnorm", "num_groups": 3, "weight": [1, 1, 1]})"),
-         {"/norms/n/weight", "weight: expected shape [6] (6 elements), but got [3]"}},
+         {"/norms/n/weight", "weight: expected shape [6] (one value per channel, affine_per \"channel\"), but got [3]"}},
     };
     for (const auto& c : cases) {
         CAPTURE(c.name);

@@ -378,6 +378,23 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
     });
 }
 
+// y = round(y * scale + shift) in place, y holding x_hat already rounded to its half dtype:
+// the second rounding of AffineRounding::twice. The product of two half values is exact
+// in double, so this is what a framework's half multiply (done in float32) gives.
+void affine_rounded_twice(float* y, const Shape& xs, const Strides& sb, const double* scale, const double* shift,
+                          DType dtype) {
+    Walk w(xs, Strides(xs.size(), 0), sb, kChunk);
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) {
+        w.chunk(c, [&](const Run& r) {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                const std::size_t p = r.b + k * r.db;
+                float& v = y[r.x + k];
+                v = static_cast<float>(round_to(dtype, static_cast<double>(v) * scale[p] + shift[p]));
+            }
+        });
+    });
+}
+
 void check_size(const Tensor& x, const Shape& shape) {
     if (num_elements(shape) != x.size())
         throw InputError("cannot view input of shape " + format_shape(x.shape()) + " as " + format_shape(shape));
@@ -427,6 +444,15 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     if (in.bias)
         for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
 
+    // Rounding twice: the kernels write x_hat rounded to the dtype (unit scale, no shift),
+    // and the affine step follows on those values.
+    const bool twice = spec.affine_rounding == AffineRounding::twice && compute_dtype(x.dtype) != x.dtype &&
+                       (in.weight || in.bias);
+    std::vector<double> unit_scale, no_shift;
+    if (twice) unit_scale.assign(np, 1.0), no_shift.assign(np, 0.0);
+    const double* kscale = twice ? unit_scale.data() : scale.data();
+    const double* kshift = twice ? no_shift.data() : shift.data();
+
     out.y.dtype = x.dtype;
     if (x.dtype == DType::float64) ensure_shape(out.y.f64, xs);
     else ensure_shape(out.y.f32, xs);
@@ -438,9 +464,10 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         for (auto* a : {&out.batch.mean, &out.batch.var, &out.batch.count, &out.mean, &out.var}) ensure_shape(*a, ss);
         Walk wm(xs, sa, Strides(xs.size(), 0), whole), wn(xs, sa, sb, whole);
         if (x.dtype == DType::float64)
-            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, spec, scale.data(), shift.data(), x.dtype, out);
+            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, spec, kscale, kshift, x.dtype, out);
         else
-            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, spec, scale.data(), shift.data(), x.dtype, out);
+            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, spec, kscale, kshift, x.dtype, out);
+        if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
         return;
     }
 
@@ -474,9 +501,10 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     }
     Walk w(xs, sn, sb, kChunk);
     if (x.dtype == DType::float64)
-        normalize_impl(x.f64.data(), out.y.f64.data(), w, mean, rstd, scale.data(), shift.data(), x.dtype);
+        normalize_impl(x.f64.data(), out.y.f64.data(), w, mean, rstd, kscale, kshift, x.dtype);
     else
-        normalize_impl(x.f32.data(), out.y.f32.data(), w, mean, rstd, scale.data(), shift.data(), x.dtype);
+        normalize_impl(x.f32.data(), out.y.f32.data(), w, mean, rstd, kscale, kshift, x.dtype);
+    if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
 }
 
 ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {

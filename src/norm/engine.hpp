@@ -16,6 +16,13 @@ enum class EpsPlacement { inside_sqrt, add_to_std };
 /// (divide by n-1, torch.std's default, seen in ports).
 enum class VarianceEstimator { biased, unbiased };
 
+/// Where a float16/bfloat16 output is rounded when there are affine parameters: once, after
+/// y = x_hat * w + b is formed in double (fused kernels, PyTorch's F.rms_norm and
+/// F.layer_norm), or twice: x_hat is rounded to the dtype first and the affine step applied
+/// to that and rounded again (the Llama reference RMSNorm, `weight * hidden.to(dtype)`;
+/// HF transformers issue #30236). float32 and float64 outputs are always rounded once.
+enum class AffineRounding { once, twice };
+
 /// The fields that determine a normalization (DESIGN.md "Architecture").
 struct NormSpec {
     Axes reduction_axes;   ///< axes the statistics are taken over (canonical)
@@ -25,6 +32,7 @@ struct NormSpec {
     double eps = 1e-5;
     Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
     double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
+    AffineRounding affine_rounding = AffineRounding::once;  ///< half dtypes only
 };
 
 /// Batch statistics in the keep-dims statistics shape (reduced axes set to 1).
@@ -81,7 +89,8 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
 /// broadcast per the spec, with x - mean and the scaling formed in double and y rounded
-/// once to x's dtype (out.y gets `shape`). When every statistic is one contiguous block of
+/// once to x's dtype (out.y gets `shape`); for float16/bfloat16 with affine parameters and
+/// spec.affine_rounding twice, x_hat is rounded to the dtype before the affine step. When every statistic is one contiguous block of
 /// 2 to 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm, InstanceNorm,
 /// GroupNorm) and there is no mask or given statistics, each cache-sized chunk gets its
 /// statistics and its output in one pass over memory - the same bits as compute_moments

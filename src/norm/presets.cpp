@@ -1,8 +1,10 @@
 #include "norm/presets.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "norm/backward.hpp"
+#include "norm/replicas.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -23,7 +25,7 @@ const std::vector<std::string>& convention_names() {
 
 double default_eps(NormType t, Convention c, DType dtype) {
     switch (c) {
-        case Convention::torch: return t == NormType::rmsnorm ? machine_eps(dtype) : 1e-5;
+        case Convention::torch: return t == NormType::rmsnorm ? machine_eps(compute_dtype(dtype)) : 1e-5;
         case Convention::onnx: return 1e-5;
         case Convention::keras: return t == NormType::rmsnorm ? 1e-6 : 1e-3;
         case Convention::flax: return t == NormType::batchnorm ? 1e-5 : 1e-6;
@@ -76,6 +78,74 @@ std::string pair_msg(const NormDef& d, const std::string& data, const std::strin
     return norm_type_name(d.type) + " \"" + d.name + "\" on data \"" + data + "\": " + what;
 }
 
+using Fail = std::function<void(const std::string&, const std::string&)>;
+
+// A GroupNorm weight or bias given as values must have the shape affine_per asks for; the
+// message names both readings, since a port between ONNX opsets 18 (G) and 21 (C) is the
+// usual way to get it wrong.
+void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, const std::string& key,
+                       const Resolution& r, const Fail& fail) {
+    if (!p || p->kind != ParamInit::Kind::values) return;
+    const Shape got(p->values.shape().begin(), p->values.shape().end());
+    if (got == r.param_shape) return;
+    const std::size_t C = r.channels, G = static_cast<std::size_t>(d.num_groups);
+    const bool per_group = d.affine_per == AffinePer::group;
+    fail(key, key + ": expected shape " + format_shape(r.param_shape) + " (one value per " +
+                  (per_group ? "group" : "channel") + ", affine_per \"" + (per_group ? "group" : "channel") +
+                  "\"), but got " + format_shape(got) + "; groupnorm takes " + format_shape({C}) +
+                  " with affine_per \"channel\" (one value per channel) or " + format_shape({G}) +
+                  " with affine_per \"group\" (one value per group of C/G = " + std::to_string(C / G) +
+                  " channels)");
+}
+
+std::string list_text(const std::vector<long long>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+// BatchNorm's replicas: slices of axis 0 that must cover the batch. Unsynchronised in
+// training, each replica is a batch of its own, so PyTorch's one-value-per-channel error
+// applies to each (DataParallel runs F.batch_norm per replica); synchronised, the global
+// count is what matters (SyncBatchNorm), checked like an ordinary batch.
+void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
+    const Shape& xs = r.input_shape;
+    if (r.channel_axis == 0)
+        fail("replicas", "replicas split the batch along axis 0, which is the channel axis of input shape " +
+                             format_shape(xs));
+    const std::size_t n = xs[0];
+    std::vector<std::size_t> sizes;
+    if (d.replica_count > 0) {
+        const std::size_t R = static_cast<std::size_t>(d.replica_count);
+        if (n % R != 0)
+            fail("replicas", "replicas " + std::to_string(R) + " does not divide the batch of N = " +
+                                 std::to_string(n) + " samples (input shape " + format_shape(xs) +
+                                 ") into equal slices; give the per-replica sample counts as a list");
+        sizes.assign(R, n / R);
+    } else {
+        long long sum = 0;
+        for (long long v : d.replica_sizes) sum += v;
+        if (sum != static_cast<long long>(n))
+            fail("replicas", "per-replica sample counts " + list_text(d.replica_sizes) + " sum to " +
+                                 std::to_string(sum) + ", but the batch has N = " + std::to_string(n) +
+                                 " samples (input shape " + format_shape(xs) + ")");
+        for (long long v : d.replica_sizes) sizes.push_back(static_cast<std::size_t>(v));
+    }
+    if (!r.use_batch_stats || d.sync) return;  // one set of statistics for the whole batch
+    const std::size_t per_sample = n ? r.elems_per_stat / n : 0;  // values per channel per sample
+    std::size_t smallest = r.elems_per_stat;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        if (sizes[i] * per_sample == 1)
+            fail("replicas", "in training mode: replica " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
+                                 " of the " + std::to_string(n) + " samples of input shape " + format_shape(xs) +
+                                 ") has one value per channel (need more than 1); with sync false each "
+                                 "replica normalises with its own statistics");
+        smallest = std::min(smallest, sizes[i] * per_sample);
+    }
+    r.replicas = sizes;
+    r.elems_per_stat = smallest;
+}
+
 }  // namespace
 
 NormLayer::NormLayer(NormDef def, DType dtype) : m_def(std::move(def)), m_dtype(dtype) {}
@@ -104,6 +174,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     spec.eps_placement = d.eps_placement;
     spec.variance = d.variance;
     spec.weight_offset = d.weight_offset;
+    spec.affine_rounding = d.affine_rounding;
 
     if (is_channel_norm(d.type)) {
         std::size_t ca = data_channel_axis;
@@ -150,7 +221,13 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             }
             r.reduction_axes = complement_axes({0}, rank);
             spec.reduction_axes = complement_axes({0, ca}, rank + 1);
-            spec.param_axes = {ca, ca + 1};
+            // Per group: the weight spans the G axis of the view and broadcasts over C/G.
+            if (d.affine_per == AffinePer::group) {
+                r.param_shape = {G};
+                spec.param_axes = {ca};
+            } else {
+                spec.param_axes = {ca, ca + 1};
+            }
         }
     } else {  // layernorm, rmsnorm: trailing normalized_shape or any axes
         if (d.normalized_shape && d.axes)
@@ -223,8 +300,13 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
         if (d.running_mean) materialize(*d.running_mean, cs, "running_mean", d.name);
         if (d.running_var) materialize(*d.running_var, cs, "running_var", d.name);
     }
+    if (d.type == NormType::groupnorm) {
+        if (r.has_weight) check_group_param(d, d.weight, "weight", r, fail);
+        if (r.has_bias) check_group_param(d, d.bias, "bias", r, fail);
+    }
     if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight", d.name);
     if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias", d.name);
+    if (d.type == NormType::batchnorm && d.has_replicas()) resolve_replicas(d, r, fail);
     return r;
 }
 
@@ -311,21 +393,28 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
     }
     // The engine reads x through the view shape (no copy) and writes into out's buffers,
     // which a caller that repeats steps (bench, sweeps) thereby reuses.
-    if (out.fwd.y.size() == x.size() && out.fwd.y.dtype == x.dtype)
-        out.fwd.y = reshaped(std::move(out.fwd.y), r.view_shape);
-    normlab::forward(x, r.view_shape, r.spec, in.pointers(), out.fwd);
+    if (!r.replicas.empty()) {
+        forward_replicas(x, r.view_shape, r.spec, in.pointers(), r.replicas, out.fwd);
+    } else {
+        if (out.fwd.y.size() == x.size() && out.fwd.y.dtype == x.dtype)
+            out.fwd.y = reshaped(std::move(out.fwd.y), r.view_shape);
+        normlab::forward(x, r.view_shape, r.spec, in.pointers(), out.fwd);
+    }
     out.fwd.y = reshaped(std::move(out.fwd.y), r.input_shape);
 
     if (r.update_running) {
         // Per-channel batch mean and variance: BatchNorm's stats are per channel already;
         // InstanceNorm's are per (sample, channel) and PyTorch averages them over the batch.
+        // With per-replica statistics only replica 0's (the first num_stats entries) count:
+        // DataParallel keeps replica 0's buffers, DDP broadcasts rank 0's.
         const auto& bm = out.fwd.batch;
+        const std::size_t used = r.replicas.empty() ? bm.mean.size() : r.num_stats;
         std::size_t inner = 1;
         for (std::size_t a = r.channel_axis + 1; a < r.stats_shape.size(); ++a) inner *= r.stats_shape[a];
         xt::xarray<double> cm = xt::zeros<double>({r.channels}), cv = xt::zeros<double>({r.channels});
         xt::xarray<double> per = xt::zeros<double>({r.channels});
         const bool unbiased_running = d.convention == Convention::torch;
-        for (std::size_t i = 0; i < bm.mean.size(); ++i) {
+        for (std::size_t i = 0; i < used; ++i) {
             std::size_t c = (i / inner) % r.channels;
             double n = bm.count.data()[i];
             double v = bm.var.data()[i];

@@ -16,6 +16,10 @@
 namespace normlab {
 
 enum class NormType { batchnorm, layernorm, instancenorm, groupnorm, rmsnorm };
+/// What GroupNorm's weight and bias are given per: each channel (shape (C): the paper,
+/// PyTorch, ONNX GroupNormalization opset 21) or each group (shape (G), each value applied
+/// to the group's C/G channels: ONNX GroupNormalization opset 18).
+enum class AffinePer { channel, group };
 /// Framework whose defaults and rules a norm follows (DESIGN.md "Conventions").
 enum class Convention { torch, onnx, keras, flax };
 
@@ -24,8 +28,11 @@ std::string convention_name(Convention c);
 const std::vector<std::string>& norm_type_names();
 const std::vector<std::string>& convention_names();
 
-/// Default eps of a norm type under a convention: torch 1e-5 (RMSNorm: machine eps of the
-/// dtype, PyTorch >= 2.4), onnx 1e-5, keras 1e-3 (RMSNorm 1e-6), flax 1e-5 for BatchNorm
+/// Default eps of a norm type under a convention for inputs of `dtype`: torch 1e-5 (RMSNorm:
+/// the machine epsilon of the type the arithmetic is done in, compute_dtype(dtype): float32's
+/// 1.19e-7 for float16/bfloat16/float32 inputs, float64's 2.2e-16 for float64, as PyTorch
+/// >= 2.6 resolves eps=None, PR #142848; the storage type's 0.0078 for bfloat16 would swamp
+/// a mean square of 0.0034), onnx 1e-5, keras 1e-3 (RMSNorm 1e-6), flax 1e-5 for BatchNorm
 /// and 1e-6 for the others.
 double default_eps(NormType t, Convention c, DType dtype);
 /// Default momentum as the convention states it: torch 0.1 (weight of the new batch);
@@ -81,6 +88,18 @@ struct NormDef {
     EpsPlacement eps_placement = EpsPlacement::inside_sqrt;
     VarianceEstimator variance = VarianceEstimator::biased;
     double weight_offset = 0;    ///< rmsnorm: 1 scales by (1 + weight) (Gemma)
+    AffinePer affine_per = AffinePer::channel;                  ///< groupnorm
+    AffineRounding affine_rounding = AffineRounding::once;      ///< float16/bfloat16 outputs
+    /// batchnorm: data-parallel replicas, each normalising its slice of axis 0 (DataParallel,
+    /// DistributedDataParallel). At most one of the two is set: the per-replica sample counts
+    /// (summing to N), or a number R of equal slices (N divisible by R).
+    std::vector<long long> replica_sizes;
+    long long replica_count = 0;
+    /// batchnorm with replicas: false = each replica's own statistics (DataParallel, DDP
+    /// without SyncBatchNorm, ghost batch norm); true = the statistics of the whole batch,
+    /// each replica weighted by its count (SyncBatchNorm).
+    bool sync = false;
+    bool has_replicas() const { return !replica_sizes.empty() || replica_count > 0; }
 };
 
 /// What a norm does to a batch of a given shape: pure shape logic, no data touched.
@@ -89,8 +108,16 @@ struct Resolution {
     Shape input_shape;
     Shape view_shape;            ///< the shape the engine sees (GroupNorm splits C into (G, C/G))
     Axes reduction_axes;         ///< in terms of the input's axes (GroupNorm: incl. the channel axis)
-    Shape stats_shape;           ///< keep-dims statistics shape, in view_shape's rank
+    /// Keep-dims statistics shape, in view_shape's rank. With per-replica statistics (see
+    /// replicas) it is one replica's: ForwardResult's mean/var/rstd/batch are then
+    /// (R, ...stats_shape), replica r's at index r of the leading axis.
+    Shape stats_shape;
+    /// Elements of stats_shape, and elements per statistic (per-replica statistics: the
+    /// smallest replica's).
     std::size_t num_stats = 0, elems_per_stat = 0;
+    /// Per-replica sample counts (along axis 0) when each replica normalises its slice with
+    /// its own statistics (BatchNorm training with replicas, sync false); empty otherwise.
+    std::vector<std::size_t> replicas;
     Shape param_shape;           ///< shape of weight (and bias) as the user gives them
     bool has_weight = false, has_bias = false;
     std::size_t num_params = 0;  ///< weight + bias elements
@@ -146,14 +173,21 @@ public:
     /// Resolves axes and shapes for `x_shape` with the data's channel axis; `data_name` names
     /// the input in messages. Throws NormError naming the norm, the data and the key at fault
     /// for every PyTorch shape error: channels not divisible by num_groups, normalized_shape
-    /// not the trailing shape, weight/bias/running statistics of the wrong shape, axes out of
-    /// range, rank too small.
+    /// not the trailing shape, weight/bias/running statistics of the wrong shape (GroupNorm:
+    /// naming the per-channel and the per-group shape), axes out of range, rank too small;
+    /// and for replicas that do not split the batch (sizes not summing to N, R not dividing
+    /// N, channels on axis 0) or, unsynchronised in training, a replica with one value per
+    /// channel (PyTorch's error on that replica).
     Resolution resolve(const Shape& x_shape, std::size_t data_channel_axis,
                        const std::string& data_name) const;
     /// One forward step on `x` (any shape; channels on `channel_axis`): training with batch
     /// statistics (updating the running statistics: new = (1-m)*old + m*batch, running_var
     /// from the unbiased variance under the torch convention, biased otherwise; m = 1/steps
-    /// for momentum null) or inference with the running statistics. `mask` (1 = real
+    /// for momentum null) or inference with the running statistics. BatchNorm with
+    /// unsynchronised replicas normalises each slice with its own statistics and updates the
+    /// running statistics from replica 0's, as DataParallel and DDP's default buffer
+    /// broadcast keep them; synchronised, the whole batch's statistics are used, which is
+    /// SyncBatchNorm's count-weighted merge of the per-replica moments. `mask` (1 = real
     /// position; x's rank, each dim x's or 1) is the padding mask the statistics skip when
     /// the norm's `mask` is set; nullptr when the input has none. Throws NormError as
     /// resolve(), for a norm with mask set and no mask given, and for BatchNorm/InstanceNorm

@@ -37,6 +37,10 @@ double machine_eps(DType d) {
     return 0;
 }
 
+DType compute_dtype(DType d) {
+    return d == DType::float16 || d == DType::bfloat16 ? DType::float32 : d;
+}
+
 namespace {
 
 // Round a double to a binary format with `mant` explicit mantissa bits and exponent range

@@ -20,8 +20,12 @@ using Axes = std::vector<std::size_t>;  ///< canonical axes: non-negative, sorte
 std::string dtype_name(DType d);
 /// Inverse of dtype_name; throws InputError naming the accepted names.
 DType parse_dtype(const std::string& name);
-/// Machine epsilon of the dtype (torch.finfo(dtype).eps), the RMSNorm default eps.
+/// Machine epsilon of the dtype (torch.finfo(dtype).eps).
 double machine_eps(DType d);
+/// The type a framework does a layer's arithmetic in for inputs of dtype d (PyTorch's
+/// opmath type, at::opmath_type): float32 for float16 and bfloat16, d itself otherwise.
+/// Defaults that depend on the dtype follow it (RMSNorm's eps, PyTorch >= 2.6, PR #142848).
+DType compute_dtype(DType d);
 /// Rounds v to the nearest value representable in d (round to nearest even; overflow
 /// gives +-inf as IEEE does).
 double round_to(DType d, double v);
