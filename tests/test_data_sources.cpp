@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "data/masks.hpp"
 #include "data/npy.hpp"
 #include "data/sources.hpp"
 #include "tensor/errors.hpp"
@@ -190,7 +191,7 @@ TEST_CASE("npy source: path against base_dir + dtype rounding + errors naming fi
                          doctest::Contains("/data/x/path: expected a file path string"), InputError);
 }
 
-TEST_CASE("mask: BT for BTD stored as BT1 - full shape accepted - others rejected") {
+TEST_CASE("mask: BT for BTD stored as BT1 - full shape accepted - broadcastable shapes expanded - others rejected") {
     Batch b = batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bool.npy", "channel_axis": -1})");
     REQUIRE(b.has_mask());
     CHECK(b.mask.shape() == std::vector<std::size_t>{2, 3, 1});
@@ -201,8 +202,9 @@ TEST_CASE("mask: BT for BTD stored as BT1 - full shape accepted - others rejecte
     // With the channel axis 1 the mask (2, 3) does not fit (2, 3, 4): it would need (2, 4).
     CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_bool.npy"})"),
                          "cfg.json: /data/x/mask: mask of shape [2, 3] does not fit data of shape [2, 3, 4] "
-                         "with channel axis 1: expected the data's shape without its channel axis [2, 4] "
-                         "or the data's shape",
+                         "with channel axis 1: a mask must broadcast to the data's shape without its channel axis "
+                         "[2, 4] (the same rank, with 1 where it does not vary, or fewer axes that match the leading "
+                         "ones, as a (B, T) sequence mask does), or to the data's shape [2, 3, 4]",
                          InputError);
     CHECK(batch(R"({"source": "npy", "path": "hidden.npy", "mask": "mask_wrong_shape.npy"})").mask.shape() ==
           std::vector<std::size_t>{2, 1, 4});
@@ -218,6 +220,29 @@ TEST_CASE("mask: BT for BTD stored as BT1 - full shape accepted - others rejecte
     // A full-shape mask on generated data.
     Batch g = batch(R"({"source": "gaussian", "shape": [2, 3], "mask": "bool.npy"})");
     CHECK(g.mask.shape() == std::vector<std::size_t>{2, 3});
+}
+
+TEST_CASE("mask: shapes that broadcast (numpy rules, lower ranks on the leading axes) are expanded") {
+    // Data (1, 2, 3, 4) with channels last: without the channel axis (1, 2, 3).
+    const Shape xs{1, 2, 3, 4};
+    xt::xarray<double> m121 = xt::zeros<double>({1, 2, 1});  // one flag per time step
+    m121(0, 0, 0) = 1;
+    xt::xarray<std::uint8_t> e = fit_mask(m121, xs, 3);
+    CHECK(e.shape() == std::vector<std::size_t>{1, 2, 3, 1});
+    for (std::size_t h = 0; h < 3; ++h) CHECK((e(0, 0, h, 0) == 1 && e(0, 1, h, 0) == 0));
+    xt::xarray<double> seq = xt::zeros<double>({1, 2});  // a (B, T) mask, read as (1, 2, 1)
+    seq(0, 0) = 1;
+    CHECK(fit_mask(seq, xs, 3) == e);
+    xt::xarray<double> full = xt::ones<double>({1, 1, 1, 4});  // the data's rank, per channel
+    full(0, 0, 0, 2) = 0;
+    xt::xarray<std::uint8_t> ef = fit_mask(full, xs, 3);
+    CHECK(ef.shape() == std::vector<std::size_t>{1, 2, 3, 4});
+    CHECK(ef(0, 1, 2, 2) == 0);
+    CHECK(ef(0, 1, 2, 3) == 1);
+    // Not broadcastable: a size that is neither the data's nor 1, or too many axes.
+    CHECK_THROWS_WITH_AS(fit_mask(xt::ones<double>({1, 3}), xs, 3),
+                         doctest::Contains("mask of shape [1, 3] does not fit data of shape [1, 2, 3, 4]"), InputError);
+    CHECK_THROWS_AS(fit_mask(xt::ones<double>({1, 2, 3, 4, 1}), xs, 3), InputError);
 }
 
 TEST_CASE("lengths: right and left padding masks for BTD") {

@@ -383,7 +383,8 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
         // A padding mask given as a file or as lengths (sources that do not build their own).
         if (auto m = string_at(spec, "mask")) {
             const DataEstimate me = of_npy(resolve_path(ctx, *m), c);
-            e.batch_bytes = saturating_add(e.batch_bytes, me.elements);
+            // A broadcastable mask is kept expanded: at most one byte per data element.
+            e.batch_bytes = saturating_add(e.batch_bytes, std::max(me.elements, e.elements));
             e.build_bytes = saturating_add(e.build_bytes, me.build_bytes);
         } else if (spec.contains("lengths") && source != "tokens" && source != "text") {
             e.batch_bytes = saturating_add(e.batch_bytes, e.elements);

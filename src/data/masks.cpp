@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <xtensor/xbroadcast.hpp>
+
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -9,26 +11,41 @@ namespace normlab {
 xt::xarray<std::uint8_t> fit_mask(const xt::xarray<double>& mask, const Shape& data_shape,
                                   std::size_t channel_axis) {
     const Shape ms(mask.shape().begin(), mask.shape().end());
+    const std::size_t rank = data_shape.size();
     Shape without = data_shape;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(channel_axis));
-    Shape stored = data_shape;
-    stored[channel_axis] = 1;
-    if (ms != without && ms != data_shape && ms != stored)
-        throw InputError("mask of shape " + format_shape(ms) +
-                         " does not fit data of shape " + format_shape(data_shape) +
-                         " with channel axis " + std::to_string(channel_axis) +
-                         ": expected the data's shape without its channel axis " +
-                         format_shape(without) + " or the data's shape");
-    Shape out_shape = ms == data_shape ? data_shape : stored;
-    xt::xarray<std::uint8_t> out = xt::xarray<std::uint8_t>::from_shape(out_shape);
+    // The mask at the data's rank: as given when it has that rank; otherwise aligned with the
+    // leading axes of the shape without the channel axis, padded with 1s, and given a 1 at
+    // the channel axis.
+    Shape full = ms;
+    if (ms.size() < rank) {
+        full.resize(rank - 1, 1);
+        full.insert(full.begin() + static_cast<std::ptrdiff_t>(channel_axis), 1);
+    }
+    bool ok = full.size() == rank;
+    for (std::size_t d = 0; ok && d < rank; ++d) ok = full[d] == data_shape[d] || full[d] == 1;
+    if (!ok)
+        throw InputError("mask of shape " + format_shape(ms) + " does not fit data of shape " +
+                         format_shape(data_shape) + " with channel axis " + std::to_string(channel_axis) +
+                         ": a mask must broadcast to the data's shape without its channel axis " +
+                         format_shape(without) +
+                         " (the same rank, with 1 where it does not vary, or fewer axes that match the "
+                         "leading ones, as a (B, T) sequence mask does), or to the data's shape " +
+                         format_shape(data_shape));
+    xt::xarray<std::uint8_t> m = xt::xarray<std::uint8_t>::from_shape(full);
     const double* src = mask.data();
     for (std::size_t i = 0; i < mask.size(); ++i) {
         if (src[i] != 0.0 && src[i] != 1.0)
             throw InputError("mask values must be 0 or 1 (or bool), but element " +
                              std::to_string(i) + " (row-major) is " + std::to_string(src[i]));
-        out.data()[i] = src[i] != 0.0 ? 1 : 0;
+        m.data()[i] = src[i] != 0.0 ? 1 : 0;
     }
-    return out;
+    // Expanded along every axis but the channel axis, so that each stored entry is one
+    // position of the data and every user of the mask (statistics counts, row slicing,
+    // resampling) sees the real positions after broadcasting, never the mask's entries.
+    Shape out_shape = data_shape;
+    out_shape[channel_axis] = full[channel_axis];
+    return xt::broadcast(m, out_shape);
 }
 
 std::size_t sequence_axis(const Shape& data_shape, std::size_t channel_axis) {

@@ -13,11 +13,15 @@
 namespace normlab {
 
 /// Checks a loaded mask against data of shape `data_shape` with channel axis
-/// `channel_axis` and returns it as uint8 in the Batch::mask layout. Accepted shapes: the
-/// data's shape without the channel axis ((B,T) for (B,T,D)), the data's full shape, or the
-/// full shape with 1 at the channel axis. Values must be 0 or 1 (bool masks are 0/1).
-/// Throws InputError (no location prefix; callers add it) naming both shapes, or the first
-/// value that is not 0/1 with its index.
+/// `channel_axis` and returns it as uint8 in the Batch::mask layout, expanded (numpy
+/// broadcasting) to the data's shape with 1 at the channel axis, or to the full shape when
+/// the mask varies along the channel axis. Accepted shapes: those that broadcast to the
+/// data's shape without the channel axis W ((B,T) for (B,T,D)) - the same rank as W with
+/// size-1 axes where the mask does not vary, or fewer axes aligned with W's leading ones
+/// (a (B,T) mask for (B,T,H,D)) - and those of the data's rank that broadcast to its shape.
+/// Values must be 0 or 1 (bool masks are 0/1). Throws InputError (no location prefix;
+/// callers add it) naming both shapes and the accepted ones, or the first value that is
+/// not 0/1 with its index.
 xt::xarray<std::uint8_t> fit_mask(const xt::xarray<double>& mask, const Shape& data_shape,
                                   std::size_t channel_axis);
 
