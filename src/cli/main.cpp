@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
         } else if (*val_cmd) {
             for (const auto& p : val_paths) {
                 val.config_path = p;
-                validate_config(val);
+                for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
                 std::cout << p << ": ok\n";
             }
         } else if (*list_cmd) {

@@ -82,6 +82,31 @@ void check_path_name(const std::string& s, const JsonLocation& loc, const std::s
                  "the folder the results go to");
 }
 
+// BatchNorm's "replicas" (a number of equal slices or a list of per-replica sample
+// counts) and "sync". Whether they split the batch is checked when the norm meets its data.
+void parse_replicas(ObjectReader& r, NormDef& d) {
+    if (const Json* j = r.raw("replicas")) {
+        const JsonLocation at = r.at("replicas");
+        if (j->is_number_integer() || j->is_number_unsigned()) {
+            d.replica_count = *r.integer("replicas");
+            if (d.replica_count < 1) at.fail("replicas must be >= 1, but got " + std::to_string(d.replica_count));
+        } else if (j->is_array()) {
+            d.replica_sizes = read_integers(*j, at);
+            if (d.replica_sizes.empty()) at.fail("list is empty (expected one sample count per replica)");
+            for (std::size_t i = 0; i < d.replica_sizes.size(); ++i)
+                if (d.replica_sizes[i] < 1)
+                    at.child(i).fail("a replica holds at least 1 sample, but got " + std::to_string(d.replica_sizes[i]));
+        } else {
+            at.fail("expected a number of equal replicas or a list of per-replica sample counts, but got " +
+                    json_type_name(*j) + " " + j->dump());
+        }
+    }
+    d.sync = r.boolean("sync", false);
+    if (d.sync && !d.has_replicas())
+        r.at("sync").fail("\"sync\": true applies to \"replicas\", which is not given (without replicas the "
+                          "whole batch is one replica)");
+}
+
 }  // namespace
 
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
@@ -106,6 +131,8 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
                           ? EpsPlacement::add_to_std : EpsPlacement::inside_sqrt;
     d.variance = r.choice("variance", {"biased", "unbiased"}, "biased") == "unbiased"
                      ? VarianceEstimator::unbiased : VarianceEstimator::biased;
+    d.affine_rounding = r.choice("affine_rounding", {"once", "twice"}, "once") == "twice"
+                            ? AffineRounding::twice : AffineRounding::once;
 
     const bool channel_norm = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
                               d.type == NormType::groupnorm;
@@ -130,7 +157,10 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
         if (!r.has("num_groups")) loc.fail("missing required key \"num_groups\"");
         d.num_groups = *r.integer("num_groups");
         if (d.num_groups <= 0) r.at("num_groups").fail("num_groups must be positive, but got " + std::to_string(d.num_groups));
+        d.affine_per = r.choice("affine_per", {"channel", "group"}, "channel") == "group" ? AffinePer::group
+                                                                                          : AffinePer::channel;
     }
+    if (d.type == NormType::batchnorm) parse_replicas(r, d);
     if (d.type == NormType::batchnorm || d.type == NormType::instancenorm) {
         d.training = r.boolean("training");
         d.track_running_stats = r.boolean("track_running_stats");
@@ -241,6 +271,21 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     }
     r.finish();
     return c;
+}
+
+std::vector<std::string> config_notes(const Config& c) {
+    std::vector<std::string> out;
+    for (const auto& name : c.norm_order) {
+        const NormDef& d = c.norms.at(name);
+        if (d.affine_rounding != AffineRounding::twice) continue;
+        const JsonLocation at = JsonLocation{c.file, "/norms"}.child(name).child("affine_rounding");
+        if (compute_dtype(c.dtype) == c.dtype)
+            out.push_back(at.message("\"twice\" changes only float16 and bfloat16 outputs; in this " +
+                                     dtype_name(c.dtype) + " run x_hat is not rounded before the affine step"));
+        else if (!d.affine.value_or(d.type != NormType::instancenorm))
+            out.push_back(at.message("\"twice\" has no effect: the norm has no affine parameters (affine false)"));
+    }
+    return out;
 }
 
 JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {

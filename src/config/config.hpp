@@ -57,6 +57,12 @@ struct Config {
 Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
                     const AnalysisCatalog& analyses);
 
+/// Settings of `c` that are valid but change nothing in it, one line each as
+/// "file: /norms/<name>/<key>: why" (reported by run and validate, not errors):
+/// `affine_rounding: "twice"` on a float32/float64 run (only half outputs are rounded after
+/// the affine step) or on a norm without affine parameters.
+std::vector<std::string> config_notes(const Config& c);
+
 /// Parses one norm object (/norms/<name>). `seed` seeds random parameter inits.
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
                    const std::filesystem::path& base_dir, std::uint64_t seed);

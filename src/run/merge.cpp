@@ -131,7 +131,11 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     Json merged = reports.front();
     Json analyses = Json::array(), timings = Json::array(), data = Json::object();
     std::vector<std::pair<std::size_t, Json>> entries, times;
+    Json notes = Json::array();  // every shard's notes, each once (results of older versions have none)
     for (const auto& r : reports) {
+        if (r.contains("notes"))
+            for (const auto& n : r["notes"])
+                if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
         for (const auto& a : r["analyses"]) entries.push_back({a["point"].get<std::size_t>(), a});
         for (const auto& t : r["timings_ms"]["analyses"]) times.push_back({t["point"].get<std::size_t>(), t});
     }
@@ -149,6 +153,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     merged["data"] = data;
     merged["analyses"] = analyses;
     merged["files"] = files;
+    if (reports.front().contains("notes")) merged["notes"] = notes;
     merged["timings_ms"] = {{"analyses", timings}};
     for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");

@@ -1,5 +1,6 @@
 #include "run/run_command.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -234,6 +235,12 @@ Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt) 
     return doc;
 }
 
+// Appends the config's notes that are not in `notes` yet (sweep points repeat them).
+void add_notes(std::vector<std::string>& notes, const Config& c) {
+    for (auto& n : config_notes(c))
+        if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(std::move(n));
+}
+
 // Binds every norm of every analysis to its data (the shape errors a run would hit), then
 // runs each analysis' own data checks.
 void check_pairs(const Loaded& l) {
@@ -257,14 +264,17 @@ void check_pairs(const Loaded& l) {
 
 }  // namespace
 
-void validate_config(const RunOptions& o) {
+std::vector<std::string> validate_config(const RunOptions& o) {
     Json doc = load_config_document(o);
     Sweep sweep = extract_sweep(doc, o.config_path);
     Loaded previous;
+    std::vector<std::string> notes;
     for (const auto& pt : sweep.points) {
         previous = load_document(point_document(doc, sweep, pt), o.config_path, o.max_memory, &previous);
         check_pairs(previous);
+        add_notes(notes, previous.config);
     }
+    return notes;
 }
 
 namespace {
@@ -359,6 +369,7 @@ void run_config(const RunOptions& o) {
     Json data_summaries = Json::object();
     const bool progress = swept && !o.quiet && ::isatty(2);
     std::set<std::string> warned_nonfinite;
+    std::vector<std::string> notes;
 
     Loaded previous;
     for (std::size_t k = 0; k < selected.size(); ++k) {
@@ -366,6 +377,7 @@ void run_config(const RunOptions& o) {
         if (progress) std::cerr << "\rnormlab: point " << (k + 1) << "/" << selected.size() << std::flush;
         Loaded l = load_document(point_doc(pt), o.config_path, o.max_memory, &previous);
         const Config& c = l.config;
+        add_notes(notes, c);
         AnalysisContext ctx;
         ctx.batches = &l.batches;
         ctx.norms = &c.norms;
@@ -453,10 +465,13 @@ void run_config(const RunOptions& o) {
     report["data"] = data_summaries;
     report["analyses"] = analyses;
     report["files"] = files;
+    report["notes"] = notes;
     report["timings_ms"] = {{"analyses", timings}, {"total", ms_since(t0)}};
     for (const auto& [rel, bytes] : add_report_files(report)) folder.write(rel, bytes);
     folder.write("report.json", report.dump(2) + "\n");
     folder.commit();
+    if (!o.quiet)
+        for (const auto& n : notes) std::cerr << "normlab: note: " << n << "\n";
     if (!o.quiet) {
         std::cout << "normlab: " << first.name << ": " << selected.size() << " point(s), "
                   << files.size() << " files written to " << out_dir.string() << "\n";

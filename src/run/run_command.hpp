@@ -39,7 +39,8 @@ Json load_config_document(const RunOptions& o);
 void run_config(const RunOptions& o);
 
 /// Parses a config and builds its batches and binds every analysed pair, without writing.
-/// Throws InputError on the first problem.
-void validate_config(const RunOptions& o);
+/// Throws InputError on the first problem. Returns the config's notes (config_notes: valid
+/// settings that change nothing), which `run` also writes to report.json.
+std::vector<std::string> validate_config(const RunOptions& o);
 
 }  // namespace normlab
