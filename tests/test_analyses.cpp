@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "analysis_util.hpp"
+#include "case_util.hpp"
 #include "data/npy.hpp"
 
 using namespace normlab_test;
@@ -14,14 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kSrc = NORMLAB_SOURCE_DIR;
-
 json config(const json& data, const json& norms, const json& analyses, const std::string& dtype = "float32") {
     return json{{"name", "t"}, {"seed", 0}, {"dtype", dtype}, {"data", data}, {"norms", norms}, {"analyses", analyses}};
-}
-
-json load_case(const std::string& id) {
-    return json::parse(read_text(std::filesystem::path(kSrc) / "tests/cases" / (id + ".json")));
 }
 
 std::vector<double> saved(const RunResult& r, const std::string& data, const std::string& norm) {
@@ -45,7 +40,9 @@ TEST_CASE("epsilon: LayerNorm on [1,2,3,4] matches the closed forms in float64")
               .rfind("data,norm,type,dtype,eps,scale,mean_abs_xhat,std_err_mean,std_err_max,max_abs_diff_vs_eps0,"
                      "frac_var_below_10eps", 0) == 0);
     auto rows = r.csv("epsilon");
-    CHECK(rows.size() == 12);
+    CHECK(rows.size() == 12 + 4);  // and per dtype and scale, the default eps (1e-5) row
+    CHECK(select(rows, {{"eps_source", "default"}, {"eps", "1e-05"}}).size() == 4);
+    CHECK(select(rows, {{"eps_source", "list"}}).size() == 12);
     for (const std::string dt : {"float64", "float32"})
         for (double eps : {0.25, 0.1, 0.0})
             for (double s : {1.0, 0.5}) {
@@ -101,7 +98,7 @@ TEST_CASE("epsilon: RMSNorm uses the root mean square; zero-variance groups are 
 }
 
 TEST_CASE("B03: Keras eps 1e-3 vs PyTorch 1e-5 in BatchNorm eval (epsilon, equivalence, apply)") {
-    const json c = load_case("B03");
+    const json c = load_case<json>("B03");
     const auto& rv = c["params"]["running_var"];
     const std::vector<double> out5 = c["expected"]["output_eps_1e-5"], out3 = c["expected"]["output_eps_1e-3"];
     const std::vector<double> gap = c["expected"]["relative_gap"];
@@ -130,7 +127,9 @@ TEST_CASE("B03: Keras eps 1e-3 vs PyTorch 1e-5 in BatchNorm eval (epsilon, equiv
 
     // eps = 0 gives 1/sqrt(running_var): 100 for the smallest; the mean of x_hat is the mean output.
     auto rows = r.csv("epsilon");
-    auto e5 = one(rows, {{"eps", "1e-05"}}), e3 = one(rows, {{"eps", "0.001"}});
+    auto e5 = one(rows, {{"eps", "1e-05"}, {"eps_source", "list"}}), e3 = one(rows, {{"eps", "0.001"}});
+    // The default row repeats the listed 1e-5 (torch BatchNorm's default) with the same numbers.
+    CHECK(num(one(rows, {{"eps_source", "default"}}), "max_abs_diff_vs_eps0") == num(e5, "max_abs_diff_vs_eps0"));
     CHECK(num(e5, "max_abs_diff_vs_eps0") == doctest::Approx(100 - out5[4]).epsilon(rel));
     CHECK(num(e3, "max_abs_diff_vs_eps0") == doctest::Approx(100 - out3[4]).epsilon(rel));
     double m5 = 0, m3 = 0;
@@ -143,7 +142,7 @@ TEST_CASE("B03: Keras eps 1e-3 vs PyTorch 1e-5 in BatchNorm eval (epsilon, equiv
 }
 
 TEST_CASE("B04: BatchNorm statistics contaminated by zero padding (padding and apply)") {
-    const json c = load_case("B04");
+    const json c = load_case<json>("B04");
     const json& in = c["input"];
     const double tol = c["tolerance"]["abs"];
     json data = {{"b04", {{"source", "values"}, {"values", in["values"]}, {"channel_axis", -1}, {"lengths", in["lengths"]}}}};
@@ -190,7 +189,7 @@ TEST_CASE("B04: BatchNorm statistics contaminated by zero padding (padding and a
 }
 
 TEST_CASE("B13: padding changes InstanceNorm and GroupNorm outputs of real frames unless masked") {
-    const json c = load_case("B13");
+    const json c = load_case<json>("B13");
     const double tol = c["tolerance"]["abs"];
     const json& ii = c["input"]["instancenorm"], & gi = c["input"]["groupnorm"];
     json data = {{"seq", {{"source", "values"}, {"values", ii["values"]}, {"lengths", ii["lengths"]}}},

@@ -303,7 +303,7 @@ TEST_CASE("every analysis runs on every data source with every norm type") {
         if (masked) analyses.push_back({{"type", "padding"}, {"data", {name}}, {"norms", all}});
         auto r = run_config("sources_" + name, config({{name, src}}, norms, analyses));
         REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
-        CHECK(r.csv("epsilon").size() == 5 * 4);
+        CHECK(r.csv("epsilon").size() == 5 * (2 + 1) * 2);  // norms x (eps list + default) x scales
         CHECK(r.csv("equivalence").size() == 10);
         // Norms with per-sample statistics never depend on the batch, on any data.
         for (const std::string n : {"ln", "in", "gn", "rms"}) {

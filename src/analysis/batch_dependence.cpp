@@ -1,7 +1,10 @@
 // batch_dependence: does one sample's output depend on who else is in the batch? The
 // sample is normalised alone and beside seeded batch-mates at several batch sizes and
-// compared with its output in the given batch. Only statistics taken across samples
-// (BatchNorm in training) may make a difference; every other norm must give exactly 0.
+// compared with its output in the given batch on one device. With "replicas", the given
+// batch is also split into R equal data-parallel replicas, normalised with per-replica
+// statistics (unsynchronised: DataParallel, DDP) and with the whole batch's (SyncBatchNorm).
+// Only statistics taken across samples (BatchNorm in training) may make a difference;
+// every other norm must give exactly 0.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,6 +21,7 @@ namespace {
 struct Options {
     std::vector<long long> sizes = {1, 2, 8, 32};
     long long sample = 0;
+    std::vector<long long> replicas;  ///< replica counts R: the given batch split into R slices
 };
 
 Options read_options(const AnalysisSpec& spec) {
@@ -28,6 +32,13 @@ Options read_options(const AnalysisSpec& spec) {
         for (std::size_t i = 0; i < s->size(); ++i)
             if ((*s)[i] < 1) r.at("sizes").child(i).fail("a batch size must be >= 1, but got " + std::to_string((*s)[i]));
         o.sizes = *s;
+    }
+    if (auto rs = r.integers("replicas")) {
+        if (rs->empty()) r.at("replicas").fail("list is empty");
+        for (std::size_t i = 0; i < rs->size(); ++i)
+            if ((*rs)[i] < 1)
+                r.at("replicas").child(i).fail("a replica count must be >= 1, but got " + std::to_string((*rs)[i]));
+        o.replicas = *rs;
     }
     o.sample = r.integer("sample", 0);
     if (o.sample < 0) r.at("sample").fail("sample must be >= 0, but got " + std::to_string(o.sample));
@@ -40,6 +51,36 @@ xt::xarray<double> flat_slice(const xt::xarray<double>& a, std::size_t first, st
     xt::xarray<double> out = xt::xarray<double>::from_shape({n});
     std::copy(a.data() + first, a.data() + first + n, out.data());
     return out;
+}
+
+// The norm on one device: its own replicas and sync dropped (the reference of every row).
+NormDef single_device(NormDef d) {
+    d.replica_sizes.clear();
+    d.replica_count = 0;
+    d.sync = false;
+    return d;
+}
+
+// Sample k's output (flat) when b is split into R equal replicas, synchronised or not.
+// BatchNorm takes its own replicas/sync keys; every other norm has per-sample statistics,
+// so unsynchronised means normalising the replica holding k as a batch of its own.
+// Throws InputError when R does not divide the batch or a replica cannot be normalised.
+xt::xarray<double> replica_output(const NormDef& def, DType dtype, const Batch& b, std::size_t k, long long R,
+                                  bool sync) {
+    const std::size_t n = b.x.shape()[0], per = b.x.size() / n;
+    if (def.type == NormType::batchnorm) {
+        NormDef d = single_device(def);
+        d.replica_count = R;
+        d.sync = sync;
+        return flat_slice(apply_norm(d, dtype, b).fwd.y.to_double(), k * per, per);
+    }
+    if (n % static_cast<std::size_t>(R) != 0)
+        throw InputError("replicas " + std::to_string(R) + " does not divide the batch of N = " + std::to_string(n) +
+                         " samples into equal slices");
+    if (sync) return flat_slice(apply_norm(def, dtype, b).fwd.y.to_double(), k * per, per);
+    const std::size_t slice = n / static_cast<std::size_t>(R), first = k / slice * slice;
+    const xt::xarray<double> y = apply_norm(def, dtype, take_samples(b, first, slice)).fwd.y.to_double();
+    return flat_slice(y, (k - first) * per, per);
 }
 
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
@@ -63,15 +104,15 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                                      : concat_samples(fixed, gaussian_like(b, static_cast<std::size_t>(n - 1), rng, b.x.dtype)));
         }
         for (const auto& nn : spec.norms) {
-            const NormDef& def = ctx.norm(nn);
+            const NormDef def = single_device(ctx.norm(nn));
             const xt::xarray<double> y = apply_norm(def, ctx.dtype, b).fwd.y.to_double();
             const xt::xarray<double> ref = flat_slice(y, k * per, per);
-            for (std::size_t i = 0; i < batches.size(); ++i) {
+            // One row: the sample's output `get()` gives against ref, or the layer's refusal.
+            auto row = [&](long long batch_size, const char* kind, long long replicas, const auto& get) {
                 double diff = std::numeric_limits<double>::quiet_NaN();
                 std::string status = "ok";
                 try {
-                    const xt::xarray<double> yn = apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double();
-                    diff = deviation(flat_slice(yn, 0, per), ref, ctx.dtype).max_abs;
+                    diff = deviation(get(), ref, ctx.dtype).max_abs;
                 } catch (const InputError& e) {
                     // PyTorch refuses it too (BatchNorm in training with one value per channel):
                     // the layer cannot normalise the sample without batch-mates. The engine's
@@ -79,9 +120,14 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     // does not belong in the table.
                     status = "error: " + std::string(e.what());
                 }
-                t.add_row({dn, nn, norm_type_name(def.type), o.sizes[i], diff, !(diff == 0), status,
-                           static_cast<long long>(k)});
-            }
+                t.add_row({dn, nn, norm_type_name(def.type), batch_size, diff, !(diff == 0), status,
+                           static_cast<long long>(k), std::string(kind), replicas});
+            };
+            for (std::size_t i = 0; i < batches.size(); ++i)
+                row(o.sizes[i], "size", 1, [&] { return flat_slice(apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double(), 0, per); });
+            for (long long R : o.replicas)
+                for (bool sync : {false, true})
+                    row(static_cast<long long>(B) / R, sync ? "synced" : "unsynced", R, [&] { return replica_output(def, ctx.dtype, b, k, R, sync); });
         }
     }
     return t;
@@ -92,13 +138,15 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 AnalysisType batch_dependence_analysis() {
     AnalysisType a;
     a.name = "batch_dependence";
-    a.summary = "one sample's output as its batch-mates and the batch size change (seeded batch-mates)";
-    a.columns = {"data", "norm", "type", "batch_size", "max_abs_diff", "batch_dependent", "status", "sample"};
-    a.figure.title = "change of one sample's output against batch size";
+    a.summary = "one sample's output as its batch-mates and the batch size change (seeded batch-mates), "
+                "and as the batch is split over data-parallel replicas, synchronised or not";
+    a.columns = {"data", "norm", "type", "batch_size", "max_abs_diff", "batch_dependent", "status", "sample",
+                 "kind", "replicas"};
+    a.figure.title = "change of one sample's output against the (per-replica) batch size";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "batch_size";
     a.figure.x_log = true;
-    a.figure.series = {"data", "norm"};
+    a.figure.series = {"data", "norm", "kind"};
     a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;

@@ -147,6 +147,16 @@ std::vector<std::size_t> broadcast_offsets(const Shape& xs, const Shape& os) {
     return out;
 }
 
+std::vector<std::size_t> statistic_offsets(const Resolution& res) {
+    std::vector<std::size_t> out = broadcast_offsets(res.view_shape, res.stats_shape);
+    if (res.replicas.empty() || res.view_shape.empty() || res.view_shape[0] == 0) return out;
+    const std::size_t per_sample = out.size() / res.view_shape[0];
+    std::size_t i = 0;
+    for (std::size_t r = 0; r < res.replicas.size(); ++r)
+        for (std::size_t k = 0; k < res.replicas[r] * per_sample; ++k) out[i++] += r * res.num_stats;
+    return out;
+}
+
 StepResult forward_batch(NormLayer& layer, const Batch& b) {
     return layer.forward(b.x, b.channel_axis, b.name, b.has_mask() ? &b.mask : nullptr);
 }

@@ -69,6 +69,12 @@ double elementwise_diff(double a, double b);
 /// parameter. Throws std::logic_error when os does not broadcast to xs.
 std::vector<std::size_t> broadcast_offsets(const Shape& xs, const Shape& os);
 
+/// For every element of the input (row-major), the flat index of the statistic it was
+/// normalised with in a step's mean/var/rstd arrays: the keep-dims statistics offset, plus
+/// r * res.num_stats for the elements of replica r when the statistics are per replica
+/// (Resolution::replicas; the arrays are then (R, ...stats_shape)).
+std::vector<std::size_t> statistic_offsets(const Resolution& res);
+
 /// Element layout of a norm applied to a batch (view_shape order = the input's row-major
 /// order): the statistic (group) and affine parameter each element belongs to, and which
 /// elements enter the statistics. Computed once, used by analyses that re-implement the

@@ -58,6 +58,26 @@ Options read_options(const AnalysisSpec& spec) {
     return o;
 }
 
+// One eps of the grid and where it comes from.
+struct EpsPoint {
+    double eps;
+    const char* source;  ///< "list" (the analysis' eps), "norm" (the norm's own eps), "default"
+};
+
+// The eps values for dtype dt: the analysis' list, else the norm's own eps if it sets one;
+// then always the default the norm would get for dt (type, convention, compute type), so
+// the effect of leaving eps unset is visible per dtype (RMSNorm under torch: float32's
+// machine epsilon for float16/bfloat16/float32 inputs, float64's for float64).
+std::vector<EpsPoint> eps_points(const Options& o, const NormDef& def, DType dt) {
+    std::vector<EpsPoint> out;
+    if (o.eps)
+        for (double e : *o.eps) out.push_back({e, "list"});
+    else if (def.eps)
+        out.push_back({*def.eps, "norm"});
+    out.push_back({default_eps(def.type, def.convention, dt), "default"});
+    return out;
+}
+
 NormDef with_eps(NormDef d, double eps) {
     d.eps = eps;
     return d;
@@ -105,12 +125,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const xt::xarray<double> x = b.x.to_double();
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const std::vector<double> eps_list =
-                o.eps ? *o.eps
-                      : std::vector<double>{NormLayer(def, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn).eps};
             for (DType dt : dtypes)
-                for (double eps : eps_list)
+                for (const EpsPoint& ep : eps_points(o, def, dt))
                     for (double scale : o.scales) {
+                        const double eps = ep.eps;
                         const Batch bs = with_values(b, x * scale, dt);
                         const NormDef de = with_eps(def, eps);
                         const StepResult s = apply_norm(de, dt, bs);
@@ -125,7 +143,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         const double mabs = mean_abs(h.fwd.y.to_double(), real);
 
                         // Groups whose eps = 0 variance is 0 give 0/0 there: leave them out.
-                        const std::vector<std::size_t> group = broadcast_offsets(r0.res.view_shape, r0.res.stats_shape);
+                        const std::vector<std::size_t> group = statistic_offsets(r0.res);
                         std::vector<std::uint8_t> include(group.size());
                         for (std::size_t i = 0; i < group.size(); ++i) include[i] = r0.fwd.var.data()[group[i]] > 0;
                         long long zero_var = 0;
@@ -146,9 +164,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         t.add_row({dn, nn, norm_type_name(def.type), dtype_name(dt), eps, scale, mabs, err.first,
                                    err.second, dv.compared ? dv.max_abs : nan,
                                    finite ? static_cast<double>(below) / static_cast<double>(finite) : nan,
-                                   dv.compared ? dv.max_rel : nan, static_cast<long long>(s.res.num_stats), zero_var,
+                                   dv.compared ? dv.max_rel : nan, static_cast<long long>(s.fwd.var.size()), zero_var,
                                    static_cast<long long>(count_nonfinite(y)), ns.eps_in_dtype,
-                                   static_cast<long long>(std::max(ns.var_overflow_groups, ns.sumsq_overflow_groups))});
+                                   static_cast<long long>(std::max(ns.var_overflow_groups, ns.sumsq_overflow_groups)),
+                                   std::string(ep.source)});
                     }
         }
     }
@@ -163,7 +182,8 @@ AnalysisType epsilon_analysis() {
     a.summary = "eps x input scale (x dtype) sweep: x_hat size, output std vs 1, difference from eps = 0";
     a.columns = {"data", "norm", "type", "dtype", "eps", "scale", "mean_abs_xhat", "std_err_mean",
                  "std_err_max", "max_abs_diff_vs_eps0", "frac_var_below_10eps", "max_rel_diff_vs_eps0",
-                 "num_groups", "zero_var_groups", "nonfinite_count", "eps_in_dtype", "stats_overflow_groups"};
+                 "num_groups", "zero_var_groups", "nonfinite_count", "eps_in_dtype", "stats_overflow_groups",
+                 "eps_source"};
     a.figure.title = "max over groups of |std(x_hat) - 1| against eps: a panel per norm, a line per input scale";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "eps";

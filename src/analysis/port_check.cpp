@@ -196,6 +196,23 @@ std::string multi_index(std::size_t flat, const Shape& shape) {
     return compact_shape(idx);
 }
 
+// The positions (multi-indices into the data) where the port's output differs from the
+// reference's, among the compared ones: how many, and the first kMaxValues as
+// "[[0,7],[1,3],...]". Bit-exact ports (half-precision rounding order) need the count, a
+// reader the places.
+std::pair<long long, std::string> differing_positions(const xt::xarray<double>& port, const xt::xarray<double>& ref,
+                                                      const std::vector<std::uint8_t>& real, const Shape& shape) {
+    long long count = 0;
+    std::string s = "[";
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        if (!real[i] || elementwise_diff(port.data()[i], ref.data()[i]) == 0) continue;
+        if (count < static_cast<long long>(kMaxValues)) s += (count ? "," : "") + multi_index(i, shape);
+        else if (count == static_cast<long long>(kMaxValues)) s += ",...";
+        ++count;
+    }
+    return {count, s + "]"};
+}
+
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     Options o = read_options(spec);
     for (std::size_t i = 0; i < o.train_data.size(); ++i)
@@ -235,6 +252,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             std::stable_sort(order.begin(), order.end(),
                              [&](std::size_t a, std::size_t c) { return gdiff[a] > gdiff[c]; });
             const double rm = running_diff(ref, port, true), rv = running_diff(ref, port, false);
+            const auto [ndiff, where] = differing_positions(port.y, ref.y, lay.real, b.x.shape());
             const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(o.worst_groups), order.size());
             for (std::size_t k = 0; k < rows; ++k) {
                 const std::size_t g = order[k];
@@ -243,7 +261,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                            static_cast<long long>(count_nonfinite(ref.y)),
                            static_cast<long long>(count_nonfinite(port.y)), rm, rv,
                            static_cast<long long>(k + 1), multi_index(g, ref.step.res.stats_shape),
-                           gdiff[g], values_cell(ref.y, lay.members[g]), values_cell(port.y, lay.members[g])});
+                           gdiff[g], values_cell(ref.y, lay.members[g]), values_cell(port.y, lay.members[g]),
+                           ndiff, where});
             }
         }
     }
@@ -260,7 +279,7 @@ AnalysisType port_check_analysis() {
     a.columns = {"data", "reference", "port", "ref_type", "port_type", "steps", "ref_eps", "port_eps",
                  "max_abs_diff", "max_rel_diff", "ref_nonfinite", "port_nonfinite",
                  "running_mean_max_abs_diff", "running_var_max_abs_diff", "rank", "group",
-                 "group_max_abs_diff", "ref_values", "port_values"};
+                 "group_max_abs_diff", "ref_values", "port_values", "differing_count", "differing_positions"};
     a.figure.title = "output difference between a reference norm and each port of it";
     a.figure.category = {"data", "reference", "port"};
     a.figure.metrics = {{"max_abs_diff", "max |reference - port|"}};

@@ -264,13 +264,46 @@ std::pair<double, double> min_max_ignoring_nan(const std::vector<double>& v) {
     return {lo, hi};
 }
 
-Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
-    Options o = read_options(spec);
+// The dtypes compared: the option's, else the run dtype and float64.
+std::vector<DType> run_dtypes(const Options& o, const AnalysisContext& ctx) {
     std::vector<DType> dtypes = o.dtypes;
     if (dtypes.empty()) {
         dtypes.push_back(ctx.dtype);
         if (ctx.dtype != DType::float64) dtypes.push_back(DType::float64);
     }
+    return dtypes;
+}
+
+// What precision cannot compare although the norm fits the data (InputError at the
+// analysis' norms, or NormError at the norm's mask): no batch statistics (running
+// statistics in use), statistics per replica, a mask the data does not have.
+void check_pair(const AnalysisSpec& spec, const NormDef& def, const std::string& nn, const std::string& dn,
+                const Batch& b, const Resolution& res) {
+    const std::string pair = norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn + "\": ";
+    if (!res.use_batch_stats)
+        spec.loc.child("norms").fail(pair + "normalises with running statistics (training: false), so there is no "
+                                            "variance to compute; precision compares batch statistics");
+    if (!res.replicas.empty())
+        spec.loc.child("norms").fail(pair + "normalises each of its replicas with its own statistics (sync false); "
+                                            "precision compares the statistics of one batch (use sync: true, or no replicas)");
+    if (def.mask && !b.has_mask()) throw NormError(nn, "mask", pair + "mask is true but the data has no padding mask");
+}
+
+// Every pair as run() would meet it, without computing (`validate`).
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data)
+        for (const auto& nn : spec.norms)
+            for (DType dt : run_dtypes(o, ctx)) {
+                const Batch& b = ctx.batch(dn);
+                const NormDef& def = ctx.norm(nn);
+                check_pair(spec, def, nn, dn, b, NormLayer(def, dt).resolve(b.x.shape(), b.channel_axis, dn));
+            }
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    Options o = read_options(spec);
+    const std::vector<DType> dtypes = run_dtypes(o, ctx);
     Table t;
     t.columns = precision_analysis().columns;
     for (const auto& dn : spec.data) {
@@ -281,14 +314,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (DType dt : dtypes) {
                 NormLayer layer(def, dt);
                 Resolution res = layer.resolve(b.x.shape(), b.channel_axis, dn);
-                if (!res.use_batch_stats)
-                    spec.loc.child("norms").fail(
-                        norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn +
-                        "\": normalises with running statistics (training: false), so there is no "
-                        "variance to compute; precision compares batch statistics");
-                if (def.mask && !b.has_mask())
-                    throw NormError(nn, "mask", norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn +
-                                                    "\": mask is true but the data has no padding mask");
+                check_pair(spec, def, nn, dn, b, res);
                 Problem p;
                 p.dtype = dt;
                 p.spec = res.spec;
@@ -360,6 +386,7 @@ AnalysisType precision_analysis() {
     a.figure.metrics = {{"max_abs_err", "max absolute error"}, {"max_ulp_err", "max error in ulps"}};
     a.figure.log = true;
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
     a.run = run;
     return a;
 }

@@ -15,9 +15,12 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) {
             NormLayer layer(ctx.norm(nn), ctx.dtype);
             Resolution r = layer.resolve(b.x.shape(), b.channel_axis, dn);
+            // Per-replica statistics (unsynchronised BatchNorm replicas) gain a leading axis.
+            Shape stats = r.stats_shape;
+            if (!r.replicas.empty()) stats.insert(stats.begin(), r.replicas.size());
             t.add_row({dn, nn, norm_type_name(layer.def().type), compact_shape(r.input_shape),
-                       axes_cell(r.reduction_axes), compact_shape(r.stats_shape),
-                       static_cast<long long>(r.num_stats), static_cast<long long>(r.elems_per_stat),
+                       axes_cell(r.reduction_axes), compact_shape(stats),
+                       static_cast<long long>(num_elements(stats)), static_cast<long long>(r.elems_per_stat),
                        r.num_params ? compact_shape(r.param_shape) : std::string(),
                        static_cast<long long>(r.num_params), r.eps});
         }
