@@ -4,7 +4,9 @@
 // and the saved arrays / CSV compared with the case's `expected` numbers within its
 // `tolerance`. Inputs and expected numbers are read from the case files, not retyped.
 //
-// Covered here: B01, B02, B05, B08 (apply part), B09 and B10 (fp32_stats part), B12.
+// Covered here: B01, B02, B05, B08 (apply part), B09 and B10 (fp32_stats part), B12;
+// B16 to B19 (conventions: eps defaults, replicas, per-group affine, rounding order) in
+// test_cases_conventions.cpp.
 // B03, B04, B13 belong to the epsilon/padding analyses; the precision-mode expectations of
 // B08/B09/B10/B12 (naive variance, fp16-emulated arithmetic, bf16 add) to the precision
 // analysis.
@@ -18,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "case_util.hpp"
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 
@@ -26,41 +29,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-const fs::path kCases = fs::path(NORMLAB_SOURCE_DIR) / "tests" / "cases";
-
-/// A shared case file, parsed.
-Json load_case(const std::string& id) {
-    fs::path p = kCases / (id + ".json");
-    REQUIRE_MESSAGE(fs::exists(p), "missing case file " << p.string());
-    return Json::parse(read_text(p));
-}
-
-/// The case's tolerance: |got - want| <= abs + rel * |want| (absent fields are 0).
-struct Tol {
-    double abs = 0, rel = 0;
-};
-Tol tolerance(const Json& c) {
-    Tol t;
-    const Json& j = c.at("tolerance");
-    if (j.contains("abs")) t.abs = j["abs"].get<double>();
-    if (j.contains("rel")) t.rel = j["rel"].get<double>();
-    return t;
-}
-
-/// All numbers of a nested JSON list in row-major order.
-std::vector<double> flatten(const Json& j) {
-    std::vector<double> out;
-    if (j.is_array()) {
-        for (const auto& e : j) {
-            auto v = flatten(e);
-            out.insert(out.end(), v.begin(), v.end());
-        }
-    } else {
-        out.push_back(j.get<double>());
-    }
-    return out;
-}
 
 /// A normlab run: exit code, stderr, and the output folder.
 struct Run {
@@ -96,22 +64,6 @@ normlab::NpyArray saved(const Run& run, const std::string& data, const std::stri
     fs::path p = run.out / "arrays" / data / norm / (what + ".npy");
     REQUIRE_MESSAGE(fs::exists(p), "normlab did not save " << p.string());
     return normlab::read_npy(p);
-}
-
-/// Checks every element of `got` against `want` (same count) within `tol`; names `what`
-/// and the worst element on failure.
-void check_close(const xt::xarray<double>& got, const std::vector<double>& want, Tol tol, const std::string& what) {
-    INFO(what);
-    REQUIRE(got.size() == want.size());
-    double worst = -1;
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-        double g = got.data()[i];
-        double excess = std::isnan(g) ? INFINITY : std::abs(g - want[i]) - (tol.abs + tol.rel * std::abs(want[i]));
-        if (excess > worst) worst = excess, at = i;
-    }
-    CHECK_MESSAGE(worst <= 0, what << ": element " << at << ": normlab " << got.data()[at] << ", expected "
-                                   << want[at] << " (abs " << tol.abs << ", rel " << tol.rel << ")");
 }
 
 /// Rows of a CSV without quoted fields (apply.csv has none), as maps column -> value.
