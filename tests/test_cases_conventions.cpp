@@ -255,6 +255,8 @@ TEST_CASE("B17: bad replicas are refused by run and validate, naming what is wro
     json b = bn;
     b["replicas"] = {2, 5};
     check_refused("rep_sum", cfg(b), {"/norms/bn/replicas", "[2, 5]", "sum to 7", "N = 8"});
+    b["replicas"] = {std::numeric_limits<long long>::max(), std::numeric_limits<long long>::max()};
+    check_refused("rep_huge", cfg(b), {"/norms/bn/replicas", "sum to more than 8", "N = 8"});
     b["replicas"] = 3;
     check_refused("rep_divide", cfg(b), {"/norms/bn/replicas", "replicas 3 does not divide", "N = 8"});
     b["replicas"] = {1, 7};

@@ -123,12 +123,19 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
                                  ") into equal slices; give the per-replica sample counts as a list");
         sizes.assign(R, n / R);
     } else {
-        long long sum = 0;
-        for (long long v : d.replica_sizes) sum += v;
-        if (sum != static_cast<long long>(n))
+        // Summed in unsigned arithmetic, stopping past N: counts near 2^63 cannot overflow.
+        unsigned long long sum = 0;
+        bool over = false;
+        for (long long v : d.replica_sizes) {
+            const auto u = static_cast<unsigned long long>(std::max(v, 0LL));
+            over = over || u > n || sum > n - u;
+            if (!over) sum += u;
+        }
+        if (over || sum != n)
             fail("replicas", "per-replica sample counts " + list_text(d.replica_sizes) + " sum to " +
-                                 std::to_string(sum) + ", but the batch has N = " + std::to_string(n) +
-                                 " samples (input shape " + format_shape(xs) + ")");
+                                 (over ? "more than " + std::to_string(n) : std::to_string(sum)) +
+                                 ", but the batch has N = " + std::to_string(n) + " samples (input shape " +
+                                 format_shape(xs) + ")");
         for (long long v : d.replica_sizes) sizes.push_back(static_cast<std::size_t>(v));
     }
     if (!r.use_batch_stats || d.sync) return;  // one set of statistics for the whole batch
