@@ -379,8 +379,9 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
 }
 
 // y = round(y * scale + shift) in place, y holding x_hat already rounded to its half dtype:
-// the second rounding of AffineRounding::twice. The product of two half values is exact
-// in double, so this is what a framework's half multiply (done in float32) gives.
+// the second rounding of AffineRounding::twice. The product of two half values is exact in
+// double (and in float32), so without a bias this is a framework's half multiply; with a
+// bias it is one fused multiply-add (torch.addcmul), not a multiply and an add rounded apart.
 void affine_rounded_twice(float* y, const Shape& xs, const Strides& sb, const double* scale, const double* shift,
                           DType dtype) {
     Walk w(xs, Strides(xs.size(), 0), sb, kChunk);

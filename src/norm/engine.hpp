@@ -18,9 +18,10 @@ enum class VarianceEstimator { biased, unbiased };
 
 /// Where a float16/bfloat16 output is rounded when there are affine parameters: once, after
 /// y = x_hat * w + b is formed in double (fused kernels, PyTorch's F.rms_norm and
-/// F.layer_norm), or twice: x_hat is rounded to the dtype first and the affine step applied
-/// to that and rounded again (the Llama reference RMSNorm, `weight * hidden.to(dtype)`;
-/// HF transformers issue #30236). float32 and float64 outputs are always rounded once.
+/// F.layer_norm), or twice: x_hat is rounded to the dtype first, and x_hat * w + b is formed
+/// from that in double and rounded again (the Llama reference RMSNorm,
+/// `weight * hidden.to(dtype)`, huggingface/transformers#30236; with a bias, one fused
+/// multiply-add). float32 and float64 outputs are always rounded once.
 enum class AffineRounding { once, twice };
 
 /// The fields that determine a normalization (DESIGN.md "Architecture").

@@ -31,9 +31,9 @@ const std::vector<std::string>& convention_names();
 /// Default eps of a norm type under a convention for inputs of `dtype`: torch 1e-5 (RMSNorm:
 /// the machine epsilon of the type the arithmetic is done in, compute_dtype(dtype): float32's
 /// 1.19e-7 for float16/bfloat16/float32 inputs, float64's 2.2e-16 for float64, as PyTorch
-/// >= 2.6 resolves eps=None, PR #142848; the storage type's 0.0078 for bfloat16 would swamp
-/// a mean square of 0.0034), onnx 1e-5, keras 1e-3 (RMSNorm 1e-6), flax 1e-5 for BatchNorm
-/// and 1e-6 for the others.
+/// >= 2.6 resolves eps=None, pytorch/pytorch#142848; the storage type's 0.0078 for bfloat16
+/// would swamp a mean square of 0.0034), onnx 1e-5, keras 1e-3 (RMSNorm 1e-6), flax 1e-5
+/// for BatchNorm and 1e-6 for the others.
 double default_eps(NormType t, Convention c, DType dtype);
 /// Default momentum as the convention states it: torch 0.1 (weight of the new batch);
 /// onnx 0.9, keras 0.99, flax 0.99 (weight of the old running value).

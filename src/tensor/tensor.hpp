@@ -24,7 +24,7 @@ DType parse_dtype(const std::string& name);
 double machine_eps(DType d);
 /// The type a framework does a layer's arithmetic in for inputs of dtype d (PyTorch's
 /// opmath type, at::opmath_type): float32 for float16 and bfloat16, d itself otherwise.
-/// Defaults that depend on the dtype follow it (RMSNorm's eps, PyTorch >= 2.6, PR #142848).
+/// Defaults that depend on the dtype follow it (RMSNorm's eps, PyTorch >= 2.6, pytorch/pytorch#142848).
 DType compute_dtype(DType d);
 /// Rounds v to the nearest value representable in d (round to nearest even; overflow
 /// gives +-inf as IEEE does).
