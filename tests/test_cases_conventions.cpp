@@ -286,6 +286,28 @@ TEST_CASE("B17: bad replicas are refused by run and validate, naming what is wro
     CHECK(run_config("rep_precision_sync", prec).cli.exit_code == 0);
 }
 
+TEST_CASE("B17: gradients through replicas pass the finite-difference check; jacobian refuses per-replica groups") {
+    const json c = load_case<json>("B17");
+    const json data = {{"x", values_source(c["input"]["values"])}};
+    const json sizes = c["input"]["replica_sizes"];
+    json norms = {{"unsynced", {{"type", "batchnorm"}, {"replicas", sizes}, {"weight", {1.5, 0.5}}}},
+                  {"synced", {{"type", "batchnorm"}, {"replicas", sizes}, {"sync", true}}},
+                  {"whole", {{"type", "batchnorm"}}}};
+    const RunResult r = run_config(
+        "b17_gradients", config(data, norms, {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"unsynced", "synced", "whole"}}}, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("gradients");
+    for (const char* n : {"unsynced", "synced", "whole"}) {
+        CAPTURE(std::string(n));
+        CHECK(num(one(rows, {{"norm", n}}), "fd_max_rel_err") < 1e-6);
+        // Each replica's statistics are centred: dx sums to 0 over each (replica, channel).
+        CHECK(num(one(rows, {{"norm", n}}), "grad_sum_abs_max") < 1e-9);
+    }
+    CHECK(num(one(rows, {{"norm", "synced"}}), "grad_input_rms") == num(one(rows, {{"norm", "whole"}}), "grad_input_rms"));
+    check_refused("b17_jacobian", config(data, norms, {{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"unsynced"}}}, "float64"),
+                  {"/analyses/0/norms", "each of its replicas normalises with its own statistics"});
+}
+
 TEST_CASE("B17: batch_dependence shows synced vs unsynced outputs for several replica counts") {
     const json c = load_case<json>("B17");
     json cfg = config({{"x", values_source(c["input"]["values"])}},

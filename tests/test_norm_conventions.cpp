@@ -141,6 +141,21 @@ TEST_CASE("groupnorm affine_per group: each group's value over its C/G channels,
     const Tensor tl = Tensor::from_double(gaussian({2, 5, 6}, 1.0, 2.0, 22), DType::float64);
     CHECK(NormLayer(gl, DType::float64).forward(tl, 2, "x").fwd.y.to_double() ==
           NormLayer(cl, DType::float64).forward(tl, 2, "x").fwd.y.to_double());
+    // Gradients: a per-group weight's is the sum of its channels' per-channel gradients.
+    {
+        const Tensor t = Tensor::from_double(x, DType::float64);
+        const xt::xarray<double> dy = gaussian({2, 6, 5}, 0.0, 1.0, 23);
+        const StepGradients gg = step_backward(t, NormLayer(g, DType::float64).forward(t, 1, "x"), dy);
+        const StepGradients gc = step_backward(t, NormLayer(c, DType::float64).forward(t, 1, "x"), dy);
+        CHECK(gg.dweight.shape() == std::vector<std::size_t>{3});
+        // The same values walked with other parameter strides: equal up to summation order.
+        for (std::size_t i = 0; i < gc.dx.f64.size(); ++i)
+            CHECK(gg.dx.f64.data()[i] == doctest::Approx(gc.dx.f64.data()[i]).epsilon(1e-13).scale(1));
+        for (std::size_t k = 0; k < 3; ++k) {
+            CHECK(gg.dweight(k) == doctest::Approx(gc.dweight(2 * k) + gc.dweight(2 * k + 1)).epsilon(1e-14));
+            CHECK(gg.dbias(k) == doctest::Approx(gc.dbias(2 * k) + gc.dbias(2 * k + 1)).epsilon(1e-14));
+        }
+    }
     // A per-channel weight under affine_per group names both shapes.
     g.weight = c.weight;
     CHECK_THROWS_WITH_AS(NormLayer(g, DType::float64).resolve({2, 6, 5}, 1, "x"),
@@ -188,6 +203,26 @@ TEST_CASE("batchnorm replicas: unsynced = each slice on its own, synced = the wh
     CHECK(lu.running_mean() == first.running_mean());
     CHECK(lu.running_var() == first.running_var());
 
+    SUBCASE("backward: each replica on its slice, parameter gradients summed") {
+        NormDef aff = un, one = whole;
+        aff.weight = one.weight = values({1.5, -0.5, 2.0});
+        aff.bias = one.bias = values({0.1, 0.2, 0.3});
+        const StepResult sa = NormLayer(aff, DType::float64).forward(t, 1, "x");
+        const xt::xarray<double> dy = gaussian({7, 3, 2}, 0.0, 1.0, 32);
+        const StepGradients g = step_backward(t, sa, dy);
+        xt::xarray<double> dy0 = xt::xarray<double>::from_shape({3, 3, 2}), dy1 = xt::xarray<double>::from_shape({4, 3, 2});
+        std::copy_n(dy.data(), dy0.size(), dy0.data());
+        std::copy_n(dy.data() + dy0.size(), dy1.size(), dy1.data());
+        const Tensor t0 = Tensor::from_double(x0, DType::float64), t1 = Tensor::from_double(x1, DType::float64);
+        const StepGradients g0 = step_backward(t0, NormLayer(one, DType::float64).forward(t0, 1, "x"), dy0);
+        const StepGradients g1 = step_backward(t1, NormLayer(one, DType::float64).forward(t1, 1, "x"), dy1);
+        CHECK(std::equal(g0.dx.f64.begin(), g0.dx.f64.end(), g.dx.f64.data()));
+        CHECK(std::equal(g1.dx.f64.begin(), g1.dx.f64.end(), g.dx.f64.data() + x0.size()));
+        for (std::size_t k = 0; k < 3; ++k) {
+            CHECK(g.dweight(k) == g0.dweight(k) + g1.dweight(k));
+            CHECK(g.dbias(k) == g0.dbias(k) + g1.dbias(k));
+        }
+    }
     SUBCASE("a mask travels with its rows") {
         xt::xarray<std::uint8_t> m = xt::ones<std::uint8_t>({7, 1, 2});
         m(1, 0, 1) = m(5, 0, 0) = m(6, 0, 0) = 0;

@@ -62,7 +62,7 @@ double rms(const xt::xarray<double>& a) {
 std::pair<double, double> group_directions(const xt::xarray<double>& x, const xt::xarray<double>& dx,
                                            const xt::xarray<double>& dy, const StepResult& s) {
     const Resolution& r = s.res;
-    const std::vector<std::size_t> group = broadcast_offsets(r.view_shape, r.stats_shape);
+    const std::vector<std::size_t> group = statistic_offsets(r);  // per replica where each has its own
     Shape ps(r.view_shape.size(), 1);
     for (auto a : r.spec.param_axes) ps[a] = r.view_shape[a];
     const std::vector<std::size_t> param = broadcast_offsets(r.view_shape, ps);
@@ -114,7 +114,7 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
     NormLayer layer(def, ctx.dtype);
     const StepResult s = forward_batch(layer, b64);
     const xt::xarray<double> dx = step_backward(b64.x, s, dy).dx.f64;
-    const std::vector<std::size_t> group = broadcast_offsets(s.res.view_shape, s.res.stats_shape);
+    const std::vector<std::size_t> group = statistic_offsets(s.res);
 
     std::vector<std::size_t> picks;
     const std::size_t N = dx.size();

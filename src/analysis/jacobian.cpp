@@ -55,6 +55,10 @@ std::size_t group_size(const AnalysisSpec& spec, const Options& o, const Analysi
                        const std::string& nn) {
     const Batch& b = ctx.batch(dn);
     const Resolution r = NormLayer(ctx.norm(nn), ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
+    if (!r.replicas.empty())
+        spec.loc.child("norms").fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " \"" + nn + "\" on data \"" +
+                                     dn + "\": each of its replicas normalises with its own statistics (sync false), "
+                                     "so its groups are not those of one batch; use sync: true, or no replicas");
     const std::size_t n = r.num_stats ? b.x.size() / r.num_stats : 0;
     if (n > static_cast<std::size_t>(o.max_elements))
         spec.loc.child("max_elements")

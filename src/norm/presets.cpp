@@ -460,7 +460,8 @@ StepGradients step_backward(const Tensor& x, const StepResult& s, const xt::xarr
         throw InputError("upstream gradient: expected the input's shape " + format_shape(r.input_shape) +
                          ", but got " + format_shape(dys));
     BackwardResult b;
-    backward(x, r.view_shape, r.spec, s.in.pointers(), s.fwd, dy, b);
+    if (!r.replicas.empty()) backward_replicas(x, r.view_shape, r.spec, s.in.pointers(), r.replicas, s.fwd, dy, b);
+    else backward(x, r.view_shape, r.spec, s.in.pointers(), s.fwd, dy, b);
     StepGradients g;
     g.dx = reshaped(std::move(b.dx), r.input_shape);
     if (s.in.has_weight) g.dweight = to_view(std::move(b.dweight), r.param_shape);

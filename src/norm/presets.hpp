@@ -150,8 +150,8 @@ struct StepResult {
 /// Gradients of one step in the user's shapes.
 struct StepGradients {
     Tensor dx;                   ///< dL/dx: the input's shape and dtype
-    /// dL/dweight and dL/dbias in Resolution::param_shape ((C) for GroupNorm); shape {0}
-    /// when the norm has no such parameter.
+    /// dL/dweight and dL/dbias in Resolution::param_shape ((C) for GroupNorm, (G) with
+    /// affine_per group); shape {0} when the norm has no such parameter.
     xt::xarray<double> dweight = xt::xarray<double>::from_shape(Shape{0});
     xt::xarray<double> dbias = xt::xarray<double>::from_shape(Shape{0});
 };
@@ -159,9 +159,10 @@ struct StepGradients {
 /// Back-propagates the upstream gradient `dy` (the input's shape) through step `s`, which
 /// NormLayer::forward computed on `x`: engine backward() (norm/backward.hpp: formulas and
 /// sources) on the step's view, inputs and statistics, with dx reshaped to the input's shape
-/// and the parameter gradients to the parameters' shape. Batch statistics couple the
-/// elements of a group; running statistics (inference) are constants. Throws InputError
-/// when dy's shape is not the input's.
+/// and the parameter gradients to the parameters' shape (per-replica statistics: each
+/// replica's backward on its slice, parameter gradients summed, replicas.hpp). Batch
+/// statistics couple the elements of a group; running statistics (inference) are
+/// constants. Throws InputError when dy's shape is not the input's.
 StepGradients step_backward(const Tensor& x, const StepResult& s, const xt::xarray<double>& dy);
 
 /// A bound, stateful normalization layer: it keeps running statistics across steps.

@@ -4,6 +4,7 @@
 // batches, "ghost batch norm") and each slice is normalised with its own statistics.
 #include <vector>
 
+#include "norm/backward.hpp"
 #include "norm/engine.hpp"
 
 namespace normlab {
@@ -18,5 +19,14 @@ namespace normlab {
 /// Throws InputError as forward().
 void forward_replicas(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
                       const std::vector<std::size_t>& sizes, ForwardResult& out);
+
+/// The backward pass of forward_replicas: backward() on each slice with that slice's
+/// statistics (slot r of fwd's (R, ...) arrays) and dy's rows; dx (view `shape`, x's dtype)
+/// holds every slice's in place, dweight and dbias are the sums over the replicas (the
+/// parameters are shared, as DataParallel's gradient reduction adds them). `dy` as for
+/// backward(). Throws InputError as backward().
+void backward_replicas(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
+                       const std::vector<std::size_t>& sizes, const ForwardResult& fwd, const xt::xarray<double>& dy,
+                       BackwardResult& out);
 
 }  // namespace normlab
