@@ -328,6 +328,10 @@ TEST_CASE("padding: input errors name the analysis and the data") {
     auto r = run_config("pad_nomask", config(data, norms, {{{"type", "padding"}, {"data", {"x"}}, {"norms", {"ln"}}}}));
     CHECK(r.cli.exit_code == 2);
     CHECK_MESSAGE(r.cli.err.find("/analyses/0/data: padding on data \"x\": needs data with a padding mask") != std::string::npos, r.cli.err);
+    // validate refuses it too, before anything runs.
+    const CliResult v = run_normlab("validate " + (r.out.parent_path() / "cfg.json").string());
+    CHECK(v.exit_code == 2);
+    CHECK_MESSAGE(v.err.find("/analyses/0/data: padding on data \"x\": needs data with a padding mask") != std::string::npos, v.err);
     auto r2 = run_config("pad_badkey", config(data, norms, {{{"type", "padding"}, {"data", {"x"}}, {"norms", {"ln"}}, {"batch_mate", 3}}}));
     CHECK(r2.cli.exit_code == 2);
     CHECK_MESSAGE(r2.cli.err.find("/analyses/0/batch_mate: unknown key \"batch_mate\"; did you mean \"batch_mates\"?") != std::string::npos, r2.cli.err);

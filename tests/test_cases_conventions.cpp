@@ -342,6 +342,10 @@ TEST_CASE("B17: batch_dependence shows synced vs unsynced outputs for several re
     // LayerNorm's statistics are per sample: no split changes anything.
     for (const char* R : {"1", "2", "4", "8"})
         for (const char* s : {"false", "true"}) CHECK(num(at("ln", R, s), "max_abs_diff") == 0);
+    // A sample outside the batch is refused by run and validate alike.
+    json bad = cfg;
+    bad["analyses"][0]["sample"] = 8;
+    check_refused("b17_bd_sample", bad, {"/analyses/0/sample", "sample 8 out of range for a batch of 8"});
     // The size rows run the norm on one device (its own replicas set aside).
     CHECK(one(rows, {{"norm", "bn"}, {"batch_size", "8"}, {"kind", "size"}}).at("status") == "ok");
     CHECK(one(rows, {{"norm", "bn"}, {"batch_size", "8"}, {"kind", "size"}}).at("replicas") == "1");

@@ -83,17 +83,28 @@ xt::xarray<double> replica_output(const NormDef& def, DType dtype, const Batch& 
     return flat_slice(y, (k - first) * per, per);
 }
 
+// What the data must have: a sample axis holding the fixed sample (run and validate).
+void check_data(const AnalysisSpec& spec, const Options& o, const std::string& dn, const Batch& b) {
+    require_sample_axis(spec.loc, "batch_dependence", b);
+    const std::size_t k = static_cast<std::size_t>(o.sample), B = b.x.shape()[0];
+    if (k >= B)
+        spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(k) +
+                                      " out of range for a batch of " + std::to_string(B));
+}
+
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data) check_data(spec, o, dn, ctx.batch(dn));
+}
+
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     Table t;
     t.columns = batch_dependence_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        require_sample_axis(spec.loc, "batch_dependence", b);
+        check_data(spec, o, dn, b);
         const std::size_t k = static_cast<std::size_t>(o.sample), B = b.x.shape()[0];
-        if (k >= B)
-            spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(k) +
-                                          " out of range for a batch of " + std::to_string(B));
         const Batch fixed = take_samples(b, k, 1);
         const std::size_t per = fixed.x.size();
         // The sample comes first, its seeded batch-mates after it; every norm sees the same.
@@ -149,6 +160,7 @@ AnalysisType batch_dependence_analysis() {
     a.figure.series = {"data", "norm", "kind"};
     a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
     a.run = run;
     return a;
 }

@@ -138,16 +138,25 @@ Contamination contamination(const xt::xarray<double>& incl, const xt::xarray<dou
     return c;
 }
 
+// What the data must have: a padding mask and a sample axis (run and validate).
+void check_data(const AnalysisSpec& spec, const std::string& dn, const Batch& b) {
+    if (!b.has_mask())
+        spec.loc.child("data").fail("padding on data \"" + dn + "\": needs data with a padding mask (give the "
+                                    "source \"mask\" or \"lengths\", or use a source that pads, such as tokens)");
+    require_sample_axis(spec.loc, "padding", b);
+}
+
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    for (const auto& dn : spec.data) check_data(spec, dn, ctx.batch(dn));
+}
+
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     Table t;
     t.columns = padding_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        if (!b.has_mask())
-            spec.loc.child("data").fail("padding on data \"" + dn + "\": needs data with a padding mask (give the "
-                                        "source \"mask\" or \"lengths\", or use a source that pads, such as tokens)");
-        require_sample_axis(spec.loc, "padding", b);
+        check_data(spec, dn, b);
         const Repadded rp = repad(b, o, derive_seed(ctx.seed, "padding/" + dn));
         const xt::xarray<std::uint8_t> real_mask = full_mask(b);
         const std::vector<std::uint8_t> real(real_mask.begin(), real_mask.end());
@@ -205,6 +214,7 @@ AnalysisType padding_analysis() {
                         {"var_contamination_rel_max", "max relative variance change"},
                         {"repad_max_abs_diff", "max |real output change| after re-padding"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
     a.run = run;
     return a;
 }
