@@ -1,0 +1,227 @@
+#include "stack/model.hpp"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xnoalias.hpp>
+
+#include "stack/kernels.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace sk = stack_kernels;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+template <class T> xt::xarray<T>& values(Tensor& t);
+template <> xt::xarray<float>& values<float>(Tensor& t) { return t.f32; }
+template <> xt::xarray<double>& values<double>(Tensor& t) { return t.f64; }
+template <class T> const xt::xarray<T>& values(const Tensor& t) { return values<T>(const_cast<Tensor&>(t)); }
+
+// Gives t the shape and dtype, keeping its buffer when the element count already fits
+// (fresh pages cost more than the arithmetic on these machines).
+template <class T>
+T* shaped(Tensor& t, const Shape& shape, DType dtype) {
+    t.dtype = dtype;
+    auto& v = values<T>(t);
+    Shape cur(v.shape().begin(), v.shape().end());
+    if (cur != shape) {
+        if (v.size() == num_elements(shape)) v.reshape(shape);
+        else v.resize(shape);
+    }
+    return v.data();
+}
+
+std::string stack_msg(const StackDef& d, const std::string& data, const std::string& what) {
+    return "stack \"" + d.name + "\" on data \"" + data + "\": " + what;
+}
+
+}  // namespace
+
+Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape, DType dtype,
+             const std::string& data_name)
+    : m_def(def), m_weights(std::move(weights)), m_shape(data_shape), m_dtype(dtype), m_data_name(data_name) {
+    auto fail = [&](const std::string& what) { throw InputError(stack_msg(m_def, data_name, what)); };
+    if (dtype != DType::float32 && dtype != DType::float64)
+        fail("stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype));
+    if (data_shape.size() != 2 && data_shape.size() != 3)
+        fail("expected data of shape (N, D) or (B, T, D) with the features on the last axis, but got shape " +
+             format_shape(data_shape));
+    if (m_def.layers < 1) fail("layers must be >= 1");
+    m_features = data_shape.back();
+    m_rows = m_features ? num_elements(data_shape) / m_features : 0;
+    if (m_rows == 0 || m_features == 0) fail("data of shape " + format_shape(data_shape) + " is empty");
+    m_hidden = m_def.hidden;
+    if (m_def.block == BlockKind::ffn && m_hidden == 0) fail("an ffn block needs hidden >= 1");
+    for (const auto& slot : weight_slots(m_def, m_features)) {
+        const Tensor& t = slot.name == "w" ? m_weights.w : slot.name == "w1" ? m_weights.w1 : m_weights.w2;
+        if (t.dtype != dtype || t.shape() != slot.shape)
+            fail("weight \"" + slot.name + "\" must have shape " + format_shape(slot.shape) +
+                 " (layers, fan_in, fan_out) in " + dtype_name(dtype) + ", but has " +
+                 format_shape(t.shape()) + " in " + dtype_name(t.dtype));
+    }
+
+    if (m_def.has_norm()) {
+        // Every block's N (and N2, and the final norm) is its own instance of the same def.
+        NormLayer proto(m_def.norm, dtype);
+        Resolution r = proto.resolve(data_shape, data_shape.size() - 1, data_name);
+        const Shape vps = select_dims(r.view_shape, r.spec.param_axes);
+        if (r.has_weight) {
+            m_norm_weight = m_def.norm.weight ? materialize(*m_def.norm.weight, r.param_shape, "weight", m_def.norm.name)
+                                              : xt::xarray<double>(xt::ones<double>(r.param_shape));
+            m_norm_weight.reshape(vps);
+        }
+        if (r.has_bias) {
+            m_norm_bias = m_def.norm.bias ? materialize(*m_def.norm.bias, r.param_shape, "bias", m_def.norm.name)
+                                          : xt::xarray<double>(xt::zeros<double>(r.param_shape));
+            m_norm_bias.reshape(vps);
+        }
+        m_norms.assign(m_def.layers, proto);
+        if (m_def.placement == Placement::sandwich) m_norms2.assign(m_def.layers, proto);
+        if (m_def.placement == Placement::pre && m_def.final_norm) m_final.assign(1, proto);
+    }
+    m_row_mask.assign(m_rows, 1);
+}
+
+void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
+    m_mask = mask;
+    m_row_mask.assign(m_rows, 1);
+    if (mask.size() == 0) return;
+    // A row is real when its first feature is: a padding mask has the data's rank with 1 at
+    // the feature axis (or the full shape, constant along features for padding).
+    Shape shape = m_shape;
+    const std::size_t last = mask.shape().back();
+    shape.back() = last;
+    xt::xarray<std::uint8_t> b = xt::broadcast(mask, shape);
+    for (std::size_t r = 0; r < m_rows; ++r) m_row_mask[r] = b.data()[r * last] ? 1 : 0;
+}
+
+void Stack::run_norm(NormLayer& layer, const Tensor& in, StepResult& out) {
+    layer.forward(in, m_shape.size() - 1, m_data_name, m_mask.size() ? &m_mask : nullptr, out);
+}
+
+template <class T>
+void Stack::branch(std::size_t l, const Tensor& z, BlockTrace& bt, T* f) {
+    const std::size_t R = m_rows, D = m_features, H = m_hidden;
+    const T* zp = values<T>(z).data();
+    switch (m_def.block) {
+        case BlockKind::linear:
+            sk::matmul<T>(zp, R, D, false, values<T>(m_weights.w).data() + l * D * D, D, D, false, f);
+            break;
+        case BlockKind::ffn: {
+            T* a = shaped<T>(bt.a, {R, H}, m_dtype);
+            T* h = shaped<T>(m_h, {R, H}, m_dtype);
+            sk::matmul<T>(zp, R, D, false, values<T>(m_weights.w1).data() + l * D * H, D, H, false, a);
+            sk::activate<T>(static_cast<int>(m_def.activation), a, h, R * H);
+            sk::matmul<T>(h, R, H, false, values<T>(m_weights.w2).data() + l * H * D, H, D, false, f);
+            break;
+        }
+        case BlockKind::identity:
+            for (std::size_t i = 0; i < R * D; ++i) f[i] = zp[i];
+            break;
+    }
+    bt.branch_rms = sk::rms_rows<T>(f, R, D, m_row_mask.data());
+}
+
+template <class T>
+void Stack::forward_impl(const Tensor& x, StackTrace& trace) {
+    const std::size_t L = m_def.layers, R = m_rows, D = m_features, n = R * D;
+    const unsigned char* rm = m_row_mask.data();
+    trace.x.resize(L + 1);
+    trace.blocks.resize(L);
+    xt::noalias(values<T>(trace.x[0])) = values<T>(x);
+    trace.x[0].dtype = m_dtype;
+    const T alpha = static_cast<T>(m_def.residual_scale());
+    for (std::size_t l = 0; l < L; ++l) {
+        const Tensor& xin = trace.x[l];
+        Tensor& xout = trace.x[l + 1];
+        BlockTrace& bt = trace.blocks[l];
+        const T* xp = values<T>(xin).data();
+        bt.branch_rms = kNaN;
+        bt.norm_in_rms = kNaN;
+        switch (m_def.placement) {
+            case Placement::pre: {
+                bt.norm_in_rms = sk::rms_rows<T>(xp, R, D, rm);
+                run_norm(m_norms[l], xin, bt.norm);
+                T* f = shaped<T>(m_f, m_shape, m_dtype);
+                branch<T>(l, bt.norm.fwd.y, bt, f);
+                sk::residual<T>(xp, f, T(1), shaped<T>(xout, m_shape, m_dtype), n);
+                break;
+            }
+            case Placement::post:
+            case Placement::deepnorm: {
+                T* s = shaped<T>(bt.s, m_shape, m_dtype);
+                branch<T>(l, xin, bt, s);
+                sk::residual<T>(xp, s, alpha, s, n);
+                bt.norm_in_rms = sk::rms_rows<T>(s, R, D, rm);
+                run_norm(m_norms[l], bt.s, bt.norm);
+                std::swap(xout, bt.norm.fwd.y);  // x_l is N's output; the old buffer is reused next time
+                break;
+            }
+            case Placement::sandwich: {
+                bt.norm_in_rms = sk::rms_rows<T>(xp, R, D, rm);
+                run_norm(m_norms[l], xin, bt.norm);
+                T* s = shaped<T>(bt.s, m_shape, m_dtype);
+                branch<T>(l, bt.norm.fwd.y, bt, s);
+                run_norm(m_norms2[l], bt.s, bt.norm2);
+                sk::residual<T>(xp, values<T>(bt.norm2.fwd.y).data(), T(1), shaped<T>(xout, m_shape, m_dtype), n);
+                break;
+            }
+            case Placement::none: {
+                T* f = shaped<T>(m_f, m_shape, m_dtype);
+                branch<T>(l, xin, bt, f);
+                sk::residual<T>(xp, f, T(1), shaped<T>(xout, m_shape, m_dtype), n);
+                break;
+            }
+            case Placement::norm_only:
+                bt.norm_in_rms = sk::rms_rows<T>(xp, R, D, rm);
+                run_norm(m_norms[l], xin, bt.norm);
+                std::swap(xout, bt.norm.fwd.y);
+                break;
+        }
+    }
+    trace.has_final = !m_final.empty();
+    if (trace.has_final) run_norm(m_final[0], trace.x[L], trace.final_norm);
+}
+
+void Stack::forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, StackTrace& trace) {
+    if (x.shape() != m_shape || x.dtype != m_dtype)
+        throw InputError(stack_msg(m_def, m_data_name, "expected input of shape " + format_shape(m_shape) +
+                                                           " in " + dtype_name(m_dtype) + ", but got " +
+                                                           format_shape(x.shape()) + " in " + dtype_name(x.dtype)));
+    set_mask(mask);
+    if (m_dtype == DType::float64) forward_impl<double>(x, trace);
+    else forward_impl<float>(x, trace);
+}
+
+Stack Stack::eval_copy() const {
+    Stack s = *this;
+    const DType dtype = m_dtype;
+    auto freeze = [dtype](std::vector<NormLayer>& layers) {
+        for (auto& layer : layers) {
+            NormDef d = layer.def();
+            d.training = false;
+            if (layer.has_running_stats() && layer.running_mean().size() > 0) {
+                ParamInit m;
+                m.kind = ParamInit::Kind::values;
+                m.values = layer.running_mean();
+                ParamInit v = m;
+                v.values = layer.running_var();
+                d.running_mean = m;
+                d.running_var = v;
+            }
+            layer = NormLayer(d, dtype);
+        }
+    };
+    freeze(s.m_norms);
+    freeze(s.m_norms2);
+    freeze(s.m_final);
+    return s;
+}
+
+}  // namespace normlab

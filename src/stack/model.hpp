@@ -1,0 +1,107 @@
+#pragma once
+// A residual stack bound to data of one shape: per-layer norm instances (own weight, bias
+// and running statistics), the weights, and the forward pass that keeps what the backward
+// pass needs. Dense products go through stack/kernels.hpp (xtensor-blas).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "norm/presets.hpp"
+#include "stack/stack.hpp"
+#include "tensor/tensor.hpp"
+
+namespace normlab {
+
+/// A stack's weights in the run dtype, layer axis first (see weight_slots): w (L, D, D)
+/// for linear blocks; w1 (L, D, H) and w2 (L, H, D) for ffn blocks; empty otherwise.
+struct StackWeights {
+    Tensor w, w1, w2;
+};
+
+/// What one forward pass keeps of block l (x_{l-1} -> x_l) for the backward pass.
+struct BlockTrace {
+    StepResult norm;    ///< N's statistics; norm.fwd.y is N's output when it feeds F (pre, sandwich)
+    StepResult norm2;   ///< sandwich: N2's statistics and output
+    /// The norm's input when it is not x_{l-1}: alpha x + F(x) (post, deepnorm); F's output
+    /// (sandwich, the input of N2). Data shape.
+    Tensor s;
+    Tensor a;           ///< ffn: the pre-activation z @ W1, (rows, H)
+    double branch_rms = 0;   ///< rms of F's output (NaN without a branch: norm_only)
+    double norm_in_rms = 0;  ///< rms of the input of N (NaN without a norm: none)
+};
+
+/// The activations of one forward pass.
+struct StackTrace {
+    std::vector<Tensor> x;          ///< x_0 (the input) ... x_L, each in the data's shape
+    std::vector<BlockTrace> blocks; ///< blocks[l-1] describes block l
+    bool has_final = false;         ///< pre with final_norm: y = N_final(x_L)
+    StepResult final_norm;          ///< its statistics and output
+    /// The stack output y: N_final(x_L) with a final norm, x_L otherwise.
+    const Tensor& y() const { return has_final ? final_norm.fwd.y : x.back(); }
+};
+
+/// A StackDef bound to data of one shape, (N, D) or (B, T, D) with the features last.
+class Stack {
+public:
+    /// Binds `def` to data `data_name` of shape `data_shape` in `dtype`. Weights must have
+    /// the shapes weight_slots(def, D) names, in `dtype`. Throws InputError (naming the stack
+    /// and the data) when the data has no feature axis (rank other than 2 or 3), a weight
+    /// has the wrong shape, or the dtype is not float32 or float64; NormError when the norm
+    /// does not fit the data (e.g. a normalized_shape other than [D]).
+    Stack(const StackDef& def, StackWeights weights, const Shape& data_shape, DType dtype,
+          const std::string& data_name);
+
+    const StackDef& def() const { return m_def; }
+    const StackWeights& weights() const { return m_weights; }
+    std::size_t rows() const { return m_rows; }
+    std::size_t features() const { return m_features; }
+    const Shape& data_shape() const { return m_shape; }
+    DType dtype() const { return m_dtype; }
+
+    /// Runs x (data shape, the stack's dtype) through every block, keeping the activations
+    /// in `trace` (its buffers are reused when the shapes match). `mask` is the data's padding
+    /// mask, 1 = real position, x's rank with each dim x's or 1 (shape {0}: none); norms with
+    /// mask: true take their statistics from real positions only. Norms in training mode
+    /// update their running statistics. Throws NormError from the norms (e.g. mask: true
+    /// without a mask).
+    void forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, StackTrace& trace);
+
+    /// A copy whose norms run in inference mode with this stack's current running
+    /// statistics (norms without running statistics are unchanged).
+    Stack eval_copy() const;
+
+    /// Per-layer norm instances: N of block l is norms()[l-1]; N2 (sandwich) and the final
+    /// norm (pre) are separate instances.
+    const std::vector<NormLayer>& norms() const { return m_norms; }
+    const std::vector<NormLayer>& norms2() const { return m_norms2; }
+    const std::vector<NormLayer>& final_norm() const { return m_final; }  ///< 0 or 1 entries
+
+    /// One per row of the data: 1 for a real row, 0 for padding (all 1 without a mask).
+    const std::vector<unsigned char>& row_mask() const { return m_row_mask; }
+
+    /// The norm's affine weight and bias of a layer instance in its view shape (what the
+    /// engine takes), empty (shape {0}) when the norm has none.
+    const xt::xarray<double>& norm_weight() const { return m_norm_weight; }
+    const xt::xarray<double>& norm_bias() const { return m_norm_bias; }
+
+private:
+    template <class T> void forward_impl(const Tensor& x, StackTrace& trace);
+    template <class T> void branch(std::size_t l, const Tensor& z, BlockTrace& bt, T* f);
+    void run_norm(NormLayer& layer, const Tensor& in, StepResult& out);
+    void set_mask(const xt::xarray<std::uint8_t>& mask);
+
+    StackDef m_def;
+    StackWeights m_weights;
+    Shape m_shape;
+    DType m_dtype;
+    std::string m_data_name;
+    std::size_t m_rows = 0, m_features = 0, m_hidden = 0;
+    std::vector<NormLayer> m_norms, m_norms2, m_final;
+    xt::xarray<double> m_norm_weight = xt::xarray<double>::from_shape(Shape{0});
+    xt::xarray<double> m_norm_bias = xt::xarray<double>::from_shape(Shape{0});
+    xt::xarray<std::uint8_t> m_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
+    std::vector<unsigned char> m_row_mask;
+    Tensor m_f, m_h;                      ///< scratch: F's output, the ffn's activation
+};
+
+}  // namespace normlab

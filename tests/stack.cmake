@@ -1,0 +1,3 @@
+# Residual stacks: PyTorch autograd goldens (tests/golden/stack, scripts/make_stack_golden.py).
+normlab_test(test_stack SOURCES test_stack.cpp DEPS normlab_stack nlohmann_json::nlohmann_json)
+target_compile_definitions(test_stack PRIVATE NORMLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -1,0 +1,165 @@
+// Residual stacks: forward (and backward) against PyTorch autograd goldens written by
+// scripts/make_stack_golden.py (tests/golden/stack/), and the stack's own checks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xnpy.hpp>
+#include <xtensor/xview.hpp>
+
+#include "stack/model.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab;
+
+namespace {
+
+const std::string kGolden = std::string(NORMLAB_SOURCE_DIR) + "/tests/golden/stack/";
+
+nlohmann::json golden_meta() {
+    std::ifstream in(kGolden + "meta.json");
+    REQUIRE_MESSAGE(in.good(), "missing " << kGolden << "meta.json");
+    return nlohmann::json::parse(in);
+}
+
+/// An .npy of float64 or float32 values, widened to double.
+xt::xarray<double> load(const std::string& path) {
+    std::ifstream probe(path, std::ios::binary);
+    std::string head(128, '\0');
+    probe.read(&head[0], 128);
+    if (head.find("<f4") != std::string::npos) return xt::xarray<double>(xt::load_npy<float>(path));
+    return xt::load_npy<double>(path);
+}
+
+ParamInit values_init(const xt::xarray<double>& v) {
+    ParamInit p;
+    p.kind = ParamInit::Kind::values;
+    p.values = v;
+    return p;
+}
+
+NormDef golden_norm(const nlohmann::json& n, std::size_t features) {
+    NormDef d;
+    d.name = "n";
+    const std::string t = n.at("type");
+    for (std::size_t i = 0; i < norm_type_names().size(); ++i)
+        if (norm_type_names()[i] == t) d.type = static_cast<NormType>(i);
+    d.eps = n.at("eps").get<double>();
+    if (d.type == NormType::layernorm || d.type == NormType::rmsnorm)
+        d.normalized_shape = std::vector<long long>{static_cast<long long>(features)};
+    if (n.contains("num_groups")) d.num_groups = n.at("num_groups");
+    if (n.contains("weight")) d.weight = values_init(xt::adapt(n.at("weight").get<std::vector<double>>()));
+    if (n.contains("bias")) d.bias = values_init(xt::adapt(n.at("bias").get<std::vector<double>>()));
+    return d;
+}
+
+struct GoldenCase {
+    std::string name, dir;
+    StackDef def;
+    xt::xarray<double> x, r;
+    std::vector<std::pair<std::string, xt::xarray<double>>> weights;
+};
+
+GoldenCase golden_case(const nlohmann::json& c) {
+    GoldenCase g;
+    g.name = c.at("name");
+    g.dir = kGolden + g.name + "/";
+    StackDef& d = g.def;
+    d.name = g.name;
+    d.layers = c.at("layers");
+    d.hidden = c.at("hidden");
+    for (std::size_t i = 0; i < placement_names().size(); ++i)
+        if (placement_names()[i] == c.at("placement")) d.placement = static_cast<Placement>(i);
+    for (std::size_t i = 0; i < block_names().size(); ++i)
+        if (block_names()[i] == c.at("block")) d.block = static_cast<BlockKind>(i);
+    for (std::size_t i = 0; i < activation_names().size(); ++i)
+        if (activation_names()[i] == c.at("activation")) d.activation = static_cast<Activation>(i);
+    d.norm = golden_norm(c.at("norm"), c.at("features"));
+    g.x = load(g.dir + "x.npy");
+    g.r = load(g.dir + "r.npy");
+    for (const auto& n : weight_names(d.block, d.placement)) g.weights.push_back({n, load(g.dir + n + ".npy")});
+    return g;
+}
+
+StackWeights to_weights(const GoldenCase& g, DType dt) {
+    StackWeights w;
+    for (const auto& [n, v] : g.weights) (n == "w" ? w.w : n == "w1" ? w.w1 : w.w2) = Tensor::from_double(v, dt);
+    return w;
+}
+
+/// max |a - b| / max |b|: the error relative to the tensor's scale (elementwise relative
+/// errors blow up where a value crosses zero).
+double rel_err(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+    REQUIRE(a.shape() == b.shape());
+    double m = 0, s = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        m = std::max(m, std::fabs(a.data()[i] - b.data()[i]));
+        s = std::max(s, std::fabs(b.data()[i]));
+    }
+    return s > 0 ? m / s : m;
+}
+
+double tolerance(DType dt) { return dt == DType::float64 ? 1e-10 : 2e-5; }
+
+}  // namespace
+
+TEST_CASE("stack forward matches the PyTorch golden for every placement, block and norm type") {
+    const auto meta = golden_meta();
+    REQUIRE(meta.at("cases").size() >= 17);
+    for (DType dt : {DType::float64, DType::float32}) {
+        const std::string dn = dtype_name(dt);
+        double worst = 0;
+        for (const auto& c : meta.at("cases")) {
+            GoldenCase g = golden_case(c);
+            INFO("case " << g.name << " " << dn);
+            Stack s(g.def, to_weights(g, dt), Shape(g.x.shape().begin(), g.x.shape().end()), dt, "x");
+            StackTrace tr;
+            s.forward(Tensor::from_double(g.x, dt), xt::xarray<std::uint8_t>::from_shape({0}), tr);
+            xt::xarray<double> xs = load(g.dir + "expected/" + dn + "/xs.npy");
+            REQUIRE(tr.x.size() == g.def.layers + 1);
+            for (std::size_t l = 0; l <= g.def.layers; ++l) {
+                INFO("x_" << l);
+                xt::xarray<double> want = xt::view(xs, l);
+                double e = rel_err(tr.x[l].to_double(), want);
+                worst = std::max(worst, e);
+                CHECK(e <= tolerance(dt));
+            }
+            double e = rel_err(tr.y().to_double(), load(g.dir + "expected/" + dn + "/y.npy"));
+            worst = std::max(worst, e);
+            CHECK(e <= tolerance(dt));
+        }
+        MESSAGE("stack forward golden " << dn << ": worst relative error " << worst);
+    }
+}
+
+TEST_CASE("stack refuses data without a feature axis, wrong weight shapes and half precision") {
+    StackDef d;
+    d.name = "s";
+    d.layers = 2;
+    d.norm.name = "n";
+    d.norm.type = NormType::layernorm;
+    d.norm.normalized_shape = std::vector<long long>{4};
+    StackWeights w;
+    w.w = Tensor::from_double(xt::zeros<double>({2, 4, 4}), DType::float64);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {4}, DType::float64, "x"),
+                         doctest::Contains("stack \"s\" on data \"x\": expected data of shape (N, D) or (B, T, D)"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {2, 3, 4, 4}, DType::float64, "x"),
+                         doctest::Contains("features on the last axis, but got shape [2, 3, 4, 4]"), InputError);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 5}, DType::float64, "x"),
+                         doctest::Contains("weight \"w\" must have shape [2, 5, 5]"), InputError);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float16, "x"),
+                         doctest::Contains("float32 or float64"), InputError);
+    d.block = BlockKind::ffn;
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float64, "x"), doctest::Contains("hidden >= 1"), InputError);
+    d.block = BlockKind::linear;
+    d.norm.normalized_shape = std::vector<long long>{5};
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float64, "x"),
+                         doctest::Contains("normalized_shape=[5]"), InputError);
+    d.norm.normalized_shape = std::vector<long long>{4};
+    CHECK_NOTHROW(Stack(d, w, {3, 5, 4}, DType::float64, "x"));
+}
