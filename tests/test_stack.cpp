@@ -163,3 +163,60 @@ TEST_CASE("stack refuses data without a feature axis, wrong weight shapes and ha
     d.norm.normalized_shape = std::vector<long long>{4};
     CHECK_NOTHROW(Stack(d, w, {3, 5, 4}, DType::float64, "x"));
 }
+
+TEST_CASE("a chain of 20 BatchNorms trained 2048 steps drifts like PyTorch's (eval/train rms and running statistics)") {
+    const auto meta = golden_meta().at("bn_chain");
+    const std::size_t layers = meta.at("layers"), steps = meta.at("steps");
+    const xt::xarray<double> x = load(kGolden + "bn_chain/x.npy");
+    StackDef d;
+    d.name = "bn_chain";
+    d.layers = layers;
+    d.placement = Placement::norm_only;
+    d.block = BlockKind::identity;
+    d.norm.name = "bn";
+    d.norm.type = NormType::batchnorm;
+    d.norm.eps = meta.at("eps").get<double>();
+    d.norm.momentum = meta.at("momentum").get<double>();
+    d.norm.affine = false;
+    for (DType dt : {DType::float64, DType::float32}) {
+        const std::string dn = dtype_name(dt);
+        INFO(dn);
+        Stack s(d, {}, {64, 2}, dt, "x");
+        const Tensor xt0 = Tensor::from_double(x, dt);
+        const auto no_mask = xt::xarray<std::uint8_t>::from_shape({0});
+        StackTrace train, eval;
+        for (std::size_t k = 0; k < steps; ++k) s.forward(xt0, no_mask, train);
+        Stack frozen = s.eval_copy();
+        frozen.forward(xt0, no_mask, eval);
+        const auto want_ratio = load(kGolden + "bn_chain/expected/" + dn + "/eval_train_ratio.npy");
+        const auto want_mean = load(kGolden + "bn_chain/expected/" + dn + "/running_mean.npy");
+        const auto want_var = load(kGolden + "bn_chain/expected/" + dn + "/running_var.npy");
+        // float32: PyTorch keeps its running statistics in float32, normlab in double.
+        const double tol = dt == DType::float64 ? 1e-10 : 1e-5;
+        double worst = 0;
+        for (std::size_t l = 0; l <= layers; ++l) {
+            auto rms = [](const Tensor& t) {
+                xt::xarray<double> v = t.to_double();
+                double ss = 0;
+                for (double e : v) ss += e * e;
+                return std::sqrt(ss / static_cast<double>(v.size()));
+            };
+            const double ratio = rms(eval.x[l]) / rms(train.x[l]);
+            worst = std::max(worst, std::fabs(ratio - want_ratio(l)) / want_ratio(l));
+            CHECK(std::fabs(ratio - want_ratio(l)) <= tol * want_ratio(l));
+            if (l == 0) continue;
+            const NormLayer& n = s.norms()[l - 1];
+            CHECK(n.num_batches_tracked() == static_cast<long long>(steps));
+            for (std::size_t c = 0; c < 2; ++c) {
+                // running means of the normalised layers are ~1e-17: compare on the scale of 1
+                CHECK(std::fabs(n.running_mean()(c) - want_mean(l - 1, c)) <= tol * std::max(1.0, std::fabs(want_mean(l - 1, c))));
+                CHECK(std::fabs(n.running_var()(c) - want_var(l - 1, c)) <= tol * want_var(l - 1, c));
+            }
+        }
+        // The drift of the estimators: eval mode divides by the unbiased running variance
+        // 64/63 where training divided by the biased batch variance, once per layer.
+        CHECK(want_ratio(layers) == doctest::Approx(std::pow(63.0 / 64.0, layers / 2.0)).epsilon(1e-6));
+        MESSAGE("BatchNorm chain " << dn << ": eval/train rms ratio after 20 layers "
+                                   << want_ratio(layers) << ", worst relative error " << worst);
+    }
+}
