@@ -107,32 +107,72 @@ double tolerance(DType dt) { return dt == DType::float64 ? 1e-10 : 2e-5; }
 
 }  // namespace
 
-TEST_CASE("stack forward matches the PyTorch golden for every placement, block and norm type") {
+// d loss / d y for loss = sum(y * r) / rows, rounded as PyTorch's autograd forms it in the
+// dtype: (1 / rows) first, then times r.
+Tensor projection_grad(const xt::xarray<double>& r, std::size_t rows, DType dt) {
+    const double inv = round_to(dt, 1.0 / static_cast<double>(rows));
+    xt::xarray<double> g = r;
+    for (auto& v : g) v = round_to(dt, inv * round_to(dt, v));
+    return Tensor::from_double(g, dt);
+}
+
+TEST_CASE("stack forward and backward match the PyTorch golden for every placement, block and norm type") {
     const auto meta = golden_meta();
     REQUIRE(meta.at("cases").size() >= 17);
     for (DType dt : {DType::float64, DType::float32}) {
         const std::string dn = dtype_name(dt);
-        double worst = 0;
+        double worst_fwd = 0, worst_bwd = 0;
+        std::size_t compared = 0;
         for (const auto& c : meta.at("cases")) {
             GoldenCase g = golden_case(c);
             INFO("case " << g.name << " " << dn);
+            const std::string ex = g.dir + "expected/" + dn + "/";
             Stack s(g.def, to_weights(g, dt), Shape(g.x.shape().begin(), g.x.shape().end()), dt, "x");
             StackTrace tr;
             s.forward(Tensor::from_double(g.x, dt), xt::xarray<std::uint8_t>::from_shape({0}), tr);
-            xt::xarray<double> xs = load(g.dir + "expected/" + dn + "/xs.npy");
-            REQUIRE(tr.x.size() == g.def.layers + 1);
-            for (std::size_t l = 0; l <= g.def.layers; ++l) {
-                INFO("x_" << l);
-                xt::xarray<double> want = xt::view(xs, l);
-                double e = rel_err(tr.x[l].to_double(), want);
+            StackGrads gr;
+            s.backward(tr, projection_grad(g.r, s.rows(), dt), gr, {true, true});
+            auto check = [&](const xt::xarray<double>& got, const xt::xarray<double>& want, const std::string& what,
+                             double& worst) {
+                INFO(what);
+                const double e = rel_err(got, want);
                 worst = std::max(worst, e);
+                ++compared;
                 CHECK(e <= tolerance(dt));
+            };
+            const xt::xarray<double> xs = load(ex + "xs.npy"), dxs = load(ex + "dxs.npy");
+            REQUIRE(tr.x.size() == g.def.layers + 1);
+            REQUIRE(gr.dx.size() == g.def.layers + 1);
+            for (std::size_t l = 0; l <= g.def.layers; ++l) {
+                check(tr.x[l].to_double(), xt::view(xs, l), "x_" + std::to_string(l), worst_fwd);
+                check(gr.dx[l].to_double(), xt::view(dxs, l), "dx_" + std::to_string(l), worst_bwd);
             }
-            double e = rel_err(tr.y().to_double(), load(g.dir + "expected/" + dn + "/y.npy"));
-            worst = std::max(worst, e);
-            CHECK(e <= tolerance(dt));
+            check(tr.y().to_double(), load(ex + "y.npy"), "y", worst_fwd);
+            for (const auto& [n, w] : g.weights) {
+                const Tensor& d = n == "w" ? gr.dw : n == "w1" ? gr.dw1 : gr.dw2;
+                check(d.to_double(), load(ex + "d" + n + ".npy"), "d" + n, worst_bwd);
+            }
+            const std::vector<std::pair<std::string, const xt::xarray<double>*>> params = {
+                {"dgamma", &gr.dgamma}, {"dbeta", &gr.dbeta}, {"dgamma2", &gr.dgamma2},
+                {"dbeta2", &gr.dbeta2}, {"dgamma_final", &gr.dgamma_final}, {"dbeta_final", &gr.dbeta_final}};
+            for (const auto& [n, got] : params) {
+                const bool expected = std::ifstream(ex + n + ".npy").good();
+                INFO(n);
+                REQUIRE(expected == (got->size() > 0));
+                if (expected) check(*got, load(ex + n + ".npy"), n, worst_bwd);
+            }
+            for (std::size_t l = 0; l < g.def.layers; ++l) {
+                CHECK(gr.grad_x_rms[l] > 0);
+                if (gr.dgamma.size()) {
+                    xt::xarray<double> row = xt::view(gr.dgamma, l);
+                    double ss = 0;
+                    for (double v : row) ss += v * v;
+                    CHECK(gr.grad_gamma_norm[l] == doctest::Approx(std::sqrt(ss)).epsilon(1e-12));
+                }
+            }
         }
-        MESSAGE("stack forward golden " << dn << ": worst relative error " << worst);
+        MESSAGE("stack golden " << dn << ": " << compared << " tensors, worst relative error forward "
+                                << worst_fwd << ", backward " << worst_bwd);
     }
 }
 

@@ -7,35 +7,19 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "stack/buffers.hpp"
 #include "stack/kernels.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
 
 namespace sk = stack_kernels;
+using stack_buffers::shaped;
+using stack_buffers::values;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-template <class T> xt::xarray<T>& values(Tensor& t);
-template <> xt::xarray<float>& values<float>(Tensor& t) { return t.f32; }
-template <> xt::xarray<double>& values<double>(Tensor& t) { return t.f64; }
-template <class T> const xt::xarray<T>& values(const Tensor& t) { return values<T>(const_cast<Tensor&>(t)); }
-
-// Gives t the shape and dtype, keeping its buffer when the element count already fits
-// (fresh pages cost more than the arithmetic on these machines).
-template <class T>
-T* shaped(Tensor& t, const Shape& shape, DType dtype) {
-    t.dtype = dtype;
-    auto& v = values<T>(t);
-    Shape cur(v.shape().begin(), v.shape().end());
-    if (cur != shape) {
-        if (v.size() == num_elements(shape)) v.reshape(shape);
-        else v.resize(shape);
-    }
-    return v.data();
-}
 
 std::string stack_msg(const StackDef& d, const std::string& data, const std::string& what) {
     return "stack \"" + d.name + "\" on data \"" + data + "\": " + what;
@@ -195,6 +179,7 @@ void Stack::forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, Stack
                                                            " in " + dtype_name(m_dtype) + ", but got " +
                                                            format_shape(x.shape()) + " in " + dtype_name(x.dtype)));
     set_mask(mask);
+    stack_buffers::SingleThreadedNorms one_thread;
     if (m_dtype == DType::float64) forward_impl<double>(x, trace);
     else forward_impl<float>(x, trace);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "norm/backward.hpp"
 #include "norm/presets.hpp"
 #include "stack/stack.hpp"
 #include "tensor/tensor.hpp"
@@ -40,6 +41,26 @@ struct StackTrace {
     const Tensor& y() const { return has_final ? final_norm.fwd.y : x.back(); }
 };
 
+/// What backward() keeps beyond the per-layer summaries.
+struct StackGradOptions {
+    bool keep_dx = false;        ///< StackGrads::dx, every d loss / d x_l
+    bool keep_params = false;    ///< StackGrads::dw..., dgamma...: every layer's parameter gradients
+};
+
+/// The gradients of one backward pass. Summaries always; full tensors when asked.
+struct StackGrads {
+    std::vector<double> grad_x_rms;     ///< L+1: rms of d loss / d x_l over real rows
+    std::vector<double> grad_w_norm;    ///< L: Frobenius norm of d loss / d W (W2 for ffn); NaN without weights
+    std::vector<double> grad_w1_norm;   ///< L: ffn's W1; NaN otherwise
+    std::vector<double> grad_gamma_norm;///< L: Frobenius norm of d loss / d weight of N; NaN without
+    std::vector<Tensor> dx;             ///< keep_dx: d loss / d x_l, l = 0 ... L, data shape, run dtype
+    /// keep_params: d loss / d w, w1, w2 in the weights' shapes (L, fan_in, fan_out), run dtype.
+    Tensor dw, dw1, dw2;
+    /// keep_params: d loss / d weight and bias of each instance of N, (L, *param_shape);
+    /// "2" for sandwich's N2, "_final" for pre's final norm ((1, *param_shape)); shape {0} when absent.
+    xt::xarray<double> dgamma, dbeta, dgamma2, dbeta2, dgamma_final, dbeta_final;
+};
+
 /// A StackDef bound to data of one shape, (N, D) or (B, T, D) with the features last.
 class Stack {
 public:
@@ -66,6 +87,15 @@ public:
     /// without a mask).
     void forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, StackTrace& trace);
 
+    /// Back-propagates dy = d loss / d y (y's shape, the stack's dtype) through the pass
+    /// `trace` recorded (which must come from this stack's last forward): every block's
+    /// branch by the chain rule through its products (xtensor-blas), its activation and the
+    /// residual sum (scaled by alpha for deepnorm), every norm by the generic norm backward
+    /// (norm/backward.hpp). Gradients flow in the run dtype between blocks; parameter
+    /// gradients of the norms are summed in double. Weights are not updated.
+    void backward(const StackTrace& trace, const Tensor& dy, StackGrads& grads,
+                  const StackGradOptions& opts = {});
+
     /// A copy whose norms run in inference mode with this stack's current running
     /// statistics (norms without running statistics are unchanged).
     Stack eval_copy() const;
@@ -87,6 +117,15 @@ public:
 private:
     template <class T> void forward_impl(const Tensor& x, StackTrace& trace);
     template <class T> void branch(std::size_t l, const Tensor& z, BlockTrace& bt, T* f);
+    template <class T> void backward_impl(const StackTrace& trace, const Tensor& dy, StackGrads& g,
+                                          const StackGradOptions& opts);
+    template <class T> void branch_backward(std::size_t l, const Tensor& z, const BlockTrace& bt,
+                                            const T* df, T* dz, StackGrads& g, bool keep);
+    /// dx of one norm instance: x its input, st its forward, dy the upstream gradient in T;
+    /// writes the parameter gradients' norms/tensors for layer slot l of `dgamma`/`dbeta`.
+    template <class T> const Tensor& norm_backward(const Tensor& x, const StepResult& st, const T* dy,
+                                                   double& gamma_norm, xt::xarray<double>* dgamma,
+                                                   xt::xarray<double>* dbeta, std::size_t l);
     void run_norm(NormLayer& layer, const Tensor& in, StepResult& out);
     void set_mask(const xt::xarray<std::uint8_t>& mask);
 
@@ -102,6 +141,9 @@ private:
     xt::xarray<std::uint8_t> m_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
     std::vector<unsigned char> m_row_mask;
     Tensor m_f, m_h;                      ///< scratch: F's output, the ffn's activation
+    Tensor m_g, m_gn, m_dz, m_dh, m_dw;   ///< backward scratch: d/dx_l, d/dx_{l-1}, d/dz, d/dh, one layer's dW
+    xt::xarray<double> m_dyd;             ///< the norms' upstream gradient in double
+    BackwardResult m_nb;                  ///< the norm backward's result buffers
 };
 
 }  // namespace normlab

@@ -1,5 +1,4 @@
 # Residual stacks: norm layers around xt::blas products (OpenBLAS via xtensor-blas).
-find_package(xtensor-blas REQUIRED)
 normlab_module(normlab_stack
-  SOURCES stack/stack.cpp stack/kernels.cpp stack/model.cpp
+  SOURCES stack/stack.cpp stack/kernels.cpp stack/model.cpp stack/backward.cpp
   DEPS normlab_norm xtensor-blas)
