@@ -8,6 +8,7 @@
 
 #include "norm/engine.hpp"
 #include "run/bench.hpp"
+#include "run/bench_stack.hpp"
 #include "run/listing.hpp"
 #include "run/merge.hpp"
 #include "run/report_command.hpp"
@@ -129,6 +130,16 @@ int main(int argc, char** argv) {
     auto* bench_ca = bench_cmd->add_option("--channel-axis", bench_channel_axis,
                                            "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
+    bool bench_stack = false;
+    StackBenchOptions stack_bench;
+    bench_cmd->add_flag("--stack", bench_stack,
+                        "forward+backward of a residual ffn stack against plain xt::linalg::dot products");
+    bench_cmd->add_option("--layers", stack_bench.layers, "--stack: blocks (default 48)");
+    bench_cmd->add_option("--rows", stack_bench.rows, "--stack: rows N (default 1024)");
+    bench_cmd->add_option("--features", stack_bench.features, "--stack: features D (default 512)");
+    bench_cmd->add_option("--hidden", stack_bench.hidden, "--stack: ffn hidden size H (default 2048)");
+    bench_cmd->add_option("--placement", stack_bench.placement, "--stack: pre, post, deepnorm, sandwich, none, norm_only");
+    bench_cmd->add_option("--stack-norm", stack_bench.norm, "--stack: layernorm, rmsnorm or batchnorm");
 
     try {
         app.parse(argc, argv);
@@ -168,6 +179,13 @@ int main(int argc, char** argv) {
                 while (std::getline(ss, t, ',')) v.push_back(t);
                 return v;
             };
+            if (bench_stack) {
+                stack_bench.json = bench.json;
+                if (bench_cmd->count("--repeat")) stack_bench.repeat = bench.repeat;
+                if (bench_cmd->count("--dtype")) stack_bench.dtypes = split(bench.dtype);
+                std::cout << run_stack_bench(stack_bench);
+                return 0;
+            }
             bench.norms = split(bench_norms);
             if (bench_ca->count() > 0) bench.channel_axis = bench_channel_axis;
             for (const auto& t : split(bench_threads)) {

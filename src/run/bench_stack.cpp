@@ -1,0 +1,223 @@
+#include "run/bench_stack.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <iomanip>
+#include <sstream>
+#include <sys/resource.h>
+
+#include <xtensor-blas/xlinalg.hpp>
+
+#include "analysis/stack_weights.hpp"
+#include "data/random.hpp"
+#include "stack/buffers.hpp"
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Resets the kernel's peak-RSS mark (Linux >= 4.0: "5" > /proc/self/clear_refs); false when
+// unavailable, and the process-wide maximum is reported instead.
+bool reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    if (!f) return false;
+    f << "5";
+    f.flush();
+    return static_cast<bool>(f);
+}
+
+double peak_rss_mib(bool since_reset) {
+    if (since_reset) {
+        std::ifstream f("/proc/self/status");
+        std::string line;
+        while (std::getline(f, line))
+            if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+    }
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+template <class T>
+xt::xarray<T> uniform_array(const Shape& s, Rng& rng) {
+    xt::xarray<T> a = xt::xarray<T>::from_shape(s);
+    for (auto& v : a) v = static_cast<T>(2.0 * rng.uniform() - 1.0);
+    return a;
+}
+
+// The six products of one ffn block's forward and backward pass, as (m, k, n).
+std::vector<std::array<std::size_t, 3>> block_products(std::size_t R, std::size_t D, std::size_t H) {
+    return {{R, D, H}, {R, H, D},                       // a = z W1, F = h W2
+            {H, R, D}, {R, D, H}, {D, R, H}, {R, H, D}};  // dW2 = h^T dF, dh = dF W2^T, dW1 = z^T dh, dz = dh W1^T
+}
+
+// The same products as one pass of the stack, as plain xt::linalg::dot calls on
+// contiguous operands of one block's sizes, `layers` times over (each call allocates its
+// result, as dot does).
+template <class T>
+class PlainDots {
+public:
+    PlainDots(std::size_t R, std::size_t D, std::size_t H) {
+        Rng rng(1);
+        for (const auto& p : block_products(R, D, H))
+            m_ops.push_back({uniform_array<T>({p[0], p[1]}, rng), uniform_array<T>({p[1], p[2]}, rng)});
+    }
+    double seconds_for(std::size_t layers) {
+        auto t0 = Clock::now();
+        for (std::size_t l = 0; l < layers; ++l)
+            for (const auto& [a, b] : m_ops) {
+                xt::xarray<T> c = xt::linalg::dot(a, b);
+                m_sink += static_cast<double>(c.data()[0]);  // keeps the product observable
+            }
+        return seconds(t0, Clock::now());
+    }
+
+private:
+    std::vector<std::pair<xt::xarray<T>, xt::xarray<T>>> m_ops;
+    double m_sink = 0;
+};
+
+std::size_t trace_bytes(const StackTrace& tr) {
+    auto bytes = [](const Tensor& t) { return t.size() * (t.dtype == DType::float64 ? 8 : 4); };
+    auto stats = [](const StepResult& s) {
+        return 8 * (s.fwd.mean.size() + s.fwd.var.size() + s.fwd.rstd.size() + s.fwd.batch.mean.size() +
+                    s.fwd.batch.var.size() + s.fwd.batch.count.size());
+    };
+    std::size_t n = 0;
+    for (const auto& x : tr.x) n += bytes(x);
+    for (const auto& b : tr.blocks)
+        n += bytes(b.norm.fwd.y) + bytes(b.norm2.fwd.y) + bytes(b.s) + bytes(b.a) + stats(b.norm) + stats(b.norm2);
+    if (tr.has_final) n += bytes(tr.final_norm.fwd.y) + stats(tr.final_norm);
+    return n;
+}
+
+struct Row {
+    std::string dtype;
+    double median_s = 0, cold_s = 0, gflops = 0, dot_gflops = 0, act_mib = 0, weight_mib = 0, peak_mib = 0;
+    bool peak_reset = false;
+};
+
+template <class T>
+Row bench_one(const StackBenchOptions& o, DType dt) {
+    const std::size_t L = o.layers, R = o.rows, D = o.features, H = o.hidden;
+    StackDef def;
+    def.name = "bench";
+    def.layers = L;
+    def.block = BlockKind::ffn;
+    def.hidden = H;
+    def.activation = Activation::relu;
+    def.init.kind = InitKind::xavier_uniform;
+    bool found = false;
+    for (std::size_t i = 0; i < placement_names().size(); ++i)
+        if (placement_names()[i] == o.placement) def.placement = static_cast<Placement>(i), found = true;
+    if (!found) throw InputError("bench --placement: unknown placement \"" + o.placement + "\"");
+    def.norm.name = o.norm;
+    if (o.norm == "layernorm" || o.norm == "rmsnorm") {
+        def.norm.type = o.norm == "layernorm" ? NormType::layernorm : NormType::rmsnorm;
+        def.norm.normalized_shape = std::vector<long long>{static_cast<long long>(D)};
+    } else if (o.norm == "batchnorm") {
+        def.norm.type = NormType::batchnorm;
+    } else {
+        throw InputError("bench --stack-norm: expected layernorm, rmsnorm or batchnorm, but got \"" + o.norm + "\"");
+    }
+    Row row;
+    row.dtype = dtype_name(dt);
+    const double flops = 12.0 * static_cast<double>(L) * static_cast<double>(R) * static_cast<double>(D) *
+                         static_cast<double>(H);
+
+    Rng rng(2);
+    Tensor x, dy;
+    x.dtype = dy.dtype = dt;
+    stack_buffers::values<T>(x) = uniform_array<T>({R, D}, rng);
+    stack_buffers::values<T>(dy) = uniform_array<T>({R, D}, rng);
+    row.peak_reset = reset_peak_rss();
+    Stack s(def, make_stack_weights(def, D, dt, 3), {R, D}, dt, "bench");
+    row.weight_mib = static_cast<double>((L * 2 * D * H) * sizeof(T)) / (1024.0 * 1024.0);
+    StackTrace tr;
+    StackGrads g;
+    const auto none = xt::xarray<std::uint8_t>::from_shape({0});
+    std::vector<double> times, dot_times;
+    std::optional<PlainDots<T>> dots;
+    for (unsigned k = 0; k <= o.repeat; ++k) {
+        auto t0 = Clock::now();
+        s.forward(x, none, tr);
+        s.backward(tr, dy, g);
+        const double t = seconds(t0, Clock::now());
+        if (k == 0) {
+            row.cold_s = t;
+            // What the pass needed: measured before the plain products add their operands.
+            row.peak_mib = peak_rss_mib(row.peak_reset);
+            dots.emplace(R, D, H);
+            dots->seconds_for(1);  // warm-up: OpenBLAS's threads and buffers
+            continue;
+        }
+        times.push_back(t);
+        // Alternating with the stack's passes, so both see the same machine load.
+        dot_times.push_back(dots->seconds_for(L));
+    }
+    row.act_mib = static_cast<double>(trace_bytes(tr)) / (1024.0 * 1024.0);
+    row.median_s = median(times);
+    row.gflops = flops / row.median_s / 1e9;
+    row.dot_gflops = flops / median(dot_times) / 1e9;
+    return row;
+}
+
+}  // namespace
+
+std::string run_stack_bench(const StackBenchOptions& o) {
+    if (o.layers == 0 || o.rows == 0 || o.features == 0 || o.hidden == 0 || o.repeat == 0)
+        throw InputError("bench --stack: layers, rows, features, hidden and repeat must be >= 1");
+    std::vector<Row> rows;
+    for (const auto& name : o.dtypes) {
+        const DType dt = parse_dtype(name);
+        if (dt == DType::float64) rows.push_back(bench_one<double>(o, dt));
+        else if (dt == DType::float32) rows.push_back(bench_one<float>(o, dt));
+        else throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
+    }
+    std::ostringstream out;
+    out << std::setprecision(4);
+    if (!o.json)
+        out << "stack " << o.placement << " ffn " << o.norm << ": L=" << o.layers << " N=" << o.rows << " D="
+            << o.features << " H=" << o.hidden << ", forward+backward, " << o.repeat << " timed passes\n"
+            << std::left << std::setw(9) << "dtype" << std::setw(10) << "median_s" << std::setw(9) << "cold_s"
+            << std::setw(9) << "gflops" << std::setw(11) << "dot_gflops" << std::setw(10) << "fraction"
+            << std::setw(17) << "activations_mib" << std::setw(13) << "weights_mib" << std::setw(14)
+            << "peak_rss_mib" << "peak/activations\n";
+    for (const auto& r : rows) {
+        const double frac = r.gflops / r.dot_gflops, ratio = r.peak_mib / r.act_mib;
+        if (o.json) {
+            out << "{\"bench\": \"stack\", \"placement\": \"" << o.placement << "\", \"norm\": \"" << o.norm
+                << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"features\": " << o.features
+                << ", \"hidden\": " << o.hidden << ", \"dtype\": \"" << r.dtype << "\", \"median_s\": " << r.median_s
+                << ", \"cold_s\": " << r.cold_s << ", \"gflops\": " << r.gflops << ", \"dot_gflops\": "
+                << r.dot_gflops << ", \"fraction\": " << frac << ", \"activations_mib\": " << r.act_mib
+                << ", \"weights_mib\": " << r.weight_mib << ", \"peak_rss_mib\": " << r.peak_mib
+                << ", \"peak_since_reset\": " << (r.peak_reset ? "true" : "false") << "}\n";
+        } else {
+            out << std::left << std::setw(9) << r.dtype << std::setw(10) << r.median_s << std::setw(9) << r.cold_s
+                << std::setw(9) << r.gflops << std::setw(11) << r.dot_gflops << std::setw(10) << frac
+                << std::setw(17) << r.act_mib << std::setw(13) << r.weight_mib << std::setw(14) << r.peak_mib
+                << ratio << "\n";
+        }
+    }
+    if (!o.json)
+        out << "(gflops: 12 L N D H per pass; dot_gflops: the same six products per block as plain "
+               "xt::linalg::dot; fraction = gflops / dot_gflops; activations: what the forward keeps for the "
+               "backward; peak_rss_mib: the pass's peak resident memory, weights included)\n";
+    return out.str();
+}
+
+}  // namespace normlab

@@ -1,0 +1,29 @@
+#pragma once
+// `normlab bench --stack`: forward and backward of a residual ffn stack against plain
+// xt::linalg::dot products of the same sizes, measured side by side in one process.
+#include <string>
+#include <vector>
+
+namespace normlab {
+
+/// Options of `normlab bench --stack`.
+struct StackBenchOptions {
+    std::size_t layers = 48, rows = 1024, features = 512, hidden = 2048;
+    std::vector<std::string> dtypes = {"float32", "float64"};
+    std::string placement = "pre";   ///< any placement name
+    std::string norm = "layernorm";  ///< layernorm or rmsnorm over the features; batchnorm over rows
+    unsigned repeat = 3;             ///< timed forward+backward passes per dtype (median reported)
+    bool json = false;               ///< one JSON object per line instead of a table
+};
+
+/// Times, per dtype, the median of `repeat` forward+backward passes of an ffn stack
+/// (relu, xavier_uniform weights, projection loss) after one untimed pass, and the same
+/// matrix products (m, k, n) as plain xt::linalg::dot calls on contiguous operands (three
+/// rounds, median). GFLOP/s count 2 m k n per product: 12 L N D H per pass. Also reports the
+/// bytes the forward keeps for the backward (activations), the weights' bytes and the peak
+/// resident memory of the pass (VmHWM after a reset through /proc/self/clear_refs; the
+/// process-wide getrusage maximum where that reset is unavailable). Throws InputError for
+/// zero sizes, unknown dtypes, placements or norms.
+std::string run_stack_bench(const StackBenchOptions& o);
+
+}  // namespace normlab
