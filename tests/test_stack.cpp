@@ -182,25 +182,43 @@ TEST_CASE("stack refuses data without a feature axis, wrong weight shapes and ha
     d.layers = 2;
     d.norm.name = "n";
     d.norm.type = NormType::layernorm;
-    d.norm.normalized_shape = std::vector<long long>{4};
+    d.norm.axes = std::vector<long long>{-1};  // fits any feature size
     StackWeights w;
     w.w = Tensor::from_double(xt::zeros<double>({2, 4, 4}), DType::float64);
+    auto key_of = [&](const Shape& shape, std::size_t channel_axis, DType dt) {
+        try {
+            Stack::check(d, shape, channel_axis, dt, "x");
+        } catch (const StackError& e) {
+            CHECK(e.stack() == "s");
+            return e.key() + ": " + e.what();
+        }
+        return std::string("no error");
+    };
     CHECK_THROWS_WITH_AS(Stack(d, w, {4}, DType::float64, "x"),
                          doctest::Contains("stack \"s\" on data \"x\": expected data of shape (N, D) or (B, T, D)"),
-                         InputError);
+                         StackError);
     CHECK_THROWS_WITH_AS(Stack(d, w, {2, 3, 4, 4}, DType::float64, "x"),
-                         doctest::Contains("features on the last axis, but got shape [2, 3, 4, 4]"), InputError);
+                         doctest::Contains("features on the last axis, but got shape [2, 3, 4, 4]"), StackError);
+    CHECK(key_of({3, 5, 4}, 1, DType::float64) ==
+          ": stack \"s\" on data \"x\": the features must be the data's last axis, but the data's channel axis is 1 "
+          "of shape [3, 5, 4] (give the data \"channel_axis\": -1)");
     CHECK_THROWS_WITH_AS(Stack(d, w, {3, 5}, DType::float64, "x"),
-                         doctest::Contains("weight \"w\" must have shape [2, 5, 5]"), InputError);
-    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float16, "x"),
-                         doctest::Contains("float32 or float64"), InputError);
+                         doctest::Contains("weight \"w\" must have shape [2, 5, 5]"), StackError);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float16, "x"), doctest::Contains("float32 or float64"), StackError);
+    CHECK(key_of({3, 4}, 1, DType::bfloat16).rfind(": stack", 0) == 0);
+    d.given.push_back({"w", xt::zeros<double>({2, 4, 5})});
+    CHECK(key_of({3, 4}, 1, DType::float64) ==
+          "weights/w: stack \"s\" on data \"x\": weight \"w\" must have shape [2, 4, 4] (layers, fan_in, fan_out) for "
+          "data of shape [3, 4], but the given array has [2, 4, 5]");
+    d.given.clear();
     d.block = BlockKind::ffn;
-    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float64, "x"), doctest::Contains("hidden >= 1"), InputError);
+    CHECK(key_of({3, 4}, 1, DType::float64).rfind("hidden: ", 0) == 0);
     d.block = BlockKind::linear;
+    d.norm.axes.reset();
     d.norm.normalized_shape = std::vector<long long>{5};
-    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float64, "x"),
-                         doctest::Contains("normalized_shape=[5]"), InputError);
+    CHECK_THROWS_WITH_AS(Stack(d, w, {3, 4}, DType::float64, "x"), doctest::Contains("normalized_shape=[5]"), NormError);
     d.norm.normalized_shape = std::vector<long long>{4};
+    CHECK(key_of({3, 5, 4}, 2, DType::float64) == "no error");
     CHECK_NOTHROW(Stack(d, w, {3, 5, 4}, DType::float64, "x"));
 }
 

@@ -30,9 +30,10 @@ StackWeights make_stack_weights(const StackDef& def, std::size_t features, DType
         if (given) {
             const Shape got(given->shape().begin(), given->shape().end());
             if (got != slot.shape)
-                throw InputError("stack \"" + def.name + "\": weight \"" + slot.name + "\" must have shape " +
-                                 format_shape(slot.shape) + " (layers, fan_in, fan_out), but the given array has " +
-                                 format_shape(got));
+                throw StackError(def.name, "weights/" + slot.name,
+                                 "stack \"" + def.name + "\": weight \"" + slot.name + "\" must have shape " +
+                                     format_shape(slot.shape) + " (layers, fan_in, fan_out), but the given array has " +
+                                     format_shape(got));
             t = Tensor::from_double(*given, dtype);
             continue;
         }

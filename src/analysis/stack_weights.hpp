@@ -13,8 +13,8 @@ namespace normlab {
 /// otherwise drawn from def.init for its (fan_in, fan_out) and multiplied by
 /// def.init_scale() (DeepNorm's beta). Draws come from the stream
 /// derive_seed(seed, "stack/<name>/<weight>") in row-major (layer, fan_in, fan_out) order,
-/// straight into the dtype's storage (no double copy of a large stack). Throws InputError
-/// naming the stack and the weight when a given weight's shape is not the slot's.
+/// straight into the dtype's storage (no double copy of a large stack). Throws StackError
+/// (key weights/<name>) when a given weight's shape is not the slot's.
 StackWeights make_stack_weights(const StackDef& def, std::size_t features, DType dtype, std::uint64_t seed);
 
 }  // namespace normlab

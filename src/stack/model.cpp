@@ -27,27 +27,49 @@ std::string stack_msg(const StackDef& d, const std::string& data, const std::str
 
 }  // namespace
 
+void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t channel_axis, DType dtype,
+                  const std::string& data_name) {
+    auto fail = [&](const std::string& key, const std::string& what) {
+        throw StackError(def.name, key, stack_msg(def, data_name, what));
+    };
+    if (dtype != DType::float32 && dtype != DType::float64)
+        fail("", "stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype));
+    const std::size_t rank = data_shape.size();
+    if (rank != 2 && rank != 3)
+        fail("", "expected data of shape (N, D) or (B, T, D) with the features on the last axis, but got shape " +
+                     format_shape(data_shape));
+    if (channel_axis != rank - 1)
+        fail("", "the features must be the data's last axis, but the data's channel axis is " +
+                     std::to_string(channel_axis) + " of shape " + format_shape(data_shape) +
+                     " (give the data \"channel_axis\": -1)");
+    if (num_elements(data_shape) == 0) fail("", "data of shape " + format_shape(data_shape) + " is empty");
+    if (def.layers < 1) fail("layers", "layers must be >= 1");
+    if (def.block == BlockKind::ffn && def.hidden == 0) fail("hidden", "an ffn block needs hidden >= 1");
+    for (const auto& slot : weight_slots(def, data_shape.back()))
+        for (const auto& [name, values] : def.given)
+            if (name == slot.name && Shape(values.shape().begin(), values.shape().end()) != slot.shape)
+                fail("weights/" + name, "weight \"" + name + "\" must have shape " + format_shape(slot.shape) +
+                                            " (layers, fan_in, fan_out) for data of shape " + format_shape(data_shape) +
+                                            ", but the given array has " +
+                                            format_shape(Shape(values.shape().begin(), values.shape().end())));
+    if (def.has_norm()) NormLayer(def.norm, dtype).resolve(data_shape, rank - 1, data_name);
+}
+
 Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape, DType dtype,
              const std::string& data_name)
     : m_def(def), m_weights(std::move(weights)), m_shape(data_shape), m_dtype(dtype), m_data_name(data_name) {
-    auto fail = [&](const std::string& what) { throw InputError(stack_msg(m_def, data_name, what)); };
-    if (dtype != DType::float32 && dtype != DType::float64)
-        fail("stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype));
-    if (data_shape.size() != 2 && data_shape.size() != 3)
-        fail("expected data of shape (N, D) or (B, T, D) with the features on the last axis, but got shape " +
-             format_shape(data_shape));
-    if (m_def.layers < 1) fail("layers must be >= 1");
+    check(def, data_shape, data_shape.size() - 1, dtype, data_name);
     m_features = data_shape.back();
-    m_rows = m_features ? num_elements(data_shape) / m_features : 0;
-    if (m_rows == 0 || m_features == 0) fail("data of shape " + format_shape(data_shape) + " is empty");
+    m_rows = num_elements(data_shape) / m_features;
     m_hidden = m_def.hidden;
-    if (m_def.block == BlockKind::ffn && m_hidden == 0) fail("an ffn block needs hidden >= 1");
     for (const auto& slot : weight_slots(m_def, m_features)) {
         const Tensor& t = slot.name == "w" ? m_weights.w : slot.name == "w1" ? m_weights.w1 : m_weights.w2;
         if (t.dtype != dtype || t.shape() != slot.shape)
-            fail("weight \"" + slot.name + "\" must have shape " + format_shape(slot.shape) +
-                 " (layers, fan_in, fan_out) in " + dtype_name(dtype) + ", but has " +
-                 format_shape(t.shape()) + " in " + dtype_name(t.dtype));
+            throw StackError(m_def.name, "weights/" + slot.name,
+                             stack_msg(m_def, data_name, "weight \"" + slot.name + "\" must have shape " +
+                                                             format_shape(slot.shape) + " (layers, fan_in, fan_out) in " +
+                                                             dtype_name(dtype) + ", but has " + format_shape(t.shape()) +
+                                                             " in " + dtype_name(t.dtype)));
     }
 
     if (m_def.has_norm()) {

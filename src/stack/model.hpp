@@ -64,13 +64,20 @@ struct StackGrads {
 /// A StackDef bound to data of one shape, (N, D) or (B, T, D) with the features last.
 class Stack {
 public:
-    /// Binds `def` to data `data_name` of shape `data_shape` in `dtype`. Weights must have
-    /// the shapes weight_slots(def, D) names, in `dtype`. Throws InputError (naming the stack
-    /// and the data) when the data has no feature axis (rank other than 2 or 3), a weight
-    /// has the wrong shape, or the dtype is not float32 or float64; NormError when the norm
-    /// does not fit the data (e.g. a normalized_shape other than [D]).
+    /// Binds `def` to data `data_name` of shape `data_shape` in `dtype`, after check().
+    /// Weights must have the shapes weight_slots(def, D) names, in `dtype` (StackError
+    /// "weights/<name>" otherwise).
     Stack(const StackDef& def, StackWeights weights, const Shape& data_shape, DType dtype,
           const std::string& data_name);
+
+    /// Everything binding `def` to data of `data_shape` (features on the last axis) would
+    /// refuse, without touching data or drawing weights: StackError (naming the stack and
+    /// the data) when the data has no feature axis (rank other than 2 or 3, or
+    /// `channel_axis` not the last axis), the dtype is not float32 or float64, an ffn has no
+    /// hidden size, or a given weight's shape is not its slot's; NormError when the norm
+    /// does not fit the data (e.g. a normalized_shape other than [D]).
+    static void check(const StackDef& def, const Shape& data_shape, std::size_t channel_axis, DType dtype,
+                      const std::string& data_name);
 
     const StackDef& def() const { return m_def; }
     const StackWeights& weights() const { return m_weights; }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "norm/presets.hpp"
+#include "tensor/errors.hpp"
 #include "tensor/tensor.hpp"
 
 namespace normlab {
@@ -30,6 +31,21 @@ enum class Activation { relu, gelu, identity };
 /// (Glorot & Bengio 2010), kaiming_normal N(0, 2/fan_in) (He et al. 2015, ReLU gain, fan_in
 /// mode: PyTorch's kaiming_normal_ defaults), normal N(0, std^2).
 enum class InitKind { xavier_normal, xavier_uniform, kaiming_normal, normal };
+
+/// A stack that does not fit its data or its own weights. The message names the stack and
+/// the data; key() is the stack's key at fault ("weights/w1", "hidden", ...; empty for the
+/// stack as a whole), so that a caller that knows where the stack was written can point
+/// there (the config module: "file: /stacks/<name>/<key>: message").
+class StackError : public InputError {
+public:
+    StackError(std::string stack, std::string key, const std::string& what)
+        : InputError(what), m_stack(std::move(stack)), m_key(std::move(key)) {}
+    const std::string& stack() const { return m_stack; }  ///< StackDef::name
+    const std::string& key() const { return m_key; }
+
+private:
+    std::string m_stack, m_key;
+};
 
 const std::vector<std::string>& placement_names();
 const std::vector<std::string>& block_names();
