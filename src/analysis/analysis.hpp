@@ -24,6 +24,7 @@ using SaveFn = std::function<void(const std::string& data, const std::string& no
 struct AnalysisContext {
     const std::map<std::string, Batch>* batches = nullptr;    ///< by data name
     const std::map<std::string, NormDef>* norms = nullptr;    ///< by norm name
+    const std::map<std::string, StackDef>* stacks = nullptr;  ///< by stack name
     std::string file;               ///< the config as the user named it: messages point into it
     DType dtype = DType::float32;   ///< run dtype
     std::uint64_t seed = 0;         ///< run seed (derive per-analysis streams from it)
@@ -31,6 +32,7 @@ struct AnalysisContext {
 
     const Batch& batch(const std::string& name) const { return batches->at(name); }
     const NormDef& norm(const std::string& name) const { return norms->at(name); }
+    const StackDef& stack(const std::string& name) const { return stacks->at(name); }
 };
 
 /// What an analysis type provides.
@@ -49,7 +51,8 @@ struct AnalysisType {
     /// Checks what needs the data but computes nothing (a file's shape against the data, a
     /// group size against a limit), so that `validate` and `--dry-run`, which call it for
     /// every sweep point after binding every norm to its data, refuse what run() would.
-    /// The context has no save function. Null when the analysis has no such checks.
+    /// The context has no save function. Null when the analysis has no such checks. May
+    /// throw InputError, NormError or StackError.
     std::function<void(const AnalysisSpec&, const AnalysisContext&)> check;
 };
 

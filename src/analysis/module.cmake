@@ -3,5 +3,5 @@ normlab_module(normlab_analysis
   analysis/precision.cpp analysis/port_check.cpp
   analysis/batch_ops.cpp analysis/epsilon.cpp analysis/padding.cpp analysis/equivalence.cpp
   analysis/invariance.cpp analysis/batch_dependence.cpp analysis/train_eval.cpp
-  analysis/gradients.cpp analysis/jacobian.cpp analysis/stack_weights.cpp
+  analysis/gradients.cpp analysis/jacobian.cpp analysis/stack_weights.cpp analysis/depth.cpp
   DEPS normlab_config normlab_norm normlab_stack normlab_data normlab_report xtensor-blas)

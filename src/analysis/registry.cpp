@@ -11,6 +11,7 @@ const std::vector<AnalysisType>& analysis_types() {
         epsilon_analysis(), padding_analysis(), equivalence_analysis(), invariance_analysis(),
         batch_dependence_analysis(), train_eval_analysis(),
         gradients_analysis(), jacobian_analysis(),
+        depth_analysis(),
     };
     return types;
 }
@@ -25,6 +26,7 @@ AnalysisCatalog analysis_catalog() {
     AnalysisCatalog c;
     for (const auto& t : analysis_types()) c.names.push_back(t.name);
     c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
+    c.stack_types = {"depth"};
     return c;
 }
 

@@ -22,5 +22,7 @@ AnalysisType train_eval_analysis();
 /// gradients, jacobian (one .cpp each, same names): the backward pass of a norm.
 AnalysisType gradients_analysis();
 AnalysisType jacobian_analysis();
+/// depth (depth.cpp): residual stacks layer by layer at initialisation (results/README.md).
+AnalysisType depth_analysis();
 
 }  // namespace normlab

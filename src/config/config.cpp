@@ -221,14 +221,27 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         if (!it.value().is_object()) r.at("data").child(it.key()).fail("expected an object, but got " + json_type_name(it.value()));
     }
 
-    const Json& norms = required("norms");
+    // A config of stacks alone may have no norms (stacks of placement none).
+    static const Json no_norms = Json::object();
+    const Json& norms = j.contains("stacks") && !j.contains("norms") ? no_norms : required("norms");
     ObjectReader nr(norms, r.at("norms"));
-    if (norms.empty()) r.at("norms").fail("no norms defined (expected at least one entry)");
+    if (norms.empty() && !j.contains("stacks")) r.at("norms").fail("no norms defined (expected at least one entry)");
     for (auto it = norms.begin(); it != norms.end(); ++it) {
         nr.allow({it.key()});
         check_path_name(it.key(), r.at("norms").child(it.key()), "norm name");
         c.norm_order.push_back(it.key());
         c.norms[it.key()] = parse_norm(it.key(), it.value(), r.at("norms").child(it.key()), base_dir, c.seed);
+    }
+
+    if (const Json* stacks = r.raw("stacks")) {
+        ObjectReader sr(*stacks, r.at("stacks"));
+        for (auto it = stacks->begin(); it != stacks->end(); ++it) {
+            sr.allow({it.key()});
+            check_path_name(it.key(), r.at("stacks").child(it.key()), "stack name");
+            c.stack_order.push_back(it.key());
+            c.stacks[it.key()] = parse_stack(it.key(), it.value(), r.at("stacks").child(it.key()), base_dir, c.norms,
+                                             c.norm_order);
+        }
     }
 
     const Json& analyses = required("analyses");
@@ -259,7 +272,9 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
             return *list;
         };
         s.data = names("data", c.data_order, "data");
-        s.norms = names("norms", c.norm_order, "norms");
+        const auto& st = catalog.stack_types;
+        if (std::find(st.begin(), st.end(), s.type) != st.end()) s.stacks = names("stacks", c.stack_order, "stacks");
+        else s.norms = names("norms", c.norm_order, "norms");
         catalog.validate(s);
         c.analyses.push_back(std::move(s));
     }

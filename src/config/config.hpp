@@ -12,6 +12,7 @@
 #include "json/reader.hpp"
 #include "json/text.hpp"
 #include "norm/presets.hpp"
+#include "stack/stack.hpp"
 
 namespace normlab {
 
@@ -23,6 +24,7 @@ struct AnalysisSpec {
     std::vector<std::string> data;    ///< names under /data, validated to exist
     std::vector<std::string> norms;   ///< names under /norms, validated to exist
     std::filesystem::path base_dir;   ///< the config's folder: file paths in its keys resolve here
+    std::vector<std::string> stacks;  ///< names under /stacks (analyses that take stacks), validated to exist
 };
 
 /// The analysis types a config may name. The analyses live above the config module, so the
@@ -31,6 +33,8 @@ struct AnalysisSpec {
 struct AnalysisCatalog {
     std::vector<std::string> names;
     std::function<void(const AnalysisSpec&)> validate;
+    /// The types that list "stacks" (names under /stacks) instead of "norms".
+    std::vector<std::string> stack_types;
 };
 
 /// A parsed config. Maps are keyed by name; *_order keep the config's order for reports.
@@ -45,6 +49,8 @@ struct Config {
     std::map<std::string, Json> data;    ///< raw data specs, built by make_batch
     std::vector<std::string> norm_order;
     std::map<std::string, NormDef> norms;
+    std::vector<std::string> stack_order;
+    std::map<std::string, StackDef> stacks;  ///< "stacks" (optional): residual stacks of those norms
     std::vector<AnalysisSpec> analyses;
     std::optional<std::string> output_dir;  ///< "output": {"dir": ...}, relative to the cwd
 };
@@ -66,6 +72,29 @@ std::vector<std::string> config_notes(const Config& c);
 /// Parses one norm object (/norms/<name>). `seed` seeds random parameter inits.
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
                    const std::filesystem::path& base_dir, std::uint64_t seed);
+
+/// Parses one stack object (/stacks/<name>): layers, placement, norm (an entry of `norms`),
+/// block, hidden, activation, init, weights ({"<w|w1|w2>": {"npy": path}}, paths against
+/// base_dir), alpha, beta, final_norm. Throws InputError with file and JSON pointer: unknown
+/// keys, an unknown norm (with did-you-mean), keys that do not apply to the placement or
+/// block, and given weights whose rank, layer axis or hidden size is wrong (their D is
+/// checked when the stack meets its data).
+StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation& loc,
+                     const std::filesystem::path& base_dir, const std::map<std::string, NormDef>& norms,
+                     const std::vector<std::string>& norm_order);
+/// Where the key a StackError names sits in config `file`: /stacks/<name>[/<key>].
+JsonLocation stack_location(const std::string& file, const StackError& e);
+
+/// Calls f(); a StackError from it is thrown again as the InputError a user of config
+/// `file` reads: "file: /stacks/<name>/<key>: message".
+template <class F>
+auto locate_stack_errors(const std::string& file, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const StackError& e) {
+        stack_location(file, e).fail(e.what());
+    }
+}
 
 /// Where the key a NormError names sits, given where its norm was written: `norm` itself
 /// for the norm as a whole, norm/<key> otherwise.

@@ -247,6 +247,7 @@ void check_pairs(const Loaded& l) {
     AnalysisContext ctx;
     ctx.batches = &l.batches;
     ctx.norms = &l.config.norms;
+    ctx.stacks = &l.config.stacks;
     ctx.file = l.config.file;
     ctx.dtype = l.config.dtype;
     ctx.seed = l.config.seed;
@@ -258,7 +259,8 @@ void check_pairs(const Loaded& l) {
                     return NormLayer(l.config.norms.at(nn), l.config.dtype).resolve(b.x.shape(), b.channel_axis, dn);
                 });
             }
-        if (const auto& check = find_analysis(a.type)->check) locate_norm_errors(l.config.file, [&] { check(a, ctx); });
+        if (const auto& check = find_analysis(a.type)->check)
+            locate_norm_errors(l.config.file, [&] { locate_stack_errors(l.config.file, [&] { check(a, ctx); }); });
     }
 }
 
@@ -381,6 +383,7 @@ void run_config(const RunOptions& o) {
         AnalysisContext ctx;
         ctx.batches = &l.batches;
         ctx.norms = &c.norms;
+        ctx.stacks = &c.stacks;
         ctx.file = c.file;
         ctx.dtype = c.dtype;
         ctx.seed = c.seed;
@@ -409,7 +412,9 @@ void run_config(const RunOptions& o) {
         for (std::size_t i = 0; i < c.analyses.size(); ++i) {
             const AnalysisSpec& a = c.analyses[i];
             auto ta = std::chrono::steady_clock::now();
-            Table t = locate_norm_errors(c.file, [&] { return find_analysis(a.type)->run(a, ctx); });
+            Table t = locate_norm_errors(c.file, [&] {
+                return locate_stack_errors(c.file, [&] { return find_analysis(a.type)->run(a, ctx); });
+            });
             if (swept) t = with_point_columns(t, sweep, pt);
             Json timing = {{"analysis", i}, {"type", a.type}, {"ms", ms_since(ta)}};
             Json entry = Json::object();

@@ -1,0 +1,218 @@
+// depth: residual stacks at initialisation, layer by layer. Each listed stack runs forward
+// on each listed data and back from a loss; one row per layer reports the residual
+// stream's scale, the branch's and the norm input's, and the gradients reaching x_l, W_l and
+// the norm's weight. Reproduces Xiong et al. 2020 (Theorem 1: post-LN's last-layer weight
+// gradient does not shrink with depth, pre-LN's shrinks like 1/sqrt(L)) and Wang et al.
+// 2022 (DeepNorm keeps the residual stream at unit scale). With train_steps, the running
+// statistics the training passes leave behind are compared with the batch statistics,
+// layer by layer (the eval/train drift of BatchNorm chains).
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <optional>
+
+#include "analysis/stack_weights.hpp"
+#include "analysis/types.hpp"
+#include "data/npy.hpp"
+#include "data/random.hpp"
+
+namespace normlab {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Options {
+    enum class Loss { projection, mean_square, npy } loss = Loss::projection;
+    std::string loss_path;       ///< npy: as written in the config
+    long long train_steps = 0;
+    bool save_activations = false, save_gradients = false;
+};
+
+Options read_options(const AnalysisSpec& spec) {
+    if (spec.params.contains("norms"))
+        spec.loc.child("norms").fail("depth takes \"stacks\" (names under /stacks), not \"norms\"");
+    ObjectReader r = analysis_reader(spec);
+    r.allow({"stacks"});
+    Options o;
+    if (const Json* l = r.raw("loss")) {
+        const JsonLocation at = r.at("loss");
+        if (l->is_string() && *l == "projection") o.loss = Options::Loss::projection;
+        else if (l->is_string() && *l == "mean_square") o.loss = Options::Loss::mean_square;
+        else if (l->is_object()) {
+            ObjectReader lr(*l, at);
+            const auto p = lr.string("npy");
+            if (!p) at.fail("expected \"projection\", \"mean_square\" or {\"npy\": \"path\"}");
+            lr.finish();
+            o.loss = Options::Loss::npy;
+            o.loss_path = *p;
+        } else {
+            at.fail("expected \"projection\", \"mean_square\" or {\"npy\": \"path\"}, but got " + l->dump());
+        }
+    }
+    o.train_steps = r.integer("train_steps", 0);
+    if (o.train_steps < 0 || o.train_steps > 1000000)
+        r.at("train_steps").fail("train_steps must be in [0, 1000000], but got " + std::to_string(o.train_steps));
+    if (auto save = r.strings("save")) {
+        for (std::size_t i = 0; i < save->size(); ++i) {
+            const std::string& w = (*save)[i];
+            if (w == "activations") o.save_activations = true;
+            else if (w == "gradients") o.save_gradients = true;
+            else r.at("save").child(i).fail("unknown array \"" + w + "\" (expected \"activations\" or \"gradients\")");
+        }
+    }
+    r.finish();
+    return o;
+}
+
+// The loss's r for data `dn` (projection: seeded standard normal of the data's shape, the
+// same for every stack; npy: the given array, which must have the data's shape).
+xt::xarray<double> projection(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
+                              const std::string& dn, const Shape& shape) {
+    if (o.loss == Options::Loss::npy) {
+        std::filesystem::path p(o.loss_path);
+        if (!p.is_absolute()) p = spec.base_dir / p;
+        const JsonLocation at = spec.loc.child("loss").child("npy");
+        xt::xarray<double> r;
+        try {
+            r = read_npy(p).values;
+        } catch (const InputError& e) {
+            at.fail(e.what());
+        }
+        const Shape got(r.shape().begin(), r.shape().end());
+        if (got != shape)
+            at.fail("r must have the stack output's shape " + format_shape(shape) + " (data \"" + dn + "\"), but " +
+                    o.loss_path + " has shape " + format_shape(got));
+        return r;
+    }
+    xt::xarray<double> r = xt::xarray<double>::from_shape(shape);
+    Rng rng(derive_seed(ctx.seed, "depth/r/" + dn));
+    for (auto& v : r) v = rng.normal();
+    return r;
+}
+
+// d loss / d y over real rows: projection sum(y * r) / N gives r / N (N real rows); the mean
+// square mean(y^2) gives 2 y / n (n real elements). Padded rows get 0: they are not part of
+// the loss.
+Tensor loss_gradient(const Options& o, const xt::xarray<double>& r, const Tensor& y,
+                     const std::vector<unsigned char>& row_mask) {
+    std::size_t real = 0;
+    for (unsigned char m : row_mask) real += m;
+    xt::xarray<double> g = o.loss == Options::Loss::mean_square ? y.to_double() : r;
+    const std::size_t D = g.size() / row_mask.size();
+    const double scale = o.loss == Options::Loss::mean_square ? 2.0 / static_cast<double>(real * D)
+                                                              : 1.0 / static_cast<double>(real);
+    for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] = row_mask[i / D] ? g.data()[i] * scale : 0.0;
+    return Tensor::from_double(g, y.dtype);
+}
+
+double rms(const Tensor& t, const std::vector<unsigned char>& row_mask) {
+    const xt::xarray<double> v = t.to_double();
+    const std::size_t D = v.size() / row_mask.size();
+    double s = 0;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (row_mask[i / D]) s += v.data()[i] * v.data()[i], ++n;
+    return n ? std::sqrt(s / static_cast<double>(n)) : kNaN;
+}
+
+// (n, *shape) from n tensors of one shape, in double.
+xt::xarray<double> stacked(const std::vector<Tensor>& ts) {
+    Shape s{ts.size()};
+    const Shape one = ts.front().shape();
+    s.insert(s.end(), one.begin(), one.end());
+    xt::xarray<double> out = xt::xarray<double>::from_shape(s);
+    const std::size_t n = num_elements(one);
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+        const xt::xarray<double> v = ts[i].to_double();
+        std::copy(v.begin(), v.end(), out.data() + i * n);
+    }
+    return out;
+}
+
+void check_pair(const AnalysisContext& ctx, const Batch& b, const StackDef& def, const std::string& dn) {
+    Stack::check(def, b.x.shape(), b.channel_axis, ctx.dtype, dn);
+}
+
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
+        if (o.loss == Options::Loss::npy) projection(spec, ctx, o, dn, b.x.shape());
+    }
+}
+
+Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    Table t;
+    t.columns = depth_analysis().columns;
+    for (const auto& dn : spec.data) {
+        const Batch& b = ctx.batch(dn);
+        const Shape shape = b.x.shape();
+        for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
+        const xt::xarray<double> r = projection(spec, ctx, o, dn, shape);
+        for (const auto& sn : spec.stacks) {
+            const StackDef& def = ctx.stack(sn);
+            Stack s(def, make_stack_weights(def, shape.back(), ctx.dtype, ctx.seed), shape, ctx.dtype, dn);
+            StackTrace tr;
+            // K training passes update the running statistics; the last one (or the only
+            // one, K = 0) is the train-mode pass the gradients go back through.
+            const long long passes = std::max<long long>(1, o.train_steps);
+            for (long long k = 0; k < passes; ++k) s.forward(b.x, b.mask, tr);
+            const auto& rm = s.row_mask();
+            StackGrads g;
+            s.backward(tr, loss_gradient(o, r, tr.y(), rm), g, {o.save_gradients, o.save_gradients});
+            std::vector<double> ratio(def.layers + 1, kNaN);
+            if (o.train_steps > 0) {
+                Stack ev = s.eval_copy();
+                StackTrace etr;
+                ev.forward(b.x, b.mask, etr);
+                for (std::size_t l = 0; l <= def.layers; ++l) ratio[l] = rms(etr.x[l], rm) / rms(tr.x[l], rm);
+            }
+            const double rms0 = rms(tr.x[0], rm);
+            const std::string norm = def.has_norm() ? def.norm.name : "";
+            for (std::size_t l = 0; l <= def.layers; ++l) {
+                const double x_rms = rms(tr.x[l], rm);
+                const bool block = l > 0;
+                const BlockTrace* bt = block ? &tr.blocks[l - 1] : nullptr;
+                t.add_row({dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers),
+                           static_cast<long long>(l), x_rms, x_rms / rms0, block ? bt->branch_rms : kNaN,
+                           block ? bt->norm_in_rms : kNaN, g.grad_x_rms[l], block ? g.grad_w_norm[l - 1] : kNaN,
+                           block ? g.grad_w1_norm[l - 1] : kNaN, block ? g.grad_gamma_norm[l - 1] : kNaN, ratio[l]});
+            }
+            if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
+            if (o.save_gradients) {
+                ctx.save(dn, sn, "gradients", stacked(g.dx), ctx.dtype);
+                for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"grad_w", &g.dw},
+                                              {"grad_w1", &g.dw1}, {"grad_w2", &g.dw2}})
+                    if (w->size() > 0 && !w->shape().empty()) ctx.save(dn, sn, name, w->to_double(), ctx.dtype);
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+AnalysisType depth_analysis() {
+    AnalysisType a;
+    a.name = "depth";
+    a.summary = "residual stacks layer by layer: residual scale, branch and norm-input rms, gradients of x_l, W_l "
+                "and the norm weight; eval/train drift after training passes";
+    a.columns = {"data",        "stack",       "placement",    "norm",         "layers",
+                 "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
+                 "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "eval_train_ratio"};
+    a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";
+    a.figure.kind = FigureKind::lines;
+    a.figure.x = "layer";
+    a.figure.series = {"data", "stack", "layers"};
+    a.figure.metrics = {{"grad_w_norm", "||d loss / d W_l|| (ffn: W2)"}, {"resid_growth", "rms(x_l) / rms(x_0)"}};
+    a.figure.log = true;
+    a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
+    a.run = run;
+    return a;
+}
+
+}  // namespace normlab
