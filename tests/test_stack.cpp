@@ -2,6 +2,7 @@
 // scripts/make_stack_golden.py (tests/golden/stack/), and the stack's own checks.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -9,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xnpy.hpp>
+#include <xtensor/xoperation.hpp>
 #include <xtensor/xview.hpp>
 
+#include "analysis/stack_weights.hpp"
 #include "stack/model.hpp"
 #include "tensor/errors.hpp"
 
@@ -276,5 +279,133 @@ TEST_CASE("a chain of 20 BatchNorms trained 2048 steps drifts like PyTorch's (ev
         CHECK(want_ratio(layers) == doctest::Approx(std::pow(63.0 / 64.0, layers / 2.0)).epsilon(1e-6));
         MESSAGE("BatchNorm chain " << dn << ": eval/train rms ratio after 20 layers "
                                    << want_ratio(layers) << ", worst relative error " << worst);
+    }
+}
+
+TEST_CASE("stack weights: each init's distribution, DeepNorm's beta on drawn weights only, one stream per stack and weight") {
+    StackDef d;
+    d.name = "s";
+    d.layers = 4;
+    d.block = BlockKind::ffn;
+    d.hidden = 96;
+    d.placement = Placement::post;
+    const std::size_t D = 64;
+    auto stats = [](const Tensor& t) {
+        const xt::xarray<double> v = t.to_double();
+        double s = 0, ss = 0, mx = 0;
+        for (double e : v) s += e, ss += e * e, mx = std::max(mx, std::fabs(e));
+        const double n = static_cast<double>(v.size());
+        return std::array<double, 3>{s / n, std::sqrt(ss / n), mx};
+    };
+    struct Want {
+        InitKind kind;
+        double std_w1, std_w2;  // fan_in, fan_out: w1 (64, 96), w2 (96, 64)
+    };
+    const double xavier = std::sqrt(2.0 / (64 + 96));
+    for (const Want& w : {Want{InitKind::xavier_normal, xavier, xavier},
+                          Want{InitKind::xavier_uniform, xavier, xavier},  // U(-a, a) has std a / sqrt(3)
+                          Want{InitKind::kaiming_normal, std::sqrt(2.0 / 64), std::sqrt(2.0 / 96)},
+                          Want{InitKind::normal, 0.3, 0.3}}) {
+        INFO(init_name(w.kind));
+        d.init.kind = w.kind;
+        d.init.std = 0.3;
+        const StackWeights sw = make_stack_weights(d, D, DType::float64, 11);
+        REQUIRE(sw.w1.shape() == Shape{4, 64, 96});
+        REQUIRE(sw.w2.shape() == Shape{4, 96, 64});
+        const auto s1 = stats(sw.w1), s2 = stats(sw.w2);
+        CHECK(std::fabs(s1[0]) < 0.02 * w.std_w1);
+        CHECK(s1[1] == doctest::Approx(w.std_w1).epsilon(0.02));
+        CHECK(s2[1] == doctest::Approx(w.std_w2).epsilon(0.02));
+        if (w.kind == InitKind::xavier_uniform) {
+            CHECK(s1[2] <= std::sqrt(6.0 / (64 + 96)));
+            CHECK(s1[2] > 0.99 * std::sqrt(6.0 / (64 + 96)));
+        }
+        // the same seed gives the same weights; another stack name another stream
+        CHECK(make_stack_weights(d, D, DType::float64, 11).w1.f64 == sw.w1.f64);
+        StackDef other = d;
+        other.name = "t";
+        CHECK(make_stack_weights(other, D, DType::float64, 11).w1.f64 != sw.w1.f64);
+        // float32 draws are the float64 draws rounded once
+        const StackWeights f = make_stack_weights(d, D, DType::float32, 11);
+        CHECK(f.w2.f32(3, 95, 63) == static_cast<float>(sw.w2.f64(3, 95, 63)));
+    }
+    d.init.kind = InitKind::xavier_normal;
+    StackDef deep = d;
+    deep.placement = Placement::deepnorm;
+    const StackWeights plain = make_stack_weights(d, D, DType::float64, 5), scaled = make_stack_weights(deep, D, DType::float64, 5);
+    CHECK(deepnorm_beta(4) == doctest::Approx(std::pow(32.0, -0.25)).epsilon(1e-15));
+    CHECK(deepnorm_alpha(4) == doctest::Approx(std::pow(8.0, 0.25)).epsilon(1e-15));
+    CHECK(xt::allclose(scaled.w1.f64, plain.w1.f64 * deepnorm_beta(4), 0, 1e-15));
+    CHECK(xt::allclose(scaled.w2.f64, plain.w2.f64 * deepnorm_beta(4), 0, 1e-15));
+    deep.beta = 0.5;
+    CHECK(xt::allclose(make_stack_weights(deep, D, DType::float64, 5).w1.f64, plain.w1.f64 * 0.5, 0, 1e-15));
+    // given weights are used as given, beta or not
+    deep.given.push_back({"w1", plain.w1.f64});
+    const StackWeights given = make_stack_weights(deep, D, DType::float64, 5);
+    CHECK(given.w1.f64 == plain.w1.f64);
+    CHECK(xt::allclose(given.w2.f64, plain.w2.f64 * 0.5, 0, 1e-15));
+    deep.given.back().second = xt::zeros<double>({4, 64, 95});
+    CHECK_THROWS_AS(make_stack_weights(deep, D, DType::float64, 5), StackError);
+}
+
+TEST_CASE("stack with a padding mask: real rows get what the stack gives the real rows alone") {
+    // BatchNorm with mask: true takes its statistics from real rows only; the products act
+    // row by row, so every real row's activations and gradients equal those of the stack on
+    // the (real rows, D) batch, and padded rows do not reach the gradients.
+    for (Placement p : {Placement::pre, Placement::post, Placement::sandwich}) {
+        INFO(placement_name(p));
+        StackDef d;
+        d.name = "m";
+        d.layers = 3;
+        d.placement = p;
+        d.block = BlockKind::ffn;
+        d.hidden = 6;
+        d.activation = Activation::gelu;
+        d.norm.name = "bn";
+        d.norm.type = NormType::batchnorm;
+        d.norm.mask = true;
+        const std::size_t B = 3, T = 4, D = 5;
+        const std::vector<std::size_t> lengths = {4, 2, 3};
+        xt::xarray<double> x = xt::xarray<double>::from_shape({B, T, D}), r = x;
+        xt::xarray<std::uint8_t> mask = xt::zeros<std::uint8_t>({B, T, std::size_t(1)});
+        std::size_t n_real = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = std::sin(1.7 * static_cast<double>(i)) * 2 + 0.3;
+        for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = std::cos(0.9 * static_cast<double>(i));
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t t = 0; t < lengths[b]; ++t) mask(b, t, 0) = 1, ++n_real;
+        xt::xarray<double> xr = xt::xarray<double>::from_shape({n_real, D}), rr = xr;
+        std::vector<std::size_t> real_rows;
+        for (std::size_t b = 0, k = 0; b < B; ++b)
+            for (std::size_t t = 0; t < lengths[b]; ++t, ++k) {
+                real_rows.push_back(b * T + t);
+                for (std::size_t j = 0; j < D; ++j) xr(k, j) = x(b, t, j), rr(k, j) = r(b, t, j);
+            }
+        StackDef dr = d;
+        dr.norm.mask = false;
+        const StackWeights w = make_stack_weights(d, D, DType::float64, 3);
+        Stack padded(d, w, {B, T, D}, DType::float64, "x"), alone(dr, w, {n_real, D}, DType::float64, "xr");
+        StackTrace tp, ta;
+        padded.forward(Tensor::from_double(x, DType::float64), mask, tp);
+        alone.forward(Tensor::from_double(xr, DType::float64), xt::xarray<std::uint8_t>::from_shape({0}), ta);
+        xt::xarray<double> gp = r / static_cast<double>(n_real), ga = rr / static_cast<double>(n_real);
+        for (std::size_t i = 0; i < gp.size(); ++i)
+            if (!mask.data()[i / D]) gp.data()[i] = 0;
+        StackGrads sp, sa;
+        padded.backward(tp, Tensor::from_double(gp, DType::float64), sp, {true, true});
+        alone.backward(ta, Tensor::from_double(ga, DType::float64), sa, {true, true});
+        double worst = 0;
+        for (std::size_t l = 0; l <= d.layers; ++l) {
+            const xt::xarray<double> xp = tp.x[l].to_double(), xa = ta.x[l].to_double();
+            const xt::xarray<double> dp = sp.dx[l].to_double(), da = sa.dx[l].to_double();
+            for (std::size_t k = 0; k < n_real; ++k)
+                for (std::size_t j = 0; j < D; ++j) {
+                    worst = std::max(worst, std::fabs(xp.data()[real_rows[k] * D + j] - xa(k, j)));
+                    worst = std::max(worst, std::fabs(dp.data()[real_rows[k] * D + j] - da(k, j)));
+                }
+        }
+        CHECK(worst < 1e-12);
+        CHECK(xt::allclose(sp.dw1.f64, sa.dw1.f64, 1e-12, 1e-14));
+        CHECK(xt::allclose(sp.dgamma, sa.dgamma, 1e-12, 1e-14));
+        CHECK(padded.row_mask() == std::vector<unsigned char>{1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});
     }
 }
