@@ -218,6 +218,8 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
          "/analyses/0: missing required key \"stacks\""},
         {"stacks in a norm analysis", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "axes": [-1]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"], "stacks": ["s"]}]})",
          "unknown key \"stacks\""},
+        {"too big for memory", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [1000, 4096]}}, "stacks": {"s": {"layers": 500, "placement": "none", "block": "ffn", "hidden": 16384}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
+         "/data/x: needs an estimated 288.7 GiB of memory (data \"x\": gaussian [1000, 4096] through its stacks"},
         {"loss npy shape", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"], "loss": {"npy": "w_small.npy"}}]})",
          "/analyses/0/loss/npy: r must have the stack output's shape [4, 8]"},
     };

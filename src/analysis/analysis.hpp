@@ -45,6 +45,13 @@ struct AnalysisType {
     Figure figure;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
+    /// Optional: bytes the analysis works with on data `data` of shape `shape` beyond the
+    /// batch itself (stacks: weights, activations, gradients), for the memory estimate made
+    /// before anything is built. Analyses of norms leave it empty (the estimate's default
+    /// allowance covers them).
+    std::function<std::size_t(const AnalysisSpec&, const std::map<std::string, StackDef>& stacks,
+                              const Shape& shape, DType dtype)>
+        work_bytes;
     /// Runs it; throws InputError naming the analysis, data and norm for a pair that does
     /// not fit (NormError from the engine: locate_norm_errors() points it into the config).
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;

@@ -217,6 +217,7 @@ DataEstimate of_npy(const fs::path& p, const Ctx& c) {
         const std::size_t n = std::min(h.count(), held);
         e = dense(n, c, saturating_add(size, h.fortran_order ? saturating_mul(n, 8) : 0));
         e.shape = describe(h.shape);
+        e.dims = h.shape;
     } catch (const std::exception&) {
         // make_batch reports the bad header
     }
@@ -266,6 +267,7 @@ DataEstimate of_text(const Ctx& c) {
                                                                saturating_mul(dim, 8))));
         e.batch_bytes = saturating_add(e.batch_bytes, saturating_mul(b, t));  // mask
         e.shape = describe(shape);
+        e.dims = shape;
     } catch (const std::exception&) {
     }
     return e;
@@ -355,12 +357,14 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
                 // gaussian draws straight into the run dtype (no doubles while building)
                 if (source == "gaussian") e.build_bytes = 0;
                 e.shape = describe(*s);
+                e.dims = *s;
             }
         } else if (source == "values") {
             if (auto it = spec.find("values"); it != spec.end()) {
                 const Shape s = nesting(*it);
                 e = dense(product(s), c);
                 e.shape = describe(s);
+                e.dims = s;
             }
         } else if (source == "tokens") {
             const Shape s{positive_at(spec, "batch"), positive_at(spec, "max_len"), positive_at(spec, "dim")};
@@ -371,6 +375,7 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
                                                     saturating_mul(s[2], 8)));
             e.batch_bytes = saturating_add(e.batch_bytes, tokens);
             e.shape = describe(s);
+            e.dims = s;
         } else if (source == "text") {
             e = of_text(c);
         } else if (source == "npy") {

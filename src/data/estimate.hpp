@@ -18,6 +18,7 @@ struct DataEstimate {
     std::size_t build_bytes = 0;  ///< extra memory while it is built (file bytes, double values,
                                   ///< embedding tables), freed when make_batch returns
     std::string shape;            ///< the shape when known ("[2, 3]"), else a description
+    Shape dims;                   ///< the shape when known, else empty
 };
 
 /// Estimates the memory make_batch(name, spec, ...) would use, without building the batch:

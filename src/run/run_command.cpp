@@ -126,7 +126,8 @@ struct Loaded {
 
 // Memory a point needs, estimated from its config before any data is built: every batch,
 // plus the larger of what building one batch holds for a while (file bytes, doubles) and
-// what an analysis works with (about three double copies of the largest batch).
+// what an analysis works with (about three double copies of the largest batch, or what
+// the analysis declares: a stack's weights, activations and gradients).
 struct MemoryEstimate {
     std::size_t total = 0;
     std::string largest;             ///< data name with the largest own need
@@ -141,7 +142,15 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
     for (const auto& name : c.data_order) {
         const Json& spec = c.data.at(name);
         const DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
-        const std::size_t work = saturating_mul(e.elements, 3 * 8);
+        std::size_t work = saturating_mul(e.elements, 3 * 8);
+        bool stacks = false;
+        for (const auto& a : c.analyses)  // stacks: weights, activations and gradients
+            if (const auto& bytes = find_analysis(a.type)->work_bytes)
+                if (!e.dims.empty() && std::find(a.data.begin(), a.data.end(), name) != a.data.end()) {
+                    const std::size_t b = bytes(a, c.stacks, e.dims, c.dtype);
+                    stacks = stacks || b > work;
+                    work = std::max(work, b);
+                }
         kept = saturating_add(kept, e.batch_bytes);
         transient = std::max({transient, e.build_bytes, work});
         const std::size_t own = saturating_add(e.batch_bytes, std::max(e.build_bytes, work));
@@ -150,6 +159,7 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
             m.largest_bytes = own;
             m.largest_what = spec.value("source", Json("?")).is_string() ? spec.value("source", "?") : "?";
             if (!e.shape.empty()) m.largest_what += " " + e.shape;
+            if (stacks) m.largest_what += " through its stacks";
         }
     }
     m.total = saturating_add(kept, transient);
@@ -350,10 +360,16 @@ void run_config(const RunOptions& o) {
             }
             for (const auto& n : l.config.norm_order)
                 std::cout << "norm " << n << ": " << norm_type_name(l.config.norms.at(n).type) << "\n";
+            for (const auto& n : l.config.stack_order) {
+                const StackDef& s = l.config.stacks.at(n);
+                std::cout << "stack " << n << ": " << s.layers << " x " << placement_name(s.placement) << " "
+                          << block_name(s.block) << (s.has_norm() ? " around " + s.norm.name : "") << "\n";
+            }
             for (std::size_t i = 0; i < l.config.analyses.size(); ++i) {
                 const auto& a = l.config.analyses[i];
                 std::cout << "analysis " << i << ": " << a.type << " (" << a.data.size() << " data x "
-                          << a.norms.size() << " norms)\n";
+                          << (a.stacks.empty() ? std::to_string(a.norms.size()) + " norms)\n"
+                                               : std::to_string(a.stacks.size()) + " stacks)\n");
             }
             previous = std::move(l);
         }

@@ -27,6 +27,42 @@ std::string stack_msg(const StackDef& d, const std::string& data, const std::str
 
 }  // namespace
 
+namespace {
+
+std::size_t sat_mul(std::size_t a, std::size_t b) {
+    return a && b > static_cast<std::size_t>(-1) / a ? static_cast<std::size_t>(-1) : a * b;
+}
+std::size_t sat_add(std::size_t a, std::size_t b) {
+    return b > static_cast<std::size_t>(-1) - a ? static_cast<std::size_t>(-1) : a + b;
+}
+
+}  // namespace
+
+std::size_t stack_memory_bytes(const StackDef& def, const Shape& data_shape, DType dtype, bool keep_grads) {
+    if (data_shape.empty()) return 0;
+    const std::size_t e = dtype == DType::float64 ? 8 : 4, D = data_shape.back(), L = def.layers, H = def.hidden;
+    std::size_t n = 1;  // R * D
+    for (std::size_t d : data_shape) n = sat_mul(n, d);
+    const std::size_t rows = D ? n / D : 0, rh = sat_mul(rows, H);
+    std::size_t weights = 0;
+    for (const auto& slot : weight_slots(def, D)) weights = sat_add(weights, sat_mul(sat_mul(slot.shape[0], slot.shape[1]), slot.shape[2]));
+    std::size_t given = 0;
+    for (const auto& g : def.given) given = sat_add(given, sat_mul(g.second.size(), 8));
+    // per block: x_l, N's output, N2's output (sandwich), s (post, deepnorm, sandwich), a (ffn),
+    // and six double statistics per row of each norm (a generous bound for every norm type)
+    const bool norm = def.has_norm(), sandwich = def.placement == Placement::sandwich;
+    const bool has_s = sandwich || def.placement == Placement::post || def.placement == Placement::deepnorm;
+    std::size_t per_block = sat_mul(n, e * (1 + (norm ? 1 : 0) + (sandwich ? 1 : 0) + (has_s ? 1 : 0)));
+    if (def.block == BlockKind::ffn) per_block = sat_add(per_block, sat_mul(rh, e));
+    if (norm) per_block = sat_add(per_block, sat_mul(rows, 6 * 8 * (sandwich ? 2 : 1)));
+    std::size_t total = sat_add(sat_mul(weights, e), given);
+    total = sat_add(total, sat_mul(sat_add(L, 1), per_block));
+    // backward buffers: five (R, D) in the dtype plus the norms' double dy and dx, two (R, H), one dW
+    total = sat_add(total, sat_add(sat_mul(n, 5 * e + 16), sat_add(sat_mul(rh, 2 * e), sat_mul(sat_mul(D, std::max(D, H)), e))));
+    if (keep_grads) total = sat_add(total, sat_add(sat_mul(sat_add(L, 1), sat_mul(n, e)), sat_mul(weights, e)));
+    return total;
+}
+
 void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t channel_axis, DType dtype,
                   const std::string& data_name) {
     auto fail = [&](const std::string& key, const std::string& what) {

@@ -61,6 +61,13 @@ struct StackGrads {
     xt::xarray<double> dgamma, dbeta, dgamma2, dbeta2, dgamma_final, dbeta_final;
 };
 
+/// Bytes a stack bound to data of `data_shape` (features last) holds through one forward
+/// and backward pass in `dtype`: its weights (given ones also as the parsed doubles), the
+/// activations the forward keeps, the backward's buffers, and with `keep_grads` every
+/// layer's d loss / d x_l and weight gradients. For memory estimates before anything is
+/// built; saturates at SIZE_MAX.
+std::size_t stack_memory_bytes(const StackDef& def, const Shape& data_shape, DType dtype, bool keep_grads);
+
 /// A StackDef bound to data of one shape, (N, D) or (B, T, D) with the features last.
 class Stack {
 public:
