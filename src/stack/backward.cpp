@@ -23,12 +23,11 @@
 namespace normlab {
 
 namespace sk = stack_kernels;
+using stack_buffers::kNaN;
 using stack_buffers::shaped;
 using stack_buffers::values;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // (L, *shape) zeros when `keep`, shape {0} otherwise.
 xt::xarray<double> per_layer(bool keep, std::size_t layers, const Shape& shape) {

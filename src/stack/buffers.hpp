@@ -1,10 +1,15 @@
 #pragma once
 // Typed access to a Tensor's storage, buffer reuse and the engine's thread count, for the
 // stack's passes.
+#include <limits>
+
 #include "norm/engine.hpp"
 #include "tensor/tensor.hpp"
 
 namespace normlab::stack_buffers {
+
+/// The value of a column that does not apply (a block without a branch, norm or weight).
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// The storage of t that holds values of type T (f32 for float, f64 for double).
 template <class T> xt::xarray<T>& values(Tensor& t);

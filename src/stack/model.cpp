@@ -14,12 +14,11 @@
 namespace normlab {
 
 namespace sk = stack_kernels;
+using stack_buffers::kNaN;
 using stack_buffers::shaped;
 using stack_buffers::values;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string stack_msg(const StackDef& d, const std::string& data, const std::string& what) {
     return "stack \"" + d.name + "\" on data \"" + data + "\": " + what;
