@@ -13,3 +13,5 @@ include(cli_more.cmake OPTIONAL)
 normlab_cli_test(test_scripting SOURCES test_scripting.cpp DEPS normlab_config)
 normlab_cli_test(test_real_data SOURCES test_real_data.cpp DEPS normlab_data)
 normlab_cli_test(test_report_cli SOURCES test_report_cli.cpp DEPS nlohmann_json::nlohmann_json)
+# scripts/normlab builds quietly (a stand-in cmake plays the build).
+add_test(NAME setup_quiet COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/setup_quiet.sh)
