@@ -57,7 +57,7 @@ xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const 
             Shape got(init.values.shape().begin(), init.values.shape().end());
             if (got != shape)
                 throw NormError(norm, what, what + ": expected shape " + format_shape(shape) + " (" +
-                              std::to_string(num_elements(shape)) + " elements), but got " +
+                              count_noun(num_elements(shape), "element") + "), but got " +
                               format_shape(got));
             return init.values;
         }
@@ -317,6 +317,11 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     return r;
 }
 
+void NormLayer::require_mask(bool data_has_mask, const std::string& data_name) const {
+    if (m_def.mask && !data_has_mask)
+        throw NormError(m_def.name, "mask", pair_msg(m_def, data_name, "mask is true but the data has no padding mask"));
+}
+
 namespace {
 
 // Reshape a (C)-shaped or param-shaped array to the engine's param shape (GroupNorm's
@@ -363,8 +368,7 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
     Resolution& r = out.res;
     r = resolve(x.shape(), channel_axis, data_name);
     const NormDef& d = m_def;
-    if (d.mask && !mask)
-        throw NormError(d.name, "mask", pair_msg(d, data_name, "mask is true but the data has no padding mask"));
+    require_mask(mask != nullptr, data_name);
 
     Shape vps = select_dims(r.view_shape, r.spec.param_axes);
     StepInputs& in = out.in;
