@@ -94,8 +94,8 @@ void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, cons
                   (per_group ? "group" : "channel") + ", affine_per \"" + (per_group ? "group" : "channel") +
                   "\"), but got " + format_shape(got) + "; groupnorm takes " + format_shape({C}) +
                   " with affine_per \"channel\" (one value per channel) or " + format_shape({G}) +
-                  " with affine_per \"group\" (one value per group of C/G = " + std::to_string(C / G) +
-                  " channels)");
+                  " with affine_per \"group\" (one value per group of C/G = " + count_noun(C / G, "channel") +
+                  ")");
 }
 
 std::string list_text(const std::vector<long long>& v) {
@@ -119,7 +119,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
         const std::size_t R = static_cast<std::size_t>(d.replica_count);
         if (n % R != 0)
             fail("replicas", "replicas " + std::to_string(R) + " does not divide the batch of N = " +
-                                 std::to_string(n) + " samples (input shape " + format_shape(xs) +
+                                 count_noun(n, "sample") + " (input shape " + format_shape(xs) +
                                  ") into equal slices; give the per-replica sample counts as a list");
         sizes.assign(R, n / R);
     } else {
@@ -134,7 +134,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
         if (over || sum != n)
             fail("replicas", "per-replica sample counts " + list_text(d.replica_sizes) + " sum to " +
                                  (over ? "more than " + std::to_string(n) : std::to_string(sum)) +
-                                 ", but the batch has N = " + std::to_string(n) + " samples (input shape " +
+                                 ", but the batch has N = " + count_noun(n, "sample") + " (input shape " +
                                  format_shape(xs) + ")");
         for (long long v : d.replica_sizes) sizes.push_back(static_cast<std::size_t>(v));
     }
@@ -144,7 +144,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         if (sizes[i] * per_sample == 1)
             fail("replicas", "in training mode: replica " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
-                                 " of the " + std::to_string(n) + " samples of input shape " + format_shape(xs) +
+                                 " of the " + count_noun(n, "sample") + " of input shape " + format_shape(xs) +
                                  ") has one value per channel (need more than 1); with sync false each "
                                  "replica normalises with its own statistics");
         smallest = std::min(smallest, sizes[i] * per_sample);
