@@ -45,7 +45,9 @@ const std::string kNorms = R"({
     "gn3w":  {"type": "groupnorm", "num_groups": 3, "weight": [1, 2]},
     "rms3":  {"type": "rmsnorm", "normalized_shape": [3]},
     "rms5":  {"type": "rmsnorm", "normalized_shape": [5]},
-    "ln12":  {"type": "layernorm", "normalized_shape": [4, 3]}
+    "ln12":  {"type": "layernorm", "normalized_shape": [4, 3]},
+    "bn_r3": {"type": "batchnorm", "replicas": 3},
+    "bn_r2": {"type": "batchnorm", "replicas": 2}
   })";
 
 struct BadCase {
@@ -109,6 +111,8 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"batch_dependence_key", an("batch_dependence", R"(["x"])", R"(["ln5"])", R"("sizes": [0])"),
          "/analyses/0/sizes/0: a batch size must be >= 1"},
         {"train_eval_key", an("train_eval", R"(["x"])", R"(["bn"])", R"("steps": 0)"), "/analyses/0/steps: steps must be >= 1"},
+        {"gradients_key", an("gradients", R"(["x"])", R"(["ln5"])", R"("upstream": "twos")"), "/analyses/0/upstream"},
+        {"jacobian_key", an("jacobian", R"(["x"])", R"(["ln5"])", R"("groups": 0)"), "/analyses/0/groups: groups must be >= 1"},
         // Checks that depend on the data, one or more per analysis type.
         {"port_check_train_data", an("port_check", R"(["x"])", R"(["bn", "bn2"])", R"("train_data": ["nope"])"),
          "/analyses/0/train_data/0: no data entry named \"nope\""},
@@ -133,6 +137,12 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"port_check_pair", an("port_check", R"(["x234"])", R"(["ln4", "ln5"])"), "/norms/ln5/normalized_shape"},
         {"train_eval_pair", an("train_eval", R"(["x"])", R"(["rms5", "gn2"])"), "/norms/gn2/num_groups"},
         {"padding_pair", an("padding", R"(["tok"])", R"(["ln5"])"), "/norms/ln5/normalized_shape: layernorm \"ln5\" on data \"tok\""},
+        {"gradients_pair", an("gradients", R"(["x"])", R"(["gn2"])"), "/norms/gn2/num_groups"},
+        {"jacobian_group_size", an("jacobian", R"(["x"])", R"(["ln5"])", R"("max_elements": 2)"),
+         "/analyses/0/max_elements: jacobian of layernorm \"ln5\" on data \"x\": its groups have 5 elements"},
+        {"replicas_do_not_divide", an("apply", R"(["x"])", R"(["bn_r3"])"), "/norms/bn_r3/replicas: "},
+        {"precision_replicas", an("precision", R"(["x"])", R"(["bn_r2"])"),
+         "/analyses/0/norms: batchnorm \"bn_r2\" on data \"x\": normalises each of its replicas with its own statistics"},
         {"second_analysis", R"([{"type": "apply", "data": ["x"], "norms": ["ln5"]}, {"type": "padding", "data": ["x"], "norms": ["ln5"]}])",
          "/analyses/1/data: padding on data \"x\""},
     };
