@@ -93,8 +93,10 @@ if $check_length; then
   fi
 fi
 
+# "1 file", "2 files": a count with its noun in the right number.
+count() { if [ "$1" -eq 1 ]; then echo "1 $2"; else echo "$1 ${2}s"; fi; }
 if [ "$errors" -gt 0 ]; then
-  echo "check_docs: $errors problem(s) in ${#files[@]} file(s)" >&2
+  echo "check_docs: $(count "$errors" problem) in $(count "${#files[@]}" file)" >&2
   exit 1
 fi
-echo "check_docs: ${#files[@]} file(s), $checked relative link(s), all resolve"
+echo "check_docs: $(count "${#files[@]}" file), $(count "$checked" "relative link"), all resolve"

@@ -261,7 +261,7 @@ TEST_CASE("lengths: right and left padding masks for BTD") {
                          "cfg.json: /data/x/lengths: length 4 of sequence 1 exceeds the sequence axis of size 3",
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2], "channel_axis": -1})"),
-                         doctest::Contains("/data/x/lengths: got 1 lengths for a batch of 2 sequences"),
+                         doctest::Contains("/data/x/lengths: got 1 length for a batch of 2 sequences"),
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, -1], "channel_axis": -1})"),
                          doctest::Contains("/data/x/lengths/1: a length must be >= 0"), InputError);

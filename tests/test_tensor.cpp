@@ -23,6 +23,12 @@ TEST_CASE("canonicalize_axes: negative, sorted, errors") {
     CHECK(compact_shape({1, 3, 1, 1}) == "[1,3,1,1]");
 }
 
+TEST_CASE("count_noun: singular for 1 only") {
+    CHECK(count_noun(1, "file") == "1 file");
+    CHECK(count_noun(0, "point") == "0 points");
+    CHECK(count_noun(3, "element") == "3 elements");
+}
+
 TEST_CASE("round_to: float16 and bfloat16 round to nearest even, overflow to inf") {
     CHECK(round_to(DType::float16, 1.0 + 1.0 / 2048) == 1.0);            // tie -> even
     CHECK(round_to(DType::float16, 1.0 + 3.0 / 2048) == 1.0 + 2.0 / 1024);  // tie -> even (up)

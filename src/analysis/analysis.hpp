@@ -52,14 +52,17 @@ struct AnalysisType {
     std::function<std::size_t(const AnalysisSpec&, const std::map<std::string, StackDef>& stacks,
                               const Shape& shape, DType dtype)>
         work_bytes;
-    /// Runs it; throws InputError naming the analysis, data and norm for a pair that does
-    /// not fit (NormError from the engine: locate_norm_errors() points it into the config).
+    /// Runs it, after check() passed on the same data.
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
-    /// Checks what needs the data but computes nothing (a file's shape against the data, a
-    /// group size against a limit), so that `validate` and `--dry-run`, which call it for
-    /// every sweep point after binding every norm to its data, refuse what run() would.
-    /// The context has no save function. Null when the analysis has no such checks. May
-    /// throw InputError, NormError or StackError.
+    /// Checks it against the data and the norms before anything is computed: every (data,
+    /// norm) pair as the analysis binds it, and every key whose validity depends on the data
+    /// or the norms (a file's shape against the data, a group size against a limit). It
+    /// reads the batches' shapes, channel axes and whether they have a mask, never their
+    /// values: a check may get a batch built with another sweep point's seed (a shape never
+    /// depends on the seed). `run`, `run --dry-run` and `validate` all call it, through
+    /// check_analysis(), for every point before anything is computed, so they refuse the
+    /// same configs with the same message; run() relies on it and does not check again.
+    /// The context has no save function. Null: check_pairs().
     std::function<void(const AnalysisSpec&, const AnalysisContext&)> check;
 };
 
@@ -72,5 +75,25 @@ AnalysisCatalog analysis_catalog();
 
 /// An ObjectReader over spec.params that already knows the common keys (type, data, norms).
 ObjectReader analysis_reader(const AnalysisSpec& spec);
+
+/// A data entry's shape as a norm meets it: the batch's, or another (an analysis that
+/// reshapes the data or draws batches of another size).
+struct DataShape {
+    Shape shape;
+    std::size_t channel_axis = 1;  ///< canonical
+    bool has_mask = false;         ///< a padding mask comes with it
+};
+/// The shape, channel axis and mask presence of a batch.
+DataShape shape_of(const Batch& b);
+
+/// Binds norm `def` to data of shape `d` (named `data_name` in messages) as one forward
+/// step would: NormLayer::resolve's shape checks (PyTorch's), and a padding mask for a norm
+/// with mask set. Throws NormError; returns the resolution.
+Resolution check_pair(const NormDef& def, DType dtype, const DataShape& d, const std::string& data_name);
+/// check_pair() for every data x norm of the analysis, as listed: the check of an analysis
+/// that applies each norm to each data as given.
+void check_pairs(const AnalysisSpec& spec, const AnalysisContext& ctx);
+/// The check of spec's analysis type: AnalysisType::check, else check_pairs().
+void check_analysis(const AnalysisSpec& spec, const AnalysisContext& ctx);
 
 }  // namespace normlab

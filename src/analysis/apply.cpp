@@ -62,6 +62,7 @@ void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& la
     }
 }
 
+// Saves what the analysis asks for after one step; check() made sure each is there.
 void save_step(const AnalysisContext& ctx, const Options& o, const std::string& dn, NormLayer& layer,
                const StepResult& s) {
     const NormDef& d = layer.def();
@@ -89,23 +90,38 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
     }
 }
 
-// The checks of check_saves and the upstream's shape, for every data x norm pair.
-void check_pairs(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o) {
+// Every pair, the upstream's shape and what each norm can save; with "sequential", the
+// running statistics carried from one data to the next need the same channels in all.
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
         check_upstream(o.upstream, b, "apply");
         for (const auto& nn : spec.norms) {
-            NormLayer layer(ctx.norm(nn), ctx.dtype);
-            check_saves(spec, o, layer, layer.resolve(b.x.shape(), b.channel_axis, dn));
+            const NormLayer layer(ctx.norm(nn), ctx.dtype);
+            check_saves(spec, o, layer, check_pair(layer.def(), ctx.dtype, shape_of(b), dn));
+        }
+    }
+    if (!o.sequential || spec.data.empty()) return;
+    for (const auto& nn : spec.norms) {
+        const NormDef& d = ctx.norm(nn);
+        if (!NormLayer(d, ctx.dtype).has_running_stats()) continue;
+        const std::string& first = spec.data.front();
+        const std::size_t channels = check_pair(d, ctx.dtype, shape_of(ctx.batch(first)), first).channels;
+        for (std::size_t i = 1; i < spec.data.size(); ++i) {
+            const std::string& dn = spec.data[i];
+            const Resolution r = check_pair(d, ctx.dtype, shape_of(ctx.batch(dn)), dn);
+            if (r.channels != channels)
+                spec.loc.child("data").child(i).fail(
+                    norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": running statistics have " +
+                    count_noun(channels, "channel") + " from an earlier step (data \"" + first +
+                    "\"), but this input has " + std::to_string(r.channels) + " (sequential steps carry them over)");
         }
     }
 }
 
-void check(const AnalysisSpec& spec, const AnalysisContext& ctx) { check_pairs(spec, ctx, read_options(spec)); }
-
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
-    check_pairs(spec, ctx, o);
     Table t;
     t.columns = apply_analysis().columns;
     auto add = [&](const std::string& dn, NormLayer& layer, const StepResult& s, long long step) {

@@ -83,18 +83,19 @@ xt::xarray<double> replica_output(const NormDef& def, DType dtype, const Batch& 
     return flat_slice(y, (k - first) * per, per);
 }
 
-// What the data must have: a sample axis holding the fixed sample (run and validate).
-void check_data(const AnalysisSpec& spec, const Options& o, const std::string& dn, const Batch& b) {
-    require_sample_axis(spec.loc, "batch_dependence", b);
-    const std::size_t k = static_cast<std::size_t>(o.sample), B = b.x.shape()[0];
-    if (k >= B)
-        spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(k) +
-                                      " out of range for a batch of " + std::to_string(B));
-}
-
+// A batch axis holding the sample; every pair on the given batch. The batches of other
+// sizes and the replicas may be refused by a norm (BatchNorm in training on one sample): a
+// status, not an error.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
-    for (const auto& dn : spec.data) check_data(spec, o, dn, ctx.batch(dn));
+    for (const auto& dn : spec.data) {
+        const DataShape d = shape_of(ctx.batch(dn));
+        require_sample_axis(spec.loc, "batch_dependence", dn, d.shape, d.channel_axis);
+        if (static_cast<std::size_t>(o.sample) >= d.shape[0])
+            spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(o.sample) +
+                                          " out of range for a batch of " + std::to_string(d.shape[0]));
+        for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);
+    }
 }
 
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
@@ -103,7 +104,6 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     t.columns = batch_dependence_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        check_data(spec, o, dn, b);
         const std::size_t k = static_cast<std::size_t>(o.sample), B = b.x.shape()[0];
         const Batch fixed = take_samples(b, k, 1);
         const std::size_t per = fixed.x.size();

@@ -135,11 +135,12 @@ Batch gaussian_like(const Batch& b, std::size_t n, Rng& rng, DType dtype) {
     return out;
 }
 
-void require_sample_axis(const JsonLocation& loc, const std::string& analysis, const Batch& b) {
-    if (b.x.rank() < 2 || b.channel_axis == 0)
-        loc.fail(analysis + " on data \"" + b.name + "\": needs a batch axis 0 apart from the channel axis, "
-                 "but got data of shape " + format_shape(b.x.shape()) + " with channel axis " +
-                 std::to_string(b.channel_axis));
+void require_sample_axis(const JsonLocation& loc, const std::string& analysis, const std::string& data,
+                         const Shape& shape, std::size_t channel_axis) {
+    if (shape.size() < 2 || channel_axis == 0)
+        loc.fail(analysis + " on data \"" + data + "\": needs a batch axis 0 apart from the channel axis, "
+                 "but got data of shape " + format_shape(shape) + " with channel axis " +
+                 std::to_string(channel_axis));
 }
 
 }  // namespace normlab

@@ -43,8 +43,10 @@ ChannelMoments channel_moments(const Batch& b);
 /// (masked batches only), then the values in row-major order.
 Batch gaussian_like(const Batch& b, std::size_t n, Rng& rng, DType dtype);
 
-/// Throws InputError at `loc` unless b has a batch axis 0 apart from its channel axis
-/// (analyses that add or remove samples need one); names the analysis type and the data.
-void require_sample_axis(const JsonLocation& loc, const std::string& analysis, const Batch& b);
+/// Throws InputError at `loc` unless data `data` of `shape` has a batch axis 0 apart from
+/// its channel axis (analyses that add or remove samples need one); names the analysis
+/// type and the data.
+void require_sample_axis(const JsonLocation& loc, const std::string& analysis, const std::string& data,
+                         const Shape& shape, std::size_t channel_axis);
 
 }  // namespace normlab

@@ -166,6 +166,11 @@ StepResult apply_norm(const NormDef& def, DType dtype, const Batch& b) {
     return forward_batch(layer, b);
 }
 
+NormDef with_training(NormDef def, bool training) {
+    def.training = training;
+    return def;
+}
+
 GroupLayout group_layout(const Resolution& res, const xt::xarray<std::uint8_t>* mask) {
     const Shape& vs = res.view_shape;
     GroupLayout g;

@@ -94,6 +94,8 @@ struct GroupLayout {
 StepResult forward_batch(NormLayer& layer, const Batch& b);
 /// A fresh layer of `def` in `dtype` applied once to `b` (no running state carried over).
 StepResult apply_norm(const NormDef& def, DType dtype, const Batch& b);
+/// `def` in training (true) or inference (false) mode.
+NormDef with_training(NormDef def, bool training);
 
 /// Builds the layout for `res` (from NormLayer::resolve); `mask` (the batch's padding mask,
 /// input rank) restricts the statistics to real positions when non-null and non-empty.

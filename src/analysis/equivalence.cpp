@@ -70,25 +70,35 @@ Shape target_shape(const std::vector<long long>& dims, const Shape& in, const Js
     }
     if (inferred_at < dims.size()) {
         if (known == 0 || n % known != 0)
-            loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + std::to_string(n) + " elements) with a -1 dim");
+            loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + count_noun(n, "element") + ") with a -1 dim");
         out[inferred_at] = n / known;
     }
     if (num_elements(out) != n)
-        loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + std::to_string(n) +
-                 " elements) to " + format_shape(out) + " (" + std::to_string(num_elements(out)) + " elements)");
+        loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + count_noun(n, "element") +
+                 ") to " + format_shape(out) + " (" + count_noun(num_elements(out), "element") + ")");
     return out;
 }
 
-// The same values (row-major order kept) with another shape; the mask follows in full
-// shape; the channel axis keeps its index while the rank allows.
-Batch reshape_batch(const Batch& b, const Shape& s) {
+// The data as norm `nn` sees it: reshaped when the analysis says so, the channel axis
+// keeping its index while the rank allows.
+DataShape side_shape(const AnalysisSpec& spec, const Options& o, const DataShape& d, const std::string& data,
+                     const std::string& nn) {
+    const auto it = o.reshape.find(nn);
+    if (it == o.reshape.end()) return d;
+    const Shape s = target_shape(it->second, d.shape, spec.loc.child("reshape").child(nn), data);
+    return {s, std::min(d.channel_axis, s.size() - 1), d.has_mask};
+}
+
+// The same values (row-major order kept) with the shape and channel axis of `s`; the mask
+// follows in full shape.
+Batch reshape_batch(const Batch& b, const DataShape& s) {
     xt::xarray<double> x = b.x.to_double();
-    x.reshape(s);
+    x.reshape(s.shape);
     Batch out = with_values(b, x, b.x.dtype);
-    out.channel_axis = std::min(b.channel_axis, s.size() - 1);
+    out.channel_axis = s.channel_axis;
     if (b.has_mask()) {
         out.mask = full_mask(b);
-        out.mask.reshape(s);
+        out.mask.reshape(s.shape);
     }
     return out;
 }
@@ -123,16 +133,20 @@ struct Side {
 Side apply_side(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o, const Batch& b,
                 const std::string& nn) {
     Side s;
-    const auto it = o.reshape.find(nn);
-    const Batch rb = it == o.reshape.end()
-                         ? b
-                         : reshape_batch(b, target_shape(it->second, b.x.shape(), spec.loc.child("reshape").child(nn), b.name));
+    const Batch rb = o.reshape.count(nn) ? reshape_batch(b, side_shape(spec, o, shape_of(b), b.name, nn)) : b;
     const StepResult r = apply_norm(ctx.norm(nn), ctx.dtype, rb);
     s.y = r.fwd.y.to_double();
     s.reduced = reduced_axes(broadcast_offsets(r.res.view_shape, r.res.stats_shape), b.x.shape());
     s.num_stats = r.res.num_stats;
     s.shape = rb.x.shape();
     return s;
+}
+
+// Every norm on the data as it sees it (reshaped or not).
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data)
+        for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, side_shape(spec, o, shape_of(ctx.batch(dn)), dn, nn), dn);
 }
 
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
@@ -169,6 +183,7 @@ AnalysisType equivalence_analysis() {
     a.figure.series = {"equivalent"};
     a.figure.metrics = {{"max_abs_diff", "max |output a - output b|"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
     a.run = run;
     return a;
 }

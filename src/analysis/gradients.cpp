@@ -42,8 +42,10 @@ Options read_options(const AnalysisSpec& spec) {
     return o;
 }
 
+// Every pair, and the upstream's shape.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
+    check_pairs(spec, ctx);
     for (const auto& dn : spec.data) check_upstream(o.upstream, ctx.batch(dn), "gradients");
 }
 

@@ -69,8 +69,10 @@ std::size_t group_size(const AnalysisSpec& spec, const Options& o, const Analysi
     return n;
 }
 
+// Every pair, and each pair's group size against max_elements.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
+    check_pairs(spec, ctx);
     for (const auto& dn : spec.data)
         for (const auto& nn : spec.norms) group_size(spec, o, ctx, dn, nn);
 }

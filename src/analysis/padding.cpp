@@ -138,16 +138,18 @@ Contamination contamination(const xt::xarray<double>& incl, const xt::xarray<dou
     return c;
 }
 
-// What the data must have: a padding mask and a sample axis (run and validate).
-void check_data(const AnalysisSpec& spec, const std::string& dn, const Batch& b) {
-    if (!b.has_mask())
-        spec.loc.child("data").fail("padding on data \"" + dn + "\": needs data with a padding mask (give the "
-                                    "source \"mask\" or \"lengths\", or use a source that pads, such as tokens)");
-    require_sample_axis(spec.loc, "padding", b);
-}
-
+// Data with a padding mask and a batch axis; every pair (the norms as configured: the
+// masked and unmasked variants bind alike). Re-padding may not apply: a note, not an error.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
-    for (const auto& dn : spec.data) check_data(spec, dn, ctx.batch(dn));
+    read_options(spec);
+    for (const auto& dn : spec.data) {
+        const DataShape d = shape_of(ctx.batch(dn));
+        if (!d.has_mask)
+            spec.loc.child("data").fail("padding on data \"" + dn + "\": needs data with a padding mask (give the "
+                                        "source \"mask\" or \"lengths\", or use a source that pads, such as tokens)");
+        require_sample_axis(spec.loc, "padding", dn, d.shape, d.channel_axis);
+        for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);
+    }
 }
 
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
@@ -156,7 +158,6 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     t.columns = padding_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        check_data(spec, dn, b);
         const Repadded rp = repad(b, o, derive_seed(ctx.seed, "padding/" + dn));
         const xt::xarray<std::uint8_t> real_mask = full_mask(b);
         const std::vector<std::uint8_t> real(real_mask.begin(), real_mask.end());

@@ -274,30 +274,24 @@ std::vector<DType> run_dtypes(const Options& o, const AnalysisContext& ctx) {
     return dtypes;
 }
 
-// What precision cannot compare although the norm fits the data (InputError at the
-// analysis' norms, or NormError at the norm's mask): no batch statistics (running
-// statistics in use), statistics per replica, a mask the data does not have.
-void check_pair(const AnalysisSpec& spec, const NormDef& def, const std::string& nn, const std::string& dn,
-                const Batch& b, const Resolution& res) {
-    const std::string pair = norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn + "\": ";
-    if (!res.use_batch_stats)
-        spec.loc.child("norms").fail(pair + "normalises with running statistics (training: false), so there is no "
-                                            "variance to compute; precision compares batch statistics");
-    if (!res.replicas.empty())
-        spec.loc.child("norms").fail(pair + "normalises each of its replicas with its own statistics (sync false); "
-                                            "precision compares the statistics of one batch (use sync: true, or no replicas)");
-    if (def.mask && !b.has_mask()) throw NormError(nn, "mask", pair + "mask is true but the data has no padding mask");
-}
-
-// Every pair as run() would meet it, without computing (`validate`).
+// Every pair in every dtype (bound as one forward step binds it, padding mask included),
+// and what precision cannot compare although the norm fits the data (InputError at the
+// analysis' norms): no batch statistics (running statistics in use), statistics per replica.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     for (const auto& dn : spec.data)
         for (const auto& nn : spec.norms)
             for (DType dt : run_dtypes(o, ctx)) {
-                const Batch& b = ctx.batch(dn);
                 const NormDef& def = ctx.norm(nn);
-                check_pair(spec, def, nn, dn, b, NormLayer(def, dt).resolve(b.x.shape(), b.channel_axis, dn));
+                const Resolution res = check_pair(def, dt, shape_of(ctx.batch(dn)), dn);
+                const std::string pair = norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn + "\": ";
+                if (!res.use_batch_stats)
+                    spec.loc.child("norms").fail(pair + "normalises with running statistics (training: false), so there "
+                                                        "is no variance to compute; precision compares batch statistics");
+                if (!res.replicas.empty())
+                    spec.loc.child("norms").fail(pair + "normalises each of its replicas with its own statistics (sync "
+                                                        "false); precision compares the statistics of one batch (use "
+                                                        "sync: true, or no replicas)");
             }
 }
 
@@ -313,8 +307,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const NormDef& def = ctx.norm(nn);
             for (DType dt : dtypes) {
                 NormLayer layer(def, dt);
-                Resolution res = layer.resolve(b.x.shape(), b.channel_axis, dn);
-                check_pair(spec, def, nn, dn, b, res);
+                const Resolution res = layer.resolve(b.x.shape(), b.channel_axis, dn);
                 Problem p;
                 p.dtype = dt;
                 p.spec = res.spec;

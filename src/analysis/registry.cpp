@@ -36,4 +36,24 @@ ObjectReader analysis_reader(const AnalysisSpec& spec) {
     return r;
 }
 
+DataShape shape_of(const Batch& b) { return {b.x.shape(), b.channel_axis, b.has_mask()}; }
+
+Resolution check_pair(const NormDef& def, DType dtype, const DataShape& d, const std::string& data_name) {
+    const NormLayer layer(def, dtype);
+    Resolution r = layer.resolve(d.shape, d.channel_axis, data_name);
+    layer.require_mask(d.has_mask, data_name);
+    return r;
+}
+
+void check_pairs(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    for (const auto& dn : spec.data)
+        for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, shape_of(ctx.batch(dn)), dn);
+}
+
+void check_analysis(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const AnalysisType& t = *find_analysis(spec.type);  // parse_config accepted only known types
+    if (t.check) t.check(spec, ctx);
+    else check_pairs(spec, ctx);
+}
+
 }  // namespace normlab

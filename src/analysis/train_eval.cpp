@@ -32,11 +32,6 @@ Options read_options(const AnalysisSpec& spec) {
     return o;
 }
 
-NormDef with_training(NormDef d, bool training) {
-    d.training = training;
-    return d;
-}
-
 // The norm in inference mode with the given running statistics (empty: the norm's own
 // initial values).
 NormDef eval_def(const NormDef& def, const xt::xarray<double>& mean, const xt::xarray<double>& var) {
@@ -60,13 +55,35 @@ double average(const xt::xarray<double>& a) {
     return s / static_cast<double>(a.size());
 }
 
+// A batch axis; each norm in training mode on the data and on training batches of
+// batch_size samples, and in inference mode on the data.
+void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    for (const auto& dn : spec.data) {
+        const DataShape d = shape_of(ctx.batch(dn));
+        require_sample_axis(spec.loc, "train_eval", dn, d.shape, d.channel_axis);
+        DataShape train = d;
+        if (o.batch_size) train.shape[0] = static_cast<std::size_t>(*o.batch_size);
+        for (const auto& nn : spec.norms) {
+            const NormDef& def = ctx.norm(nn);
+            check_pair(with_training(def, true), ctx.dtype, d, dn);
+            try {
+                check_pair(with_training(def, true), ctx.dtype, train, dn);
+            } catch (const NormError& e) {
+                // Only batch_size makes the training batches differ from the data.
+                spec.loc.child("batch_size").fail(e.what());
+            }
+            check_pair(with_training(def, false), ctx.dtype, d, dn);
+        }
+    }
+}
+
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     Table t;
     t.columns = train_eval_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        require_sample_axis(spec.loc, "train_eval", b);
         const std::size_t bs = o.batch_size ? static_cast<std::size_t>(*o.batch_size) : b.x.shape()[0];
         // Training batches drawn like the held-out one; the same for every norm.
         std::vector<Batch> train;
@@ -105,6 +122,7 @@ AnalysisType train_eval_analysis() {
     a.figure.series = {"data", "norm", "batch_size"};
     a.figure.metrics = {{"eval_train_max_abs_diff", "max |eval - train output|"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.check = check;
     a.run = run;
     return a;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 
@@ -97,9 +98,9 @@ CsvLayout csv_layout(const std::string& text, const CsvOptions& opt, const std::
     });
     if (first_line == 0) no_rows(opt, what);
     if (opt.header && layout.names.size() != layout.columns)
-        throw InputError(what + ": the header has " + std::to_string(layout.names.size()) +
-                         " names, but line " + std::to_string(first_line) + " (the first data row) has " +
-                         std::to_string(layout.columns) + " cells");
+        throw InputError(what + ": the header has " + count_noun(layout.names.size(), "name") +
+                         ", but line " + std::to_string(first_line) + " (the first data row) has " +
+                         count_noun(layout.columns, "cell"));
     return layout;
 }
 
@@ -112,8 +113,8 @@ CsvMatrix parse_csv(const std::string& text, const CsvOptions& opt, const std::s
                                 const std::vector<std::string>& header) {
         if (first_line == 0) ncells = cells.size(), first_line = line_no;
         if (cells.size() != ncells)
-            throw InputError(what + ": line " + std::to_string(line_no) + " has " + std::to_string(cells.size()) +
-                             " cells, but line " + std::to_string(first_line) + " (the first data row) has " +
+            throw InputError(what + ": line " + std::to_string(line_no) + " has " + count_noun(cells.size(), "cell") +
+                             ", but line " + std::to_string(first_line) + " (the first data row) has " +
                              std::to_string(ncells));
         for (std::size_t c : keep) {
             double v;

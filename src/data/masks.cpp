@@ -62,8 +62,8 @@ xt::xarray<std::uint8_t> mask_from_lengths(const Shape& data_shape, std::size_t 
     const std::size_t seq = sequence_axis(data_shape, channel_axis);
     const std::size_t batch = data_shape[0], steps = data_shape[seq];
     if (lengths.size() != batch)
-        throw InputError("got " + std::to_string(lengths.size()) + " lengths for a batch of " +
-                         std::to_string(batch) + " sequences (data shape " +
+        throw InputError("got " + count_noun(lengths.size(), "length") + " for a batch of " +
+                         count_noun(batch, "sequence") + " (data shape " +
                          format_shape(data_shape) + ")");
     Shape ms = data_shape;
     ms[channel_axis] = 1;

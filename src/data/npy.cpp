@@ -325,12 +325,12 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
     std::size_t need = count * t.size;
     if (have < need)
         fail(what, "truncated npy file: shape " + format_shape(h.shape) + " of " + t.name +
-                       " needs " + std::to_string(need) + " bytes of data, but the file has " +
+                       " needs " + count_noun(need, "byte") + " of data, but the file has " +
                        std::to_string(have));
     if (have > need)
         fail(what, "data size does not match the header: shape " + format_shape(h.shape) +
-                       " of " + t.name + " needs " + std::to_string(need) +
-                       " bytes of data, but the file has " + std::to_string(have));
+                       " of " + t.name + " needs " + count_noun(need, "byte") +
+                       " of data, but the file has " + std::to_string(have));
 
     // Values in file order; for Fortran order that is the row-major order of the reversed
     // shape, so a transpose of that view gives the array.

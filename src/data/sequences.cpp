@@ -13,11 +13,11 @@ std::vector<double> per_dim(ObjectReader& r, const std::string& key, std::size_t
     if (!j) return std::vector<double>(dim, fallback);
     if (j->is_number()) return std::vector<double>(dim, j->get<double>());
     if (!j->is_array())
-        r.at(key).fail("expected a number or a list of " + std::to_string(dim) +
-                       " numbers (one per dimension), but got " + json_type_name(*j));
+        r.at(key).fail("expected a number or a list of " + count_noun(dim, "number") +
+                       " (one per dimension), but got " + json_type_name(*j));
     std::vector<double> v = read_numbers(*j, r.at(key));
     if (v.size() != dim)
-        r.at(key).fail("expected " + std::to_string(dim) + " numbers (one per dimension, dim = " +
+        r.at(key).fail("expected " + count_noun(dim, "number") + " (one per dimension, dim = " +
                        std::to_string(dim) + "), but got " + std::to_string(v.size()));
     return v;
 }

@@ -41,7 +41,7 @@ std::size_t resolve(const ColumnRef& ref, std::size_t ncols, const std::vector<s
         if (it == names.end()) ref.loc.fail("no column named \"" + ref.name + "\" in the header");
         return static_cast<std::size_t>(it - names.begin());
     }
-    return at_location(ref.loc, [&] { return canonicalize_axis(ref.index, ncols, "column of a table with " + std::to_string(ncols) + " columns"); });
+    return at_location(ref.loc, [&] { return canonicalize_axis(ref.index, ncols, "column of a table with " + count_noun(ncols, "column")); });
 }
 
 }  // namespace
@@ -88,8 +88,8 @@ SourceData build_csv(const std::string&, ObjectReader& r, const DataContext& ctx
     if (row_shape) {
         if (num_elements(*row_shape) != m.cols)
             r.at("row_shape").fail("row_shape " + format_shape(*row_shape) + " has " +
-                                   std::to_string(num_elements(*row_shape)) + " elements, but each row has " +
-                                   std::to_string(m.cols) + " selected columns");
+                                   count_noun(num_elements(*row_shape), "element") + ", but each row has " +
+                                   count_noun(m.cols, "selected column"));
         shape = {m.rows};
         shape.insert(shape.end(), row_shape->begin(), row_shape->end());
     }

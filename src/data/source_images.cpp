@@ -22,7 +22,7 @@ std::vector<double> channel_values(ObjectReader& r, const std::string& key, std:
     std::vector<double> v;
     if (auto given = r.numbers(key)) {
         if (given->size() != channels)
-            r.at(key).fail("expected " + std::to_string(channels) + " values (one per channel, C = " +
+            r.at(key).fail("expected " + count_noun(channels, "value") + " (one per channel, C = " +
                            std::to_string(channels) + "), but got " + std::to_string(given->size()));
         v = *given;
     } else {

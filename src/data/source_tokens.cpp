@@ -19,7 +19,7 @@ SourceData build_tokens(const std::string& name, ObjectReader& r, const DataCont
     if (const auto given = r.integers("lengths")) {
         if (r.has("min_len")) r.location().fail("give either \"lengths\" or \"min_len\", not both");
         if (given->size() != batch)
-            r.at("lengths").fail("expected " + std::to_string(batch) + " lengths (one per sequence, batch = " +
+            r.at("lengths").fail("expected " + count_noun(batch, "length") + " (one per sequence, batch = " +
                                  std::to_string(batch) + "), but got " + std::to_string(given->size()));
         for (std::size_t i = 0; i < given->size(); ++i) {
             const long long l = (*given)[i];

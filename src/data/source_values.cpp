@@ -35,12 +35,12 @@ void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, con
         return;
     }
     if (!j.is_array())
-        loc.fail("ragged nested list: expected a list of " + std::to_string(shape[depth]) +
-                 " elements (as at " + first.pointer + "), but got " + json_type_name(j) + " " +
+        loc.fail("ragged nested list: expected a list of " + count_noun(shape[depth], "element") +
+                 " (as at " + first.pointer + "), but got " + json_type_name(j) + " " +
                  j.dump());
     if (j.size() != shape[depth])
-        loc.fail("ragged nested list: this list has " + std::to_string(j.size()) +
-                 " elements, but " + first.pointer + " has " + std::to_string(shape[depth]));
+        loc.fail("ragged nested list: this list has " + count_noun(j.size(), "element") +
+                 ", but " + first.pointer + " has " + std::to_string(shape[depth]));
     for (std::size_t i = 0; i < j.size(); ++i)
         fill(j[i], loc.child(i), first.child(std::size_t{0}), shape, depth + 1, out);
 }

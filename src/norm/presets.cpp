@@ -57,7 +57,7 @@ xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const 
             Shape got(init.values.shape().begin(), init.values.shape().end());
             if (got != shape)
                 throw NormError(norm, what, what + ": expected shape " + format_shape(shape) + " (" +
-                              std::to_string(num_elements(shape)) + " elements), but got " +
+                              count_noun(num_elements(shape), "element") + "), but got " +
                               format_shape(got));
             return init.values;
         }
@@ -94,8 +94,8 @@ void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, cons
                   (per_group ? "group" : "channel") + ", affine_per \"" + (per_group ? "group" : "channel") +
                   "\"), but got " + format_shape(got) + "; groupnorm takes " + format_shape({C}) +
                   " with affine_per \"channel\" (one value per channel) or " + format_shape({G}) +
-                  " with affine_per \"group\" (one value per group of C/G = " + std::to_string(C / G) +
-                  " channels)");
+                  " with affine_per \"group\" (one value per group of C/G = " + count_noun(C / G, "channel") +
+                  ")");
 }
 
 std::string list_text(const std::vector<long long>& v) {
@@ -119,7 +119,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
         const std::size_t R = static_cast<std::size_t>(d.replica_count);
         if (n % R != 0)
             fail("replicas", "replicas " + std::to_string(R) + " does not divide the batch of N = " +
-                                 std::to_string(n) + " samples (input shape " + format_shape(xs) +
+                                 count_noun(n, "sample") + " (input shape " + format_shape(xs) +
                                  ") into equal slices; give the per-replica sample counts as a list");
         sizes.assign(R, n / R);
     } else {
@@ -134,7 +134,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
         if (over || sum != n)
             fail("replicas", "per-replica sample counts " + list_text(d.replica_sizes) + " sum to " +
                                  (over ? "more than " + std::to_string(n) : std::to_string(sum)) +
-                                 ", but the batch has N = " + std::to_string(n) + " samples (input shape " +
+                                 ", but the batch has N = " + count_noun(n, "sample") + " (input shape " +
                                  format_shape(xs) + ")");
         for (long long v : d.replica_sizes) sizes.push_back(static_cast<std::size_t>(v));
     }
@@ -144,7 +144,7 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         if (sizes[i] * per_sample == 1)
             fail("replicas", "in training mode: replica " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
-                                 " of the " + std::to_string(n) + " samples of input shape " + format_shape(xs) +
+                                 " of the " + count_noun(n, "sample") + " of input shape " + format_shape(xs) +
                                  ") has one value per channel (need more than 1); with sync false each "
                                  "replica normalises with its own statistics");
         smallest = std::min(smallest, sizes[i] * per_sample);
@@ -317,6 +317,11 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     return r;
 }
 
+void NormLayer::require_mask(bool data_has_mask, const std::string& data_name) const {
+    if (m_def.mask && !data_has_mask)
+        throw NormError(m_def.name, "mask", pair_msg(m_def, data_name, "mask is true but the data has no padding mask"));
+}
+
 namespace {
 
 // Reshape a (C)-shaped or param-shaped array to the engine's param shape (GroupNorm's
@@ -363,8 +368,7 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
     Resolution& r = out.res;
     r = resolve(x.shape(), channel_axis, data_name);
     const NormDef& d = m_def;
-    if (d.mask && !mask)
-        throw NormError(d.name, "mask", pair_msg(d, data_name, "mask is true but the data has no padding mask"));
+    require_mask(mask != nullptr, data_name);
 
     Shape vps = select_dims(r.view_shape, r.spec.param_axes);
     StepInputs& in = out.in;

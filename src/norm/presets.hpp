@@ -181,6 +181,9 @@ public:
     /// channel (PyTorch's error on that replica).
     Resolution resolve(const Shape& x_shape, std::size_t data_channel_axis,
                        const std::string& data_name) const;
+    /// Throws NormError (key "mask") when the norm's mask is set and its input, `data_name`,
+    /// has no padding mask: what forward() refuses.
+    void require_mask(bool data_has_mask, const std::string& data_name) const;
     /// One forward step on `x` (any shape; channels on `channel_axis`): training with batch
     /// statistics (updating the running statistics: new = (1-m)*old + m*batch, running_var
     /// from the unbiased variance under the torch convention, biased otherwise; m = 1/steps

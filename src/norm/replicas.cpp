@@ -40,7 +40,7 @@ void check_split(const Tensor& x, const Shape& shape, const std::vector<std::siz
     std::size_t total = 0;
     for (std::size_t n : sizes) total += n;
     if (sizes.empty() || total != shape[0])
-        throw InputError("replicas of " + std::to_string(total) + " samples in all do not split axis 0 of shape " +
+        throw InputError("replicas of " + count_noun(total, "sample") + " in all do not split axis 0 of shape " +
                          format_shape(shape));
 }
 
@@ -105,7 +105,7 @@ void backward_replicas(const Tensor& x, const Shape& shape, const NormSpec& spec
                        BackwardResult& out) {
     check_split(x, shape, sizes);
     if (dy.size() != x.size())
-        throw InputError("upstream gradient: expected " + std::to_string(x.size()) + " values, but got " +
+        throw InputError("upstream gradient: expected " + count_noun(x.size(), "value") + ", but got " +
                          std::to_string(dy.size()));
     const Shape ss = keepdims_shape(shape, spec.reduction_axes);
     out.dx.dtype = x.dtype;

@@ -136,7 +136,9 @@ std::string data_row(const std::string& point, const std::string& name, const Js
 }
 
 void write_data(std::ostream& o, const Json& report) {
-    const bool swept = report.contains("sweep");
+    // Data summaries are keyed by point when paths are swept (a sharded config without a
+    // sweep has a "sweep" block with no paths, and one point).
+    const bool swept = report.contains("sweep") && !report["sweep"].value("paths", Json::array()).empty();
     const std::string dtype = report.value("dtype", "");
     o << "<section id=\"data\"><h2>Data</h2>\n<div class=\"tablewrap\"><table class=\"sortable\"><thead><tr>"
       << (swept ? "<th>point</th>" : "")

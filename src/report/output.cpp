@@ -1,6 +1,7 @@
 #include "report/output.hpp"
 
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,10 +23,19 @@ std::mutex& disk_mutex() {
     static std::mutex m;
     return m;
 }
-// Staging folders of OutputFolders that have not committed.
-std::set<fs::path>& live_staging() {
-    static std::set<fs::path> s;
+// Staging folders of OutputFolders that have not committed, each with the parent folders
+// its OutputFolder created (outermost first), which go with it when the run fails.
+std::map<fs::path, std::vector<fs::path>>& live_staging() {
+    static std::map<fs::path, std::vector<fs::path>> s;
     return s;
+}
+
+// Removes a staging folder and then the parents created for it, innermost first, as far
+// as they are empty (another run may have put its own staging folder beside it).
+void remove_staging(const fs::path& staging, const std::vector<fs::path>& created) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
 }
 
 std::optional<nlohmann::json> read_report(const fs::path& dir) {
@@ -110,23 +120,43 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                                  "--force to replace the whole folder");
         }
     }
-    fs::path parent = m_path.parent_path();
-    fs::create_directories(parent, ec);
-    if (ec) throw EnvError(parent.string() + ": cannot create output folder: " + ec.message());
-    std::lock_guard<std::mutex> lock(disk_mutex());
-    m_staging = parent / ("." + m_path.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
+    m_staging = m_path.parent_path() / ("." + m_path.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
+}
+
+void OutputFolder::stage() {
+    if (m_staged) return;
+    // Missing parents are created now, when there is something to write, and recorded so
+    // that a run failing later leaves no empty folder behind.
+    std::error_code ec;
+    std::vector<fs::path> missing;
+    for (fs::path p = m_path.parent_path(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+        missing.insert(missing.begin(), p);
+        if (p == p.root_path()) break;
+    }
+    for (const auto& p : missing) {
+        fs::create_directory(p, ec);
+        if (ec) {
+            remove_staging({}, m_created);
+            m_created.clear();
+            throw EnvError(p.string() + ": cannot create output folder: " + ec.message());
+        }
+        m_created.push_back(p);
+    }
     fs::remove_all(m_staging, ec);
     fs::create_directories(m_staging, ec);
-    if (ec) throw EnvError(m_staging.string() + ": cannot create staging folder: " + ec.message());
-    live_staging().insert(m_staging);
+    if (ec) {
+        remove_staging(m_staging, m_created);
+        m_created.clear();
+        throw EnvError(m_staging.string() + ": cannot create staging folder: " + ec.message());
+    }
+    live_staging()[m_staging] = m_created;
+    m_staged = true;
 }
 
 OutputFolder::~OutputFolder() {
     std::lock_guard<std::mutex> lock(disk_mutex());
-    if (!m_committed) {
-        std::error_code ec;
-        fs::remove_all(m_staging, ec);
-    }
+    if (!m_staged) return;
+    if (!m_committed) remove_staging(m_staging, m_created);
     live_staging().erase(m_staging);
 }
 
@@ -136,6 +166,7 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
     if (escapes)
         throw InputError(relative.string() + ": refusing to write outside the output folder " + m_target.string());
     std::lock_guard<std::mutex> lock(disk_mutex());
+    stage();
     fs::path p = m_staging / relative;
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
@@ -148,6 +179,7 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
 
 void OutputFolder::commit() {
     std::lock_guard<std::mutex> lock(disk_mutex());
+    stage();  // nothing written: the result is an empty folder
     std::error_code ec;
     fs::path old;
     if (fs::exists(m_path, ec)) {
@@ -192,10 +224,7 @@ void write_file_atomic(const fs::path& path, const std::string& bytes) {
 std::size_t abandon_output_folders() {
     disk_mutex().lock();  // never unlocked: the caller exits right after
     const std::size_t n = live_staging().size();
-    for (const auto& p : live_staging()) {
-        std::error_code ec;
-        fs::remove_all(p, ec);
-    }
+    for (const auto& [staging, created] : live_staging()) remove_staging(staging, created);
     live_staging().clear();
     return n;
 }

@@ -20,8 +20,10 @@ public:
     /// (InputError) unless `force`. Never accepted, even with `force` (InputError): a target
     /// that is a file, the root folder, or the current folder or one of its parents.
     /// A trailing '/' or '.' in `target` is ignored. Nor a target that contains one of the
-    /// `keep` paths (the config file: --force must not delete it). Creates the staging folder
-    /// beside the target (EnvError when that fails).
+    /// `keep` paths (the config file: --force must not delete it). Creates nothing: the
+    /// staging folder beside the target, and the target's missing parent folders, are
+    /// created by the first write() (EnvError when that fails), and the parents it created
+    /// are removed again, when empty, if the folder is never committed.
     OutputFolder(std::filesystem::path target, bool force, const std::vector<std::filesystem::path>& keep = {});
     ~OutputFolder();
     OutputFolder(const OutputFolder&) = delete;
@@ -36,9 +38,14 @@ public:
     const std::filesystem::path& target() const { return m_target; }
 
 private:
+    /// Creates the missing parents and the staging folder, once; caller holds the disk lock.
+    void stage();
+
     std::filesystem::path m_target;  ///< as given (messages)
     std::filesystem::path m_path;    ///< absolute and normalised (renames)
     std::filesystem::path m_staging;
+    std::vector<std::filesystem::path> m_created;  ///< parents stage() created, outermost first
+    bool m_staged = false;
     bool m_committed = false;
 };
 
@@ -60,7 +67,8 @@ bool path_within(const std::filesystem::path& path, const std::filesystem::path&
 /// naming the path when it cannot be written.
 void write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
 
-/// Removes the staging folder of every OutputFolder that has not committed, and keeps any
+/// Removes the staging folder of every OutputFolder that has not committed (and the parent
+/// folders created for it, when empty), and keeps any
 /// OutputFolder from writing afterwards (it blocks). For the SIGINT/SIGTERM handler, which
 /// exits right after; safe to call from another thread while the main thread writes.
 /// Returns the number of staging folders removed.

@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 #include <thread>
-#include <sys/resource.h>
 
 #include <omp.h>
 
 #include "config/config.hpp"
 #include "data/random.hpp"
 #include "norm/presets.hpp"
+#include "report/table.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -23,15 +26,34 @@ using Clock = std::chrono::steady_clock;
 
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
+// Median of the timings (NaN for none: a case always has at least one repetition).
 double median(std::vector<double> v) {
+    if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// Lowers the kernel's record of this process's peak resident memory (VmHWM) to what is
+// resident now, so that the next reading is one case's own peak (Linux >= 4.0: writing 5
+// to /proc/self/clear_refs, see proc(5)). False when the kernel refuses.
+bool reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+    f.flush();
+    return static_cast<bool>(f);
+}
+
+// VmHWM from /proc/self/status in MiB: the peak resident memory since the last
+// reset_peak_rss(); NaN when it cannot be read.
 double peak_rss_mib() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+    std::ifstream in("/proc/self/status");
+    std::string key;
+    double kib = 0;
+    while (in >> key) {
+        if (key == "VmHWM:" && in >> kib) return kib / 1024.0;
+        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    return std::numeric_limits<double>::quiet_NaN();
 }
 
 // Median time of copying `bytes` between two warm buffers with `threads` threads of the
@@ -102,6 +124,7 @@ std::string run_bench(const BenchOptions& o) {
     for (const auto& norm : norms) {
         auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;
         for (const auto& sv : shapes) {
+            if (sv.empty()) throw InputError("bench --shape: expected at least one dim, e.g. 32,64,512");
             Shape shape;
             for (long long d : sv) {
                 if (d <= 0) throw InputError("bench --shape: dims must be positive");
@@ -122,6 +145,9 @@ std::string run_bench(const BenchOptions& o) {
             const std::size_t bytes = x.size() * (dtype == DType::float64 ? 8 : 4);
             for (unsigned th : threads) {
                 set_engine_threads(th);
+                // This case's peak: the input (resident already), the output and the
+                // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
+                const bool own_peak = reset_peak_rss();
                 NormLayer layer(bench_def(norm, shape, o.num_groups), dtype);
                 StepResult s;
                 const JsonLocation at{"", "bench --norm " + norm};
@@ -136,6 +162,7 @@ std::string run_bench(const BenchOptions& o) {
                     layer.forward(x, channel_axis, "bench", nullptr, s);
                     times.push_back(ms(t0, Clock::now()));
                 }
+                const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
                 double med = median(times), copy = copy_ms(bytes, th, o.repeat);
                 double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
                 double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
@@ -144,18 +171,22 @@ std::string run_bench(const BenchOptions& o) {
                         << o.dtype << "\", \"channel_axis\": " << ca << ", \"threads\": " << th << ", \"median_ms\": " << med
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
                         << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"state\": \"steady\", \"cold_ms\": "
-                        << cold << ", \"peak_rss_mib\": " << peak_rss_mib() << "}\n";
+                        << cold << ", \"peak_rss_mib\": " << (std::isnan(peak) ? std::string("null") : format_number(peak))
+                        << "}\n";
                 } else {
                     out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
                         << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
                         << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
-                        << gbs / copy_gbs << std::setw(9) << cold << peak_rss_mib() << "\n";
+                        << gbs / copy_gbs << std::setw(9) << cold << peak << "\n";
                 }
             }
         }
     }
     set_engine_threads(saved_threads);
-    if (!o.json) out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages)\n";
+    if (!o.json)
+        out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages; "
+               "peak_rss_mib: the process's peak resident memory during this case's normalization, nan when "
+               "the kernel cannot reset it)\n";
     return out.str();
 }
 

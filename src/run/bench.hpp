@@ -25,7 +25,10 @@ struct BenchOptions {
 /// Runs every (norm, shape, threads) case and returns the printable result: per case the
 /// median steady-state time (output buffers reused), GB/s counting one read of the input
 /// and one write of the output, the GB/s of a plain copy of the same bytes measured in the
-/// same run, the first ("cold") call's time, and the process's peak resident memory.
+/// same run, the first ("cold") call's time, and the case's peak resident memory: the
+/// process's peak from the case's start (its input built) to the end of its timed calls,
+/// reset between cases through /proc/self/clear_refs (JSON null, table nan, when the
+/// kernel refuses the reset).
 /// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, or a
 /// norm that does not fit a shape.
 std::string run_bench(const BenchOptions& o);

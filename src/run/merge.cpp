@@ -2,18 +2,18 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <map>
-#include <set>
 #include <sstream>
+#include <tuple>
 
-#include <nlohmann/json.hpp>
-
+#include "json/reader.hpp"
 #include "run/report_command.hpp"
 #include "report/output.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
 
 namespace normlab {
 
@@ -55,37 +55,92 @@ std::size_t record_point(const std::string& rec, const fs::path& file) {
     }
 }
 
+// The point of a saved array, arrays/p<point>/... in a sweep (0 otherwise: one point).
+std::size_t array_point(const std::string& name, bool swept) {
+    if (!swept || name.rfind("arrays/p", 0) != 0) return 0;
+    try {
+        return std::stoul(name.substr(8));
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+// The value at `pointer` of a shard's report, of the kind merge needs ("object", "array",
+// "unsigned", "string"): a report merge cannot read is an input error naming the file and
+// the pointer, never an internal error.
+const Json& need(const Json& r, const fs::path& file, const std::string& pointer, const std::string& kind) {
+    const Json::json_pointer ptr(pointer);
+    const JsonLocation at{file.string(), pointer};
+    if (!r.contains(ptr)) at.fail("missing (not a sweep result of this normlab version)");
+    const Json& v = r.at(ptr);
+    const bool ok = kind == "object" ? v.is_object() : kind == "array" ? v.is_array()
+                    : kind == "unsigned" ? v.is_number_unsigned() : v.is_string();
+    if (!ok) at.fail("expected " + (kind == "unsigned" ? std::string("a non-negative integer") : "a " + kind) +
+                     ", but got " + json_type_name(v));
+    return v;
+}
+
+// Checks the parts of a shard's report that merge reads; returns its point list.
+std::vector<std::size_t> shard_points(const Json& r, const fs::path& file) {
+    const std::size_t total = need(r, file, "/sweep/total_points", "unsigned").get<std::size_t>();
+    const bool swept = !need(r, file, "/sweep/paths", "array").empty();
+    const Json& pts = need(r, file, "/sweep/points", "array");
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+        const std::size_t p = need(r, file, "/sweep/points/" + std::to_string(i), "unsigned").get<std::size_t>();
+        if (p >= total)
+            JsonLocation{file.string(), "/sweep/points/" + std::to_string(i)}.fail(
+                "point " + std::to_string(p) + " is not below the sweep's " + count_noun(total, "point"));
+        out.push_back(p);
+    }
+    need(r, file, "/config", "object");
+    need(r, file, "/data", "object");
+    for (std::size_t i = 0; i < need(r, file, "/files", "array").size(); ++i)
+        need(r, file, "/files/" + std::to_string(i), "string");
+    const std::size_t entries = need(r, file, "/analyses", "array").size();
+    const std::size_t timings = need(r, file, "/timings_ms/analyses", "array").size();
+    if (swept) {  // rows of a sweep name their point
+        for (std::size_t i = 0; i < entries; ++i) need(r, file, "/analyses/" + std::to_string(i) + "/point", "unsigned");
+        for (std::size_t i = 0; i < timings; ++i)
+            need(r, file, "/timings_ms/analyses/" + std::to_string(i) + "/point", "unsigned");
+    }
+    return out;
+}
+
 }  // namespace
 
 void merge_results(const std::string& out, const std::vector<std::string>& dirs, bool force) {
     if (dirs.empty()) throw InputError("merge: no shard folders given");
     std::vector<Json> reports;
-    for (const auto& d : dirs) {
-        fs::path rp = fs::path(d) / "report.json";
-        if (!is_normlab_result(d)) throw InputError(rp.string() + ": not a normlab result folder");
+    std::map<std::size_t, std::size_t> owner;  // point -> shard
+    for (std::size_t s = 0; s < dirs.size(); ++s) {
+        fs::path rp = fs::path(dirs[s]) / "report.json";
+        if (!is_normlab_result(dirs[s])) throw InputError(rp.string() + ": not a normlab result folder");
         Json r = Json::parse(read_file(rp));
-        if (!r.contains("sweep")) throw InputError(rp.string() + ": not a sweep result (nothing to merge)");
+        if (!r.contains("sweep"))
+            throw InputError(rp.string() + ": not a sweep or shard result (nothing to merge)");
+        const std::vector<std::size_t> points = shard_points(r, rp);
         if (!reports.empty() && r["config"] != reports.front()["config"])
             throw InputError(rp.string() + ": comes from a different config than " + dirs.front());
-        reports.push_back(std::move(r));
-    }
-    const std::size_t total = reports.front()["sweep"]["total_points"].get<std::size_t>();
-    std::map<std::size_t, std::size_t> owner;  // point -> shard
-    for (std::size_t s = 0; s < reports.size(); ++s)
-        for (const auto& p : reports[s]["sweep"]["points"]) {
-            std::size_t pi = p.get<std::size_t>();
+        for (std::size_t pi : points) {
             if (owner.count(pi))
                 throw InputError("merge: point " + std::to_string(pi) + " is in both " + dirs[owner[pi]] + " and " + dirs[s]);
             owner[pi] = s;
         }
+        reports.push_back(std::move(r));
+    }
+    const std::size_t total = reports.front()["sweep"]["total_points"].get<std::size_t>();
+    // Without swept paths the result is one point (a config without a sweep, run in shards):
+    // its CSVs carry no point column and its data and arrays are not keyed by point.
+    const bool swept = !reports.front()["sweep"]["paths"].empty();
     std::vector<std::size_t> missing;
     for (std::size_t p = 0; p < total; ++p)
         if (!owner.count(p)) missing.push_back(p);
     if (!missing.empty()) {
         std::string list;
         for (std::size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
-        throw InputError("merge: " + std::to_string(missing.size()) + " of " + std::to_string(total) +
-                         " sweep points missing (" + list + (missing.size() > 10 ? ", ..." : "") + ")");
+        throw InputError("merge: " + std::to_string(missing.size()) + " of " + count_noun(total, "sweep point") +
+                         " missing (" + list + (missing.size() > 10 ? ", ..." : "") + ")");
     }
 
     OutputFolder folder(out, force);
@@ -110,22 +165,28 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
             if (recs.empty()) throw InputError(p.string() + ": empty CSV");
             if (header.empty()) header = recs[0];
             else if (recs[0] != header) throw InputError(p.string() + ": header differs from the other shards'");
-            for (std::size_t i = 1; i < recs.size(); ++i) rows.push_back({record_point(recs[i], p), recs[i]});
+            for (std::size_t i = 1; i < recs.size(); ++i)
+                rows.push_back({swept ? record_point(recs[i], p) : 0, recs[i]});
         }
         std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         std::string text = header + "\n";
         for (const auto& r : rows) text += r.second + "\n";
         folder.write(name, text);
     }
-    // Saved arrays live under arrays/p<point>/ and do not collide between shards.
+    // Saved arrays live under arrays/p<point>/ and do not collide between shards; listed in
+    // point order, as the unsharded run lists them.
+    std::vector<std::tuple<std::size_t, std::size_t, std::string>> arrays;  // point, shard, name
     for (std::size_t s = 0; s < dirs.size(); ++s)
         for (const auto& f : reports[s]["files"]) {
             std::string name = f.get<std::string>();
-            if (name.rfind("arrays/", 0) == 0) {
-                folder.write(name, read_file(fs::path(dirs[s]) / name));
-                files.push_back(name);
-            }
+            if (name.rfind("arrays/", 0) == 0) arrays.emplace_back(array_point(name, swept), s, name);
         }
+    std::stable_sort(arrays.begin(), arrays.end(),
+                     [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+    for (const auto& [point, s, name] : arrays) {
+        folder.write(name, read_file(fs::path(dirs[s]) / name));
+        files.push_back(name);
+    }
     files.insert(files.end(), csv_names.begin(), csv_names.end());
 
     Json merged = reports.front();
@@ -136,15 +197,23 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
         if (r.contains("notes"))
             for (const auto& n : r["notes"])
                 if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
-        for (const auto& a : r["analyses"]) entries.push_back({a["point"].get<std::size_t>(), a});
-        for (const auto& t : r["timings_ms"]["analyses"]) times.push_back({t["point"].get<std::size_t>(), t});
+        for (const auto& a : r["analyses"]) entries.push_back({swept ? a["point"].get<std::size_t>() : 0, a});
+        for (const auto& t : r["timings_ms"]["analyses"]) times.push_back({swept ? t["point"].get<std::size_t>() : 0, t});
     }
     auto by_point = [](const auto& a, const auto& b) { return a.first < b.first; };
     std::stable_sort(entries.begin(), entries.end(), by_point);
     std::stable_sort(times.begin(), times.end(), by_point);
     for (auto& e : entries) analyses.push_back(std::move(e.second));
     for (auto& t : times) timings.push_back(std::move(t.second));
-    for (std::size_t p = 0; p < total; ++p) data[std::to_string(p)] = reports[owner[p]]["data"][std::to_string(p)];
+    if (swept) {
+        for (std::size_t p = 0; p < total; ++p) {
+            const Json& d = reports[owner[p]]["data"];
+            const std::string key = std::to_string(p);
+            if (d.contains(key)) data[key] = d[key];
+        }
+    } else {
+        data = reports[owner[0]]["data"];
+    }
     Json points = Json::array();
     for (std::size_t p = 0; p < total; ++p) points.push_back(p);
     merged["sweep"]["points"] = points;
@@ -158,6 +227,8 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");
     folder.commit();
+    std::cerr << "normlab: merged " << count_noun(dirs.size(), "shard folder") << " (" << count_noun(total, "point")
+              << "): " << count_noun(merged["files"].size(), "file") << " written to " << out << "\n";
 }
 
 }  // namespace normlab

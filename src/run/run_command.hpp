@@ -15,7 +15,7 @@ struct RunOptions {
     std::optional<long long> seed;           ///< --seed: overrides "seed"
     std::vector<std::string> sets;           ///< --set PATH=VALUE, applied in order
     bool force = false;                      ///< replace a non-normlab output folder
-    bool quiet = false;                      ///< no summary on stdout
+    bool quiet = false;                      ///< no summary on stderr
     bool dry_run = false;                    ///< validate and print the plan; write nothing
     std::optional<std::string> shard;        ///< --shard I/N: run sweep points with index % N == I
     /// --max-memory as given ("8G", "75%", "none"); empty: half of the memory. A config whose
@@ -33,14 +33,19 @@ void apply_override(Json& config, const std::string& assignment);
 Json load_config_document(const RunOptions& o);
 
 /// Runs a config end to end (every sweep point of this shard, in one process) and writes
-/// the output folder; with dry_run, prints the plan (data shapes, norms, analyses, points,
-/// estimated memory) to stdout instead. Throws InputError (exit 2) or
-/// EnvError (exit 1); on any failure the output folder is left as it was.
+/// the output folder, then prints a summary on stderr unless quiet. Every selected point is
+/// checked first (check_points), before anything is computed, written or printed; with
+/// dry_run, the plan (data shapes, norms, analyses, the config's seed and the first point's
+/// derived seed, points, estimated memory) then goes to stdout instead. A shard without
+/// points writes CSV headers and a report with an empty point list. Throws InputError
+/// (exit 2) or EnvError (exit 1); on any failure the output folder is left as it was and
+/// no parent folder of it is created.
 void run_config(const RunOptions& o);
 
-/// Parses a config and builds its batches and binds every analysed pair, without writing.
-/// Throws InputError on the first problem. Returns the config's notes (config_notes: valid
-/// settings that change nothing), which `run` also writes to report.json.
+/// Checks a config at every sweep point as run_config does before it computes anything
+/// (check_points), without writing. Throws InputError on the first problem, with the
+/// message run_config would give. Returns the config's notes (config_notes: valid settings
+/// that change nothing), each once, which `run` also writes to report.json.
 std::vector<std::string> validate_config(const RunOptions& o);
 
 }  // namespace normlab

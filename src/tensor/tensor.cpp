@@ -113,6 +113,10 @@ std::string compact_shape(const Shape& s) {
     return o.str();
 }
 
+std::string count_noun(std::size_t n, const std::string& noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::size_t num_elements(const Shape& s) {
     std::size_t n = 1;
     for (auto d : s) n *= d;

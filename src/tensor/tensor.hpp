@@ -51,6 +51,9 @@ std::string format_shape(const Shape& s);
 /// "[2,3,4]" (the compact form CSV cells use).
 std::string compact_shape(const Shape& s);
 std::size_t num_elements(const Shape& s);
+/// A count with its noun in the right number, for messages: "1 file", "3 files", "0 points".
+/// `noun` is the singular of a regular English noun (the plural adds "s").
+std::string count_noun(std::size_t n, const std::string& noun);
 
 /// Converts possibly negative axes to canonical ones for a tensor of rank `rank`
 /// (Python-style: -1 is the last axis), sorted ascending. Throws InputError

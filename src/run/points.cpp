@@ -1,0 +1,171 @@
+#include "run/points.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "data/estimate.hpp"
+#include "data/random.hpp"
+#include "data/sources.hpp"
+#include "run/run_command.hpp"
+#include "run/safety.hpp"
+#include "tensor/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace normlab {
+
+namespace {
+
+struct MemoryEstimate {
+    std::size_t total = 0;
+    std::string largest;             ///< data name with the largest own need
+    std::size_t largest_bytes = 0;   ///< its batch + the larger of its build and work memory
+    std::string largest_what;        ///< "gaussian [2, 3]"
+};
+
+MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
+    DataContext ctx{c.base_dir, c.seed, c.dtype};
+    MemoryEstimate m;
+    std::size_t kept = 0, transient = 0;
+    for (const auto& name : c.data_order) {
+        const Json& spec = c.data.at(name);
+        const DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
+        std::size_t work = saturating_mul(e.elements, 3 * 8);
+        bool stacks = false;
+        for (const auto& a : c.analyses)  // stacks: weights, activations and gradients
+            if (const auto& bytes = find_analysis(a.type)->work_bytes)
+                if (!e.dims.empty() && std::find(a.data.begin(), a.data.end(), name) != a.data.end()) {
+                    const std::size_t b = bytes(a, c.stacks, e.dims, c.dtype);
+                    stacks = stacks || b > work;
+                    work = std::max(work, b);
+                }
+        kept = saturating_add(kept, e.batch_bytes);
+        transient = std::max({transient, e.build_bytes, work});
+        const std::size_t own = saturating_add(e.batch_bytes, std::max(e.build_bytes, work));
+        if (m.largest.empty() || own > m.largest_bytes) {
+            m.largest = name;
+            m.largest_bytes = own;
+            m.largest_what = spec.value("source", Json("?")).is_string() ? spec.value("source", "?") : "?";
+            if (!e.shape.empty()) m.largest_what += " " + e.shape;
+            if (stacks) m.largest_what += " through its stacks";
+        }
+    }
+    m.total = saturating_add(kept, transient);
+    return m;
+}
+
+// Refuses (InputError, exit 2) a point whose estimate exceeds --max-memory.
+void check_memory(const Config& c, const std::string& file, const std::string& max_memory) {
+    const std::size_t limit = parse_memory_size(max_memory);
+    const MemoryEstimate m = estimate_memory(c, limit);
+    if (m.total <= limit) return;
+    JsonLocation loc{file, "/data"};
+    if (m.largest_bytes > limit) loc = loc.child(m.largest);
+    loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data \"" + m.largest + "\": " +
+             m.largest_what + ", " + format_bytes(m.largest_bytes) + "), more than the limit of " +
+             describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory");
+}
+
+// Every analysis of a point against its batches (check_analysis).
+void check_analyses(const Loaded& l) {
+    AnalysisContext ctx;
+    ctx.batches = &l.batches;
+    ctx.norms = &l.config.norms;
+    ctx.stacks = &l.config.stacks;
+    ctx.file = l.config.file;
+    ctx.dtype = l.config.dtype;
+    ctx.seed = l.config.seed;
+    for (const auto& a : l.config.analyses)
+        locate_norm_errors(l.config.file,
+                           [&] { locate_stack_errors(l.config.file, [&] { check_analysis(a, ctx); }); });
+}
+
+}  // namespace
+
+Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt) {
+    Json doc = base;
+    for (const auto& [path, v] : pt.values) apply_override(doc, path + "=" + v.dump());
+    if (!sweep.paths.empty() && sweep.seed_per_point) {
+        std::uint64_t seed = doc.contains("seed") && doc["seed"].is_number_unsigned()
+                                 ? doc["seed"].get<std::uint64_t>() : 0;
+        doc["seed"] = derive_seed(seed, pt.label()) >> 1;  // a seed the config accepts (< 2^63)
+    }
+    return doc;
+}
+
+Config parse_point(const Json& doc, const std::string& file) {
+    return parse_config(doc, file, fs::path(file).parent_path(), analysis_catalog());
+}
+
+std::size_t point_memory(const Config& c, std::size_t stop_above) { return estimate_memory(c, stop_above).total; }
+
+Loaded load_point(Config c, Loaded* previous, bool any_seed) {
+    Loaded l;
+    l.config = std::move(c);
+    const Config& cfg = l.config;
+    if (previous) {
+        for (auto it = previous->batches.begin(); it != previous->batches.end();) {
+            const auto spec = cfg.data.find(it->first);
+            const Loaded::Origin& o = previous->origins.at(it->first);
+            const bool same = spec != cfg.data.end() && spec->second == o.spec && cfg.dtype == o.dtype &&
+                              (any_seed || cfg.seed == o.seed);
+            it = same ? std::next(it) : previous->batches.erase(it);
+        }
+    }
+    DataContext ctx{cfg.base_dir, cfg.seed, cfg.dtype};
+    for (const auto& name : cfg.data_order) {
+        if (previous && previous->batches.count(name)) {
+            l.batches[name] = std::move(previous->batches.at(name));
+            l.origins[name] = previous->origins.at(name);
+            continue;
+        }
+        l.batches[name] = make_batch(name, cfg.data.at(name), JsonLocation{cfg.file, "/data"}.child(name), ctx);
+        l.origins[name] = {cfg.data.at(name), cfg.seed, cfg.dtype};
+    }
+    if (previous) previous->batches.clear();
+    return l;
+}
+
+std::string point_plan(const Loaded& l) {
+    const Config& c = l.config;
+    std::ostringstream out;
+    for (const auto& n : c.data_order) {
+        const Batch& b = l.batches.at(n);
+        out << "data " << n << ": " << b.source << " " << format_shape(b.x.shape()) << ", channel axis "
+            << b.channel_axis << (b.has_mask() ? ", padding mask" : "") << "\n";
+    }
+    for (const auto& n : c.norm_order) out << "norm " << n << ": " << norm_type_name(c.norms.at(n).type) << "\n";
+    for (const auto& n : c.stack_order) {
+        const StackDef& s = c.stacks.at(n);
+        out << "stack " << n << ": " << s.layers << " x " << placement_name(s.placement) << " "
+            << block_name(s.block) << (s.has_norm() ? " around " + s.norm.name : "") << "\n";
+    }
+    for (std::size_t i = 0; i < c.analyses.size(); ++i) {
+        const auto& a = c.analyses[i];
+        out << "analysis " << i << ": " << a.type << " (" << a.data.size() << " data x "
+            << (a.stacks.empty() ? count_noun(a.norms.size(), "norm") : count_noun(a.stacks.size(), "stack"))
+            << ")\n";
+    }
+    return out.str();
+}
+
+CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vector<const SweepPoint*>& points,
+                           const std::string& file, const std::string& max_memory) {
+    CheckedPoints out;
+    const std::size_t limit = parse_memory_size(max_memory);
+    for (const SweepPoint* pt : points) {
+        const Config c = parse_point(point_document(doc, sweep, *pt), file);
+        check_memory(c, file, max_memory);
+        out.peak_bytes = std::max(out.peak_bytes, point_memory(c, limit));
+        for (auto& n : config_notes(c))  // sweep points repeat them
+            if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
+    }
+    for (std::size_t k = 0; k < points.size(); ++k) {
+        out.last = load_point(parse_point(point_document(doc, sweep, *points[k]), file), &out.last, true);
+        check_analyses(out.last);
+        if (k == 0) out.first_plan = point_plan(out.last);
+    }
+    return out;
+}
+
+}  // namespace normlab

@@ -1,0 +1,79 @@
+#pragma once
+// The points of a run (one, or one per sweep point): each point's config, its memory
+// estimate, its batches, and the check of every analysis against its data shapes, which
+// `run`, `run --dry-run` and `validate` all make before anything is computed.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.hpp"
+#include "config/config.hpp"
+#include "config/sweep.hpp"
+#include "data/batch.hpp"
+
+namespace normlab {
+
+/// One point's config and its built batches, by data name, with what each batch was built
+/// from (a batch may have been taken over from an earlier point).
+struct Loaded {
+    /// What a batch was built from: equal specs and dtypes give equal shapes, and with an
+    /// equal seed equal values.
+    struct Origin {
+        Json spec;
+        std::uint64_t seed = 0;
+        DType dtype = DType::float32;
+    };
+    Config config;
+    std::map<std::string, Batch> batches;
+    std::map<std::string, Origin> origins;
+};
+
+/// The config document of one sweep point: `base` with the point's overrides; its seed
+/// derived from the base seed and the point's values (derive_seed) unless the sweep keeps
+/// one seed for all points. Throws InputError as apply_override().
+Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt);
+
+/// Parses a point's config document (`file` names it in messages; paths inside resolve
+/// against its folder). No data is built. Throws InputError.
+Config parse_point(const Json& doc, const std::string& file);
+
+/// Memory a point needs by estimate, in bytes, before any data is built: every batch, plus
+/// the larger of what building one batch holds for a while (file bytes, doubles) and what
+/// an analysis works with (about three double copies of the largest batch). Saturates.
+std::size_t point_memory(const Config& c, std::size_t stop_above);
+
+/// Builds a point's batches. With `previous` (the point before), a batch whose data spec,
+/// seed and dtype are unchanged is taken over instead of being built again; with
+/// `any_seed`, one built with another seed is taken over too (same shape, other values:
+/// enough for the checks, never for a run). The others are freed before anything new is
+/// built. Throws InputError (data files, shapes, masks).
+Loaded load_point(Config c, Loaded* previous = nullptr, bool any_seed = false);
+
+/// The dry-run plan of a point: one line per data (source, shape, channel axis, padding
+/// mask), per norm (type) and per analysis (type, how many data and norms).
+std::string point_plan(const Loaded& l);
+
+/// What checking the points leaves for the run and the dry-run.
+struct CheckedPoints {
+    /// The batches built last, for the run to take over (load_point's `previous`: only
+    /// those built with the seed a point runs with are taken).
+    Loaded last;
+    std::string first_plan;    ///< point_plan() of the first point
+    std::size_t peak_bytes = 0;  ///< the largest point_memory()
+    /// The points' notes (config_notes: valid settings that change nothing), each once.
+    std::vector<std::string> notes;
+};
+
+/// Checks the points of a run, in two passes, before anything is computed, written or
+/// printed: first every point's config parses and its memory estimate fits `max_memory`
+/// (nothing built yet), then every point's data is built and every analysis checked
+/// against it (check_analysis). A data entry's shape, channel axis and padding mask depend
+/// on its spec alone (the seed only draws values), so a batch is rebuilt only when its spec
+/// changes. Throws InputError naming the file and JSON pointer of the first problem; `run`
+/// and `validate` both call this, so they refuse the same configs with the same message.
+CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vector<const SweepPoint*>& points,
+                           const std::string& file, const std::string& max_memory);
+
+}  // namespace normlab

@@ -1,0 +1,121 @@
+// What run, merge and bench tell the user and leave on disk: messages on stderr (stdout is
+// for data), counts with the right plural, a merge summary, no folders left by a failed
+// run, and bench's memory column measured per case.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "report/output.hpp"
+#include "tensor/errors.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kOneAnalysis = R"({"name": "one", "seed": 1,
+  "data": {"x": {"source": "gaussian", "shape": [4, 3]}},
+  "norms": {"n": {"type": "layernorm", "normalized_shape": [3]}},
+  "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}])";
+
+// "N files" as report.json in `dir` lists them (the CSVs, report.html, the figures).
+std::string files_written(const fs::path& dir) {
+    const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
+    const std::size_t n = report["files"].size();
+    return std::to_string(n) + (n == 1 ? " file" : " files");
+}
+
+}  // namespace
+
+TEST_CASE("run and merge: the summary goes to stderr, stdout stays empty, counts are singular when 1") {
+    fs::path dir = fresh_dir("msg_run");
+    write_text(dir / "one.json", kOneAnalysis + "}");
+    const fs::path out = dir / "out";
+    CliResult r = run_normlab("run " + (dir / "one.json").string() + " --out " + out.string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_MESSAGE(r.out.empty(), r.out);
+    CHECK_MESSAGE(r.err.rfind("normlab: one: 1 point, " + files_written(out) + " written to " + out.string() + "\n", 0) == 0, r.err);
+    CHECK(r.err.find("\n  " + (out / "stats_shapes.csv").string() + "\n") != std::string::npos);
+    CHECK(run_normlab("run " + (dir / "one.json").string() + " --out " + out.string() + " -q").err.empty());
+
+    write_text(dir / "sweep.json", kOneAnalysis + R"(, "sweep": {"norms.n.eps": [1e-5, 1e-3, 1e-1]}})");
+    std::string shards;
+    for (int i = 0; i < 2; ++i) {
+        fs::path sd = dir / ("s" + std::to_string(i));
+        CliResult s = run_normlab("run " + (dir / "sweep.json").string() + " --shard " + std::to_string(i) + "/2 --out " + sd.string());
+        REQUIRE_MESSAGE(s.exit_code == 0, s.err);
+        CHECK(s.out.empty());
+        CHECK_MESSAGE(s.err.rfind(std::string(i == 0 ? "normlab: one: 2 points, " : "normlab: one: 1 point, ") + files_written(sd) +
+                                      " written to ", 0) == 0, s.err);
+        shards += " " + sd.string();
+    }
+    CliResult m = run_normlab("merge " + (dir / "merged").string() + shards);
+    REQUIRE_MESSAGE(m.exit_code == 0, m.err);
+    CHECK(m.out.empty());
+    CHECK_MESSAGE(m.err == "normlab: merged 2 shard folders (3 points): " + files_written(dir / "merged") + " written to " +
+                               (dir / "merged").string() + "\n", m.err);
+    // One shard folder holding every point: "1 shard folder".
+    REQUIRE(run_normlab("run " + (dir / "sweep.json").string() + " --shard 0/1 --out " + (dir / "whole").string() + " -q").exit_code == 0);
+    m = run_normlab("merge " + (dir / "merged1").string() + " " + (dir / "whole").string());
+    REQUIRE_MESSAGE(m.exit_code == 0, m.err);
+    CHECK_MESSAGE(m.err.rfind("normlab: merged 1 shard folder (3 points): ", 0) == 0, m.err);
+}
+
+TEST_CASE("a failed run creates no folder: neither the output folder nor its missing parents") {
+    fs::path dir = fresh_dir("msg_parents");
+    // padding needs a padding mask, which gaussian data does not have.
+    write_text(dir / "bad.json", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 3]}},
+      "norms": {"n": {"type": "layernorm", "normalized_shape": [3]}},
+      "analyses": [{"type": "padding", "data": ["x"], "norms": ["n"]}]})");
+    CliResult r = run_normlab("run " + (dir / "bad.json").string() + " --out " + (dir / "results" / "deep" / "out").string());
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(fs::exists(dir / "results"));
+}
+
+TEST_CASE("OutputFolder creates missing parent folders only when it writes, and removes them when it fails") {
+    fs::path dir = fresh_dir("msg_output_folder");
+    const fs::path target = dir / "a" / "b" / "out";
+    { normlab::OutputFolder f(target, false); }
+    CHECK_FALSE(fs::exists(dir / "a"));
+    {
+        normlab::OutputFolder f(target, false);
+        f.write("x.csv", "1\n");
+        CHECK(fs::exists(dir / "a" / "b"));
+    }  // destroyed without commit: a failed run
+    CHECK_FALSE(fs::exists(dir / "a"));
+    fs::create_directories(dir / "a");
+    {
+        normlab::OutputFolder f(target, false);
+        f.write("x.csv", "1\n");
+    }
+    CHECK(fs::exists(dir / "a"));  // it existed before: kept
+    CHECK_FALSE(fs::exists(dir / "a" / "b"));
+    {
+        normlab::OutputFolder f(target, false);
+        f.write("x.csv", "1\n");
+        f.commit();
+    }
+    CHECK(read_text(target / "x.csv") == "1\n");
+    CHECK(fs::directory_iterator(dir / "a" / "b")->path().filename() == "out");  // no staging left
+}
+
+TEST_CASE("bench: peak_rss_mib is each case's own peak, not the process's so far") {
+    // A 32 MiB float32 case first (its input and output: over 64 MiB resident while it
+    // normalizes), then a tiny one, whose own peak is a few MiB.
+    CliResult r = run_normlab("bench --norm layernorm --shape 2048,4096 --shape 2,8 --threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::istringstream lines(r.out);
+    std::string big, small;
+    std::getline(lines, big);
+    std::getline(lines, small);
+    const auto b = nlohmann::json::parse(big), s = nlohmann::json::parse(small);
+    CHECK(b["shape"] == nlohmann::json::array({2048, 4096}));
+    CHECK(s["shape"] == nlohmann::json::array({2, 8}));
+    CHECK(b["peak_rss_mib"].get<double>() > 64);
+    CHECK_MESSAGE(s["peak_rss_mib"].get<double>() < b["peak_rss_mib"].get<double>() / 2, r.out);
+}

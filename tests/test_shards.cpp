@@ -1,0 +1,132 @@
+// Shards: every shard index I of N, for N up to the number of sweep points + 2, runs (a
+// shard without points writes a result folder with CSV headers and no rows), and merging
+// the N shards gives what the unsharded run gives: the same CSVs and saved arrays byte for
+// byte, and the same report apart from timings and the sweep's bookkeeping.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = NORMLAB_SOURCE_DIR;
+
+// Every file below `dir`, relative, sorted.
+std::vector<std::string> files_under(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) out.push_back(e.path().lexically_relative(dir).generic_string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// The report without what legitimately differs between a merged and an unsharded run.
+nlohmann::ordered_json comparable(nlohmann::ordered_json r) {
+    r.erase("timings_ms");
+    r.erase("sweep");
+    return r;
+}
+
+// Runs `cfg` unsharded and as every shard I/N for N = 1 .. max_n, merging each set of N
+// shards, and compares every merge with the unsharded run.
+void check_all_shardings(const fs::path& dir, const std::string& cfg, std::size_t max_n) {
+    CliResult all = run_normlab("run " + cfg + " --out " + (dir / "all").string() + " -q");
+    REQUIRE_MESSAGE(all.exit_code == 0, all.err);
+    const auto all_files = files_under(dir / "all");
+    const auto all_report = nlohmann::ordered_json::parse(read_text(dir / "all" / "report.json"));
+    for (std::size_t n = 1; n <= max_n; ++n) {
+        std::string shard_dirs;
+        for (std::size_t i = 0; i < n; ++i) {
+            CAPTURE(i);
+            CAPTURE(n);
+            const std::string shard = std::to_string(i) + "/" + std::to_string(n);
+            fs::path sd = dir / ("n" + std::to_string(n) + "_" + std::to_string(i));
+            CliResult dry = run_normlab("run " + cfg + " --shard " + shard + " --dry-run");
+            CHECK_MESSAGE(dry.exit_code == 0, dry.err);
+            CliResult r = run_normlab("run " + cfg + " --shard " + shard + " --out " + sd.string() + " -q");
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            const auto rep = nlohmann::json::parse(read_text(sd / "report.json"));
+            CHECK(rep["sweep"]["shard"] == nlohmann::json::array({i, n}));
+            for (const auto& p : rep["sweep"]["points"]) CHECK(p.get<std::size_t>() % n == i);
+            shard_dirs += " " + sd.string();
+        }
+        CAPTURE(n);
+        fs::path merged = dir / ("merged" + std::to_string(n));
+        CliResult m = run_normlab("merge " + merged.string() + shard_dirs);
+        REQUIRE_MESSAGE(m.exit_code == 0, m.err);
+        CHECK(files_under(merged) == all_files);
+        // report.json and report.html (drawn from it) carry the sweep's bookkeeping (shards,
+        // merged_from); every other file is the unsharded run's, byte for byte.
+        for (const auto& f : all_files) {
+            if (f == "report.json" || f == "report.html") continue;
+            const bool same = read_text(merged / f) == read_text(dir / "all" / f);
+            CHECK_MESSAGE(same, f);
+        }
+        const auto merged_report = nlohmann::ordered_json::parse(read_text(merged / "report.json"));
+        CHECK(comparable(merged_report) == comparable(all_report));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("every shard of a 3-point sweep, up to 5 shards, runs and merges into the unsharded result") {
+    fs::path dir = fresh_dir("shards_sweep");
+    write_text(dir / "cfg.json", R"({"name": "s", "seed": 2,
+      "data": {"x": {"source": "gaussian", "shape": [3, 2, 4], "mean": 1, "std": 2}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}, "bn": {"type": "batchnorm"}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln", "bn"], "save": ["output"]},
+                   {"type": "stats_shapes", "data": ["x"], "norms": ["ln"]},
+                   {"type": "apply", "data": ["x"], "norms": ["bn"], "save": ["running_mean"]}],
+      "sweep": {"norms.ln.eps": [1e-5, 1e-3, 1e-1]}})");
+    check_all_shardings(dir, (dir / "cfg.json").string(), 3 + 2);
+}
+
+TEST_CASE("a config without a sweep is one point: every shard up to 3 runs and merges") {
+    fs::path dir = fresh_dir("shards_plain");
+    write_text(dir / "cfg.json", R"({"name": "p", "seed": 4,
+      "data": {"x": {"source": "gaussian", "shape": [3, 2, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"], "save": ["output"]}]})");
+    check_all_shardings(dir, (dir / "cfg.json").string(), 1 + 2);
+}
+
+TEST_CASE("an empty shard: a result folder with CSV headers, no rows, its (empty) point list") {
+    // The first report of this: quickstart has one point, so shard 1/2 gets none (it crashed).
+    fs::path dir = fresh_dir("shards_empty");
+    const std::string quick = kSrc + "/configs/quickstart.json";
+    CliResult dry = run_normlab("run " + quick + " --shard 1/2 --dry-run");
+    CHECK_MESSAGE(dry.exit_code == 0, dry.err);
+    CHECK_MESSAGE(dry.out.find("sweep points: 1 (this shard runs 0)") != std::string::npos, dry.out);
+    CliResult r = run_normlab("run " + quick + " --shard 1/2 --out " + (dir / "x").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(read_text(dir / "x" / "apply.csv").find('\n') + 1 == read_text(dir / "x" / "apply.csv").size());
+    CHECK(read_text(dir / "x" / "apply.csv").rfind("data,norm,type,step,eps,", 0) == 0);
+    CHECK(read_text(dir / "x" / "stats_shapes.csv").rfind("data,norm,type,input_shape,", 0) == 0);
+    const auto rep = nlohmann::json::parse(read_text(dir / "x" / "report.json"));
+    CHECK(rep["sweep"]["points"] == nlohmann::json::array());
+    CHECK(rep["sweep"]["total_points"] == 1);
+    CHECK(rep["analyses"] == nlohmann::json::array());
+    CHECK(rep["name"] == "quickstart");
+}
+
+TEST_CASE("merge refuses reports it cannot read, with a message, not a crash") {
+    fs::path dir = fresh_dir("shards_bad_report");
+    write_text(dir / "a" / "report.json", R"({"tool": "normlab", "sweep": {"total_points": "many"}})");
+    CliResult m = run_normlab("merge " + (dir / "out").string() + " " + (dir / "a").string());
+    CHECK(m.exit_code == 2);
+    CHECK_MESSAGE(m.err.find("report.json: /sweep/total_points: expected") != std::string::npos, m.err);
+    CHECK_FALSE(fs::exists(dir / "out"));
+    write_text(dir / "b" / "report.json",
+               R"({"tool": "normlab", "config": {}, "files": [], "analyses": [], "data": {}, "timings_ms": {"analyses": []},
+                   "sweep": {"paths": ["x"], "total_points": 2, "points": [0, 5]}})");
+    m = run_normlab("merge " + (dir / "out").string() + " " + (dir / "b").string());
+    CHECK(m.exit_code == 2);
+    CHECK_MESSAGE(m.err.find("point 5 is not below the sweep's 2 points") != std::string::npos, m.err);
+}
