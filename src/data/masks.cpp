@@ -5,6 +5,7 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -37,7 +38,7 @@ xt::xarray<std::uint8_t> fit_mask(const xt::xarray<double>& mask, const Shape& d
     for (std::size_t i = 0; i < mask.size(); ++i) {
         if (src[i] != 0.0 && src[i] != 1.0)
             throw InputError("mask values must be 0 or 1 (or bool), but element " +
-                             std::to_string(i) + " (row-major) is " + std::to_string(src[i]));
+                             std::to_string(i) + " (row-major) is " + format_number(src[i]));
         m.data()[i] = src[i] != 0.0 ? 1 : 0;
     }
     // Expanded along every axis but the channel axis, so that each stored entry is one

@@ -4,6 +4,7 @@
 
 #include "data/random.hpp"
 #include "data/source_impl.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -30,7 +31,7 @@ SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataCo
     const Shape shape = read_positive_shape(r, "shape");
     const double mean = r.number("mean", 0.0);
     const double std = r.number("std", 1.0);
-    if (!(std >= 0)) r.at("std").fail("std must be >= 0, but got " + std::to_string(std));
+    if (!(std >= 0)) r.at("std").fail("std must be >= 0, but got " + format_number(std));
     Rng rng(derive_seed(ctx.seed, name));
     SourceData d;
     Tensor t;

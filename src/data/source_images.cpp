@@ -6,6 +6,7 @@
 
 #include "data/random.hpp"
 #include "data/source_impl.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -30,7 +31,7 @@ std::vector<double> channel_values(ObjectReader& r, const std::string& key, std:
     }
     if (non_negative)
         for (std::size_t c = 0; c < v.size(); ++c)
-            if (v[c] < 0) r.at(key).child(c).fail("must be >= 0, but got " + std::to_string(v[c]));
+            if (!(v[c] >= 0)) r.at(key).child(c).fail("must be >= 0, but got " + format_number(v[c]));
     return v;
 }
 
@@ -94,7 +95,7 @@ SourceData build_images(const std::string& name, ObjectReader& r, const DataCont
     const double smooth = r.number("smooth", 0.0);
     if (!(smooth >= 0) || smooth > 1e6)
         r.at("smooth").fail("smooth (the correlation length in pixels) must be in [0, 1e6], but got " +
-                            std::to_string(smooth));
+                            format_number(smooth));
     const bool clip = r.boolean("clip", false);
 
     Rng rng(derive_seed(ctx.seed, name));

@@ -1,6 +1,5 @@
 #include "report/table.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -17,14 +16,6 @@ void Table::add_row(std::vector<Cell> row) {
 void Table::append(const Table& other) {
     if (other.columns != columns) throw std::logic_error("Table::append: columns differ");
     rows.insert(rows.end(), other.rows.begin(), other.rows.end());
-}
-
-std::string format_number(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-    return std::string(buf, res.ptr);
 }
 
 std::string format_number_short(double v) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/numbers.hpp"  // format_number: cells are written with it
+
 namespace normlab {
 
 /// One CSV cell. Shapes and axis lists are strings in compact form, e.g. "[1,3,1,1]".
@@ -23,8 +25,6 @@ struct Table {
     void append(const Table& other);
 };
 
-/// Shortest text that reads back to the same double (std::to_chars); "nan", "inf", "-inf".
-std::string format_number(double v);
 /// A double for people to read: 6 significant digits (printf %.6g: 0.000123457, 1.23457e+07),
 /// "nan", "inf", "-inf".
 std::string format_number_short(double v);

@@ -1,0 +1,24 @@
+#include "tensor/numbers.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace normlab {
+
+std::string format_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+    return std::string(buf, res.ptr);
+}
+
+std::optional<double> parse_nonfinite(const std::string& s) {
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+}
+
+}  // namespace normlab
