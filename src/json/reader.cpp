@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -49,7 +51,17 @@ std::string JsonLocation::message(const std::string& what) const {
     return where + (pointer.empty() ? std::string("/") : pointer) + ": " + what;
 }
 
-void JsonLocation::fail(const std::string& what) const { throw InputError(message(what)); }
+void JsonLocation::fail(const std::string& what) const { throw JsonError(*this, what); }
+
+JsonError::JsonError(JsonLocation where_, std::string reason_, std::string unknown_key_, std::string hint_)
+    : InputError(where_.message(reason_)), where(std::move(where_)), reason(std::move(reason_)),
+      unknown_key(std::move(unknown_key_)), hint(std::move(hint_)) {}
+
+std::optional<double> json_number(const Json& j) {
+    if (j.is_number()) return j.get<double>();
+    if (j.is_string()) return parse_nonfinite(j.get<std::string>());
+    return std::nullopt;
+}
 
 void check_json_nesting(const std::string& text, const std::string& what) {
     std::size_t depth = 0, line = 1, column = 0;
@@ -72,6 +84,24 @@ void check_json_nesting(const std::string& text, const std::string& what) {
             --depth;
         }
     }
+}
+
+std::vector<std::string> key_names(const std::vector<KeyInfo>& keys) {
+    std::vector<std::string> out;
+    for (const auto& k : keys) out.push_back(k.name);
+    return out;
+}
+
+std::string describe_keys(const std::vector<KeyInfo>& keys) {
+    std::string out;
+    for (const auto& k : keys) {
+        out += (out.empty() ? "" : ", ") + k.name;
+        if (k.fallback.empty()) continue;
+        // A value reads as key=value; a description ("the data's", "or axes") in brackets.
+        if (k.fallback.find(' ') == std::string::npos && k.fallback != "required") out += "=" + k.fallback;
+        else out += " (" + k.fallback + ")";
+    }
+    return out;
 }
 
 std::string json_type_name(const Json& j) {
@@ -98,6 +128,9 @@ ObjectReader::ObjectReader(const Json& obj, JsonLocation loc) : m_obj(obj), m_lo
 bool ObjectReader::has(const std::string& key) const { return m_obj.contains(key); }
 
 const Json* ObjectReader::raw(const std::string& key) {
+    if (m_strict && !m_declared.count(key))
+        throw std::logic_error("ObjectReader at " + m_loc.pointer + ": key \"" + key +
+                               "\" is read but not declared");
     m_known.insert(key);
     auto it = m_obj.find(key);
     return it == m_obj.end() ? nullptr : &*it;
@@ -105,16 +138,33 @@ const Json* ObjectReader::raw(const std::string& key) {
 
 const Json& ObjectReader::required(const std::string& key) {
     const Json* j = raw(key);
-    if (!j) m_loc.fail("missing required key \"" + key + "\"");
+    if (!j) missing(key);
     return *j;
+}
+
+void ObjectReader::missing(const std::string& key, const std::string& detail) const {
+    missing_one_of({key}, "missing required key \"" + key + "\"" + detail);
+}
+
+void ObjectReader::missing_one_of(const std::vector<std::string>& keys, const std::string& message) const {
+    // A key nobody asked for that is close to a missing one is its misspelling.
+    for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
+        if (m_known.count(it.key())) continue;
+        const std::string hint = did_you_mean(it.key(), keys);
+        if (!hint.empty())
+            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\"; did you mean \"" + hint + "\"?",
+                            it.key(), hint);
+    }
+    if (m_strict) finish();
+    m_loc.fail(message);
 }
 
 std::optional<double> ObjectReader::number(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
-    if (!j->is_number())
-        at(key).fail("expected a number, but got " + json_type_name(*j) + " " + j->dump());
-    return j->get<double>();
+    const auto v = json_number(*j);
+    if (!v) at(key).fail("expected a number, but got " + json_type_name(*j) + " " + j->dump());
+    return v;
 }
 
 double ObjectReader::number(const std::string& key, double fallback) {
@@ -196,10 +246,11 @@ std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
     if (!j.is_array()) loc.fail("expected a list of numbers, but got " + json_type_name(j));
     std::vector<double> out;
     for (std::size_t i = 0; i < j.size(); ++i) {
-        if (!j[i].is_number())
+        const auto v = json_number(j[i]);
+        if (!v)
             loc.child(i).fail("expected a number, but got " + json_type_name(j[i]) + " " +
                               j[i].dump());
-        out.push_back(j[i].get<double>());
+        out.push_back(*v);
     }
     return out;
 }
@@ -231,6 +282,19 @@ std::optional<std::vector<std::string>> ObjectReader::strings(const std::string&
 
 void ObjectReader::allow(std::initializer_list<std::string> keys) {
     for (const auto& k : keys) m_known.insert(k);
+    if (m_strict) m_declared.insert(keys.begin(), keys.end());
+}
+
+void ObjectReader::allow(const std::vector<std::string>& keys) {
+    for (const auto& k : keys) m_known.insert(k);
+    if (m_strict) m_declared.insert(keys.begin(), keys.end());
+}
+
+void ObjectReader::declare(const std::vector<std::string>& keys) {
+    m_strict = true;
+    m_declared.insert(m_known.begin(), m_known.end());
+    m_declared.insert(keys.begin(), keys.end());
+    m_known.insert(keys.begin(), keys.end());
 }
 
 void ObjectReader::finish() const {
@@ -238,8 +302,9 @@ void ObjectReader::finish() const {
     for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
         if (m_known.count(it.key())) continue;
         std::string hint = did_you_mean(it.key(), known);
-        m_loc.child(it.key()).fail("unknown key \"" + it.key() + "\"" +
-                                   (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+        throw JsonError(m_loc.child(it.key()),
+                        "unknown key \"" + it.key() + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"),
+                        it.key(), hint);
     }
 }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/errors.hpp"
+
 namespace normlab {
 
 using Json = nlohmann::ordered_json;
@@ -21,8 +23,19 @@ struct JsonLocation {
     JsonLocation child(std::size_t index) const;
     /// "file: pointer: message" as one line.
     std::string message(const std::string& what) const;
-    /// Throws InputError with message(what).
+    /// Throws JsonError (an InputError) with message(what).
     [[noreturn]] void fail(const std::string& what) const;
+};
+
+/// An input error at a JSON location. what() is the whole line, "file: pointer: reason";
+/// the parts are kept so that a caller who knows where the value came from (a --set
+/// override, a sweep point) can blame that instead of the config file.
+struct JsonError : InputError {
+    JsonError(JsonLocation where, std::string reason, std::string unknown_key = {}, std::string hint = {});
+    JsonLocation where;       ///< the value at fault (for an unknown key: the key's own pointer)
+    std::string reason;       ///< the message without the location
+    std::string unknown_key;  ///< set when the error is an unknown key: that key
+    std::string hint;         ///< the unknown key's did-you-mean, or ""
 };
 
 /// How deeply JSON may nest in a config or a --set value. Deeper documents are refused
@@ -35,14 +48,33 @@ constexpr std::size_t kMaxJsonDepth = 100;
 /// not count). Malformed text is left to the parser.
 void check_json_nesting(const std::string& text, const std::string& what);
 
+/// A number as users may write it: a JSON number, or one of the strings "nan", "inf",
+/// "-inf" (JSON has no non-finite numbers; reports write them so). std::nullopt otherwise.
+std::optional<double> json_number(const Json& j);
+
 /// "number", "string", "array", ... as messages name JSON types.
 std::string json_type_name(const Json& j);
 /// The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
+/// A key an object may hold, with its default as `normlab list` shows it: "" when it has
+/// none worth printing, "required" when it must be given. The readers declare their keys
+/// from these lists (ObjectReader::declare), so the listing is the reader's own.
+struct KeyInfo {
+    std::string name;
+    std::string fallback;
+};
+/// The names of `keys`, in order.
+std::vector<std::string> key_names(const std::vector<KeyInfo>& keys);
+/// "name=fallback" for a value, "name (fallback)" for a description or "required", plain
+/// "name" without a fallback; comma-separated: one line of `normlab list`.
+std::string describe_keys(const std::vector<KeyInfo>& keys);
+
 /// Reads the fields of one JSON object. Each getter records the key as known; finish()
 /// rejects the keys nobody asked for (with a did-you-mean), because a misspelled "epsx"
-/// must not silently leave eps at its default.
+/// must not silently leave eps at its default. A missing required key is reported as the
+/// misspelling it usually is: an unknown key close to it ("normalised_shape") comes first,
+/// with its did-you-mean, and so does any unknown key of an object whose keys are declared.
 class ObjectReader {
 public:
     /// Throws InputError if `obj` is not an object.
@@ -51,9 +83,16 @@ public:
     bool has(const std::string& key) const;
     /// The raw value, or nullptr when absent (the key is marked known).
     const Json* raw(const std::string& key);
-    /// Required variants throw "missing required key" naming the key.
+    /// Required variants throw "missing required key" naming the key (see missing()).
     const Json& required(const std::string& key);
+    /// Throws for a required key that is absent: "unknown key "k"; did you mean "key"?" at
+    /// an unknown key k close to it; else, when the keys are declared, the first unknown
+    /// key (finish()); else "missing required key "key"" + detail at the object.
+    [[noreturn]] void missing(const std::string& key, const std::string& detail = {}) const;
+    /// The same for "one of these keys is required": `message` is the missing-key text.
+    [[noreturn]] void missing_one_of(const std::vector<std::string>& keys, const std::string& message) const;
 
+    /// A number, or one of the strings "nan", "inf", "-inf" (json_number).
     std::optional<double> number(const std::string& key);
     double number(const std::string& key, double fallback);
     /// Integers are read as signed and range-checked: -1 never becomes 2^64-1.
@@ -72,6 +111,11 @@ public:
 
     /// Declares keys as known without reading them (read by someone else).
     void allow(std::initializer_list<std::string> keys);
+    void allow(const std::vector<std::string>& keys);
+    /// Declares every key this object may hold, before reading: they count as known, and
+    /// reading a key outside them afterwards is a programming error (std::logic_error), so
+    /// a declaration that lists keys for `normlab list` cannot fall behind the reader.
+    void declare(const std::vector<std::string>& keys);
     /// Throws on the first key that no getter asked for.
     void finish() const;
 
@@ -82,11 +126,13 @@ private:
     const Json& m_obj;
     JsonLocation m_loc;
     std::set<std::string> m_known;
+    std::set<std::string> m_declared;  ///< empty: nothing declared (any key may be read)
+    bool m_strict = false;             ///< declare() was called
 };
 
 /// Reads j as a list of integers (error at loc otherwise).
 std::vector<long long> read_integers(const Json& j, const JsonLocation& loc);
-/// Reads j as a list of numbers (error at loc otherwise).
+/// Reads j as a list of numbers, each a number or "nan", "inf", "-inf" (error at loc otherwise).
 std::vector<double> read_numbers(const Json& j, const JsonLocation& loc);
 
 }  // namespace normlab
