@@ -226,13 +226,23 @@ TEST_CASE("text: sentences as padded sequences + vocabulary shared across senten
 }
 
 TEST_CASE("text: the real prose") {
-    Batch p = make(R"({"source": "text", "path": "../../../configs/data/prose.txt", "dim": 64, "max_sentences": 32, "max_len": 48})");
-    CHECK(p.x.shape() == Shape{32, 48, 64});
+    Batch p = make(R"({"source": "text", "path": "../../../configs/data/prose.txt", "dim": 64, "max_sentences": 32})");
     std::size_t shortest = 1000, longest = 0;
     for (auto l : p.lengths) shortest = std::min(shortest, l), longest = std::max(longest, l);
+    CHECK(p.x.shape() == Shape{32, longest, 64});
     CHECK(shortest < 10);
     CHECK(longest > 20);
     CHECK(p.pad_fraction() > 0.2);
+}
+
+TEST_CASE("text: max_len caps T, it does not pad beyond the longest kept sentence") {
+    // small.txt's first two sentences have 2 and 5 words.
+    Batch big = make(R"({"source": "text", "path": "small.txt", "dim": 4, "max_sentences": 2, "max_len": 40})");
+    CHECK(big.x.shape() == Shape{2, 5, 4});
+    CHECK(big.lengths == std::vector<std::size_t>{2, 5});
+    Batch cut = make(R"({"source": "text", "path": "small.txt", "dim": 4, "max_sentences": 2, "max_len": 2})");
+    CHECK(cut.x.shape() == Shape{2, 2, 4});
+    CHECK(cut.lengths == std::vector<std::size_t>{2, 2});
 }
 
 TEST_CASE("text: errors") {

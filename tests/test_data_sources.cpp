@@ -3,8 +3,12 @@
 // JSON pointers.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <string>
+#include <unistd.h>
 
 #include "data/masks.hpp"
 #include "data/npy.hpp"
@@ -275,4 +279,63 @@ TEST_CASE("lengths: right and left padding masks for BTD") {
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [1, 1], "padding_side": "up", "channel_axis": -1})"),
                          doctest::Contains("/data/x/padding_side: unknown value \"up\""), InputError);
+}
+
+TEST_CASE("generated sources fill padded positions with pad_value (default 0), as tokens does") {
+    // (B, T, D) with lengths: every value of a padded step is pad_value, real steps are drawn.
+    Batch g = batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -1, "mean": 5, "lengths": [3, 1]})");
+    for (std::size_t t = 1; t < 3; ++t)
+        for (std::size_t d = 0; d < 4; ++d) CHECK(g.x.f32(1, t, d) == 0.0f);
+    std::size_t zeros_in_real = 0;
+    for (std::size_t d = 0; d < 4; ++d) zeros_in_real += g.x.f32(0, 2, d) == 0.0f;
+    CHECK(zeros_in_real == 0);
+    // The real values are those of the unpadded batch (padding does not shift the draws).
+    Batch plain = batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -1, "mean": 5})");
+    CHECK(g.x.f32(0, 2, 3) == plain.x.f32(0, 2, 3));
+    CHECK(g.x.f32(1, 0, 1) == plain.x.f32(1, 0, 1));
+    // pad_value and left padding, in float64.
+    Batch l = batch(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -1, "lengths": [1, 3],
+                        "padding_side": "left", "pad_value": -2.5})", test_ctx(DType::float64));
+    CHECK(l.x.f64(0, 0, 0) == -2.5);
+    CHECK(l.x.f64(0, 1, 3) == -2.5);
+    CHECK(l.x.f64(0, 2, 0) != -2.5);
+    // (N, C, L): padding runs along L for every channel.
+    Batch n = batch(R"({"source": "gaussian", "shape": [2, 4, 3], "lengths": [3, 1], "pad_value": 7})");
+    for (std::size_t c = 0; c < 4; ++c) CHECK(n.x.f32(1, c, 2) == 7.0f);
+    // A mask file on generated images, (N, H, W): masked pixels get pad_value in every channel.
+    const auto dir = std::filesystem::temp_directory_path() / ("normlab_pad_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    write_file_bytes(dir / "m.npy", npy_bytes_u8(xt::xarray<std::uint8_t>{{{1, 0, 1}}, {{0, 1, 1}}}));
+    Batch im = batch(R"({"source": "images", "shape": [2, 3, 1, 3], "pad_value": 0.5, "mask": ")" + (dir / "m.npy").string() + "\"}");
+    for (std::size_t c = 0; c < 3; ++c) {
+        CHECK(im.x.f32(0, c, 0, 1) == 0.5f);
+        CHECK(im.x.f32(1, c, 0, 0) == 0.5f);
+        CHECK(im.x.f32(0, c, 0, 0) != 0.5f);
+    }
+    std::filesystem::remove_all(dir);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "gaussian", "shape": [2, 3], "pad_value": 1})"),
+                         "cfg.json: /data/x/pad_value: \"pad_value\" applies to \"mask\" or \"lengths\", which is not given",
+                         InputError);
+    // Loaded data is the user's own: a mask does not change it, and pad_value is not a key there.
+    Batch own = batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, 0], "channel_axis": -1})");
+    Batch own_plain = batch(R"({"source": "npy", "path": "hidden.npy", "channel_axis": -1})");
+    CHECK(own.x.f32 == own_plain.x.f32);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "npy", "path": "hidden.npy", "lengths": [2, 0], "channel_axis": -1, "pad_value": 0})"),
+                         doctest::Contains("/data/x/pad_value: unknown key \"pad_value\""), InputError);
+}
+
+TEST_CASE("values: \"nan\", \"inf\" and \"-inf\" are the non-finite numbers, as reports write them") {
+    Batch v = batch(R"({"source": "values", "values": [["nan", "inf", "-inf", 2]]})", test_ctx(DType::float64));
+    CHECK(std::isnan(v.x.f64(0, 0)));
+    CHECK(v.x.f64(0, 1) == std::numeric_limits<double>::infinity());
+    CHECK(v.x.f64(0, 2) == -std::numeric_limits<double>::infinity());
+    CHECK(v.x.f64(0, 3) == 2.0);
+    CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [["Inf", 1]]})"),
+                         "cfg.json: /data/x/values/0/0: expected a number, but got string \"Inf\"", InputError);
+    // Other numbers from users: per-dimension token scales, image channel means.
+    Batch s = batch(R"({"source": "tokens", "batch": 1, "max_len": 2, "dim": 2, "scale": ["inf", 1], "lengths": [2]})",
+                    test_ctx(DType::float64));
+    CHECK(std::isinf(s.x.f64(0, 0, 0)));
+    Batch i = batch(R"({"source": "images", "shape": [1, 1, 2, 2], "channel_mean": ["-inf"]})", test_ctx(DType::float64));
+    CHECK(i.x.f64(0, 0, 0, 0) == -std::numeric_limits<double>::infinity());
 }

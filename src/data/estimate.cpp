@@ -258,7 +258,7 @@ DataEstimate of_text(const Ctx& c) {
         if (const std::size_t m = positive_at(c.spec, "max_sentences")) b = std::min(b, m);
         std::size_t longest = 0;
         for (std::size_t i = 0; i < b; ++i) longest = std::max(longest, sentences[i].size());
-        const std::size_t t = positive_at(c.spec, "max_len", longest);
+        const std::size_t t = std::min(longest, positive_at(c.spec, "max_len", longest));  // a cap
         const std::size_t dim = positive_at(c.spec, "dim");
         const Shape shape{b, t, dim};
         const std::size_t n = product(shape);

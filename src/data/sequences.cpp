@@ -11,7 +11,7 @@ namespace {
 std::vector<double> per_dim(ObjectReader& r, const std::string& key, std::size_t dim, double fallback) {
     const Json* j = r.raw(key);
     if (!j) return std::vector<double>(dim, fallback);
-    if (j->is_number()) return std::vector<double>(dim, j->get<double>());
+    if (const auto v = json_number(*j)) return std::vector<double>(dim, *v);
     if (!j->is_array())
         r.at(key).fail("expected a number or a list of " + count_noun(dim, "number") +
                        " (one per dimension), but got " + json_type_name(*j));
@@ -24,9 +24,10 @@ std::vector<double> per_dim(ObjectReader& r, const std::string& key, std::size_t
 
 }  // namespace
 
-const std::vector<std::string>& sequence_style_keys() {
-    static const std::vector<std::string> keys = {"scale", "offset", "outlier_dims", "outlier_scale",
-                                                  "pad_value", "padding_side"};
+const std::vector<KeyInfo>& sequence_style_keys() {
+    static const std::vector<KeyInfo> keys = {{"scale", "1"},         {"offset", "0"},
+                                              {"outlier_dims", ""},    {"outlier_scale", "20"},
+                                              {"pad_value", "0"},      {"padding_side", "right"}};
     return keys;
 }
 
@@ -53,8 +54,8 @@ SequenceStyle read_sequence_style(ObjectReader& r, std::size_t dim) {
         r.at("outlier_scale").fail("\"outlier_scale\" applies to \"outlier_dims\", which is not given");
     }
     if (const Json* p = r.raw("pad_value")) {
-        if (p->is_number()) {
-            s.pad_constant = p->get<double>();
+        if (const auto v = json_number(*p)) {
+            s.pad_constant = *v;
         } else if (p->is_string() && p->get<std::string>() == "learned") {
             s.pad = SequenceStyle::Pad::learned;
         } else if (p->is_array()) {

@@ -19,8 +19,8 @@ struct SequenceStyle {
     bool pad_left = false;           ///< padding_side "left": real tokens at the end
 };
 
-/// The keys read_sequence_style reads (for the source registry).
-const std::vector<std::string>& sequence_style_keys();
+/// The keys read_sequence_style reads, with their defaults (for the source registry).
+const std::vector<KeyInfo>& sequence_style_keys();
 
 /// Reads scale, offset (a number or a list of D numbers; defaults 1 and 0), outlier_dims
 /// (list of dimension indices, negative allowed, multiplied by outlier_scale, default 20:

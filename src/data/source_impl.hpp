@@ -27,15 +27,18 @@ struct SourceData {
     std::vector<std::size_t> lengths;  ///< sequence lengths when the source knows them
 };
 
-/// One source: its name, its own keys (besides the common ones), its default channel axis,
-/// whether it builds its own mask (then it reads "lengths" itself and "mask" is not
-/// accepted), and the builder. The builder reads its keys from `r` and reports errors at
-/// r.at(key).
+/// One source: its name, its own keys with their defaults (besides the common ones:
+/// source, channel_axis, and mask, lengths, padding_side for a source that builds no mask),
+/// its default channel axis, whether it builds its own mask (then it reads "lengths" itself
+/// and "mask" is not accepted), whether it generates its values (then positions that a
+/// mask or lengths mark as padding get its "pad_value", as the tokens source fills them),
+/// and the builder. The builder reads its keys from `r` and reports errors at r.at(key).
 struct SourceDef {
     std::string name;
-    std::vector<std::string> keys;
+    std::vector<KeyInfo> keys;
     long long default_channel_axis;
     bool builds_mask;
+    bool generated;
     SourceData (*build)(const std::string& name, ObjectReader& r, const DataContext& ctx);
 };
 

@@ -1,6 +1,7 @@
 // The "text" source: real sentences from a text file as padded token sequences (B, T, D):
 // lower-cased words, a vocabulary in order of first appearance, embedded as the "tokens"
-// source does. Lengths come from the real sentences.
+// source does. Lengths come from the real sentences; T is the longest of them (at most
+// max_len).
 #include <unordered_map>
 
 #include "data/files.hpp"
@@ -15,7 +16,7 @@ SourceData build_text(const std::string& name, ObjectReader& r, const DataContex
     if (!p.is_string()) r.at("path").fail("expected a file path string, but got " + json_type_name(p));
     const std::size_t dim = read_positive(r, "dim");
     const bool by_line = r.choice("split", {"sentences", "lines"}, "sentences") == "lines";
-    std::size_t max_sentences = 0, max_len = 0;  // 0: no limit / the longest sentence
+    std::size_t max_sentences = 0, max_len = 0;  // 0: no limit
     if (r.has("max_sentences")) max_sentences = read_positive(r, "max_sentences");
     if (r.has("max_len")) max_len = read_positive(r, "max_len");
     const SequenceStyle style = read_sequence_style(r, dim);
@@ -26,9 +27,11 @@ SourceData build_text(const std::string& name, ObjectReader& r, const DataContex
     if (sentences.empty()) r.at("path").fail(path.string() + ": no words found in the file");
     if (max_sentences && sentences.size() > max_sentences) sentences.resize(max_sentences);
 
+    // T is the longest kept sentence: max_len cuts longer ones, it does not pad shorter
+    // batches out to it (padding beyond the longest would only inflate the padding).
     std::size_t longest = 0;
     for (const auto& s : sentences) longest = std::max(longest, s.size());
-    const std::size_t steps = max_len ? max_len : longest;
+    const std::size_t steps = max_len ? std::min(max_len, longest) : longest;
 
     std::unordered_map<std::string, std::uint64_t> vocab;
     std::vector<std::vector<std::uint64_t>> ids;

@@ -1,5 +1,6 @@
 // The "values" source: an inline nested list of numbers, for the small examples people
-// reason about by hand. Shape = nesting.
+// reason about by hand. Shape = nesting. NaN and infinities are written "nan", "inf",
+// "-inf", as the reports write them.
 #include "data/source_impl.hpp"
 
 namespace normlab {
@@ -29,9 +30,9 @@ void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, con
         if (j.is_array())
             loc.fail("ragged nested list: expected a number here (as at " + first.pointer +
                      "), but got a list");
-        if (!j.is_number())
-            loc.fail("expected a number, but got " + json_type_name(j) + " " + j.dump());
-        *out++ = j.get<double>();
+        const auto v = json_number(j);  // a number, or "nan", "inf", "-inf"
+        if (!v) loc.fail("expected a number, but got " + json_type_name(j) + " " + j.dump());
+        *out++ = *v;
         return;
     }
     if (!j.is_array())

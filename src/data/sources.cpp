@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <xtensor/xbroadcast.hpp>
+
 #include "data/masks.hpp"
 #include "data/npy.hpp"
 #include "data/sequences.hpp"
@@ -13,26 +15,58 @@ namespace {
 
 // The registry, in the order `normlab list` shows it. Default channel axes per DESIGN.md.
 const std::vector<SourceDef>& registry() {
-    auto with_style = [](std::vector<std::string> keys) {
+    auto with_style = [](std::vector<KeyInfo> keys) {
         for (const auto& k : sequence_style_keys()) keys.push_back(k);
         return keys;
     };
+    const KeyInfo pad{"pad_value", "0"};
     static const std::vector<SourceDef> defs = {
-        {"gaussian", {"shape", "mean", "std"}, 1, false, &build_gaussian},
-        {"values", {"values"}, 1, false, &build_values},
-        {"images", {"shape", "channel_mean", "channel_std", "smooth", "clip"}, 1, false, &build_images},
-        {"tokens", with_style({"batch", "max_len", "dim", "lengths", "min_len", "vocab"}), -1, true, &build_tokens},
-        {"text", with_style({"path", "dim", "split", "max_sentences", "max_len"}), -1, true, &build_text},
-        {"npy", {"path"}, 1, false, &build_npy},
-        {"csv", {"path", "skip_rows", "header", "delimiter", "max_rows", "columns", "drop_columns", "row_shape"},
-         1, false, &build_csv},
-        {"image_files", {"paths", "folder", "patch", "mode", "channels", "max_patches"}, 1, false,
-         &build_image_files},
+        {"gaussian", {{"shape", "required"}, {"mean", "0"}, {"std", "1"}, pad}, 1, false, true, &build_gaussian},
+        {"values", {{"values", "required"}}, 1, false, false, &build_values},
+        {"images",
+         {{"shape", "required"},
+          {"channel_mean", "ImageNet's for C = 3, else 0.449"},
+          {"channel_std", "ImageNet's for C = 3, else 0.226"},
+          {"smooth", "0"},
+          {"clip", "false"},
+          pad},
+         1, false, true, &build_images},
+        {"tokens",
+         with_style({{"batch", "required"}, {"max_len", "required"}, {"dim", "required"}, {"lengths", ""},
+                     {"min_len", "1"}, {"vocab", "1000"}}),
+         -1, true, true, &build_tokens},
+        {"text",
+         with_style({{"path", "required"}, {"dim", "required"}, {"split", "sentences"}, {"max_sentences", "all"},
+                     {"max_len", "the longest sentence"}}),
+         -1, true, false, &build_text},
+        {"npy", {{"path", "required"}}, 1, false, false, &build_npy},
+        {"csv",
+         {{"path", "required"}, {"skip_rows", "0"}, {"header", "false"}, {"delimiter", "\",\""}, {"max_rows", "all"},
+          {"columns", "all"}, {"drop_columns", ""}, {"row_shape", ""}},
+         1, false, false, &build_csv},
+        {"image_files",
+         {{"paths", "or folder"}, {"folder", "or paths"}, {"patch", "the first image's size"}, {"mode", "center"},
+          {"channels", "3"}, {"max_patches", "all"}},
+         1, false, false, &build_image_files},
     };
     return defs;
 }
 
-const SourceDef& find_source(ObjectReader& r) {
+// Keys every source takes besides its own.
+std::vector<KeyInfo> common_keys(const SourceDef& d) {
+    std::vector<KeyInfo> keys = {{"source", "required"}, {"channel_axis", d.default_channel_axis == 1 ? "1" : "-1"}};
+    if (!d.builds_mask) keys.insert(keys.end(), {{"mask", ""}, {"lengths", ""}, {"padding_side", "right"}});
+    return keys;
+}
+
+const SourceDef& find_source(const Json& spec, const JsonLocation& loc) {
+    // Read by a reader that knows every source's keys: a misspelled "sourse" is found, and
+    // no valid key is taken for one.
+    ObjectReader r(spec, loc);
+    for (const auto& d : registry()) {
+        r.allow(key_names(d.keys));
+        r.allow(key_names(common_keys(d)));
+    }
     const Json& j = r.required("source");
     if (!j.is_string())
         r.at("source").fail("expected a string, but got " + json_type_name(j) + " " + j.dump());
@@ -42,11 +76,32 @@ const SourceDef& find_source(ObjectReader& r) {
     r.at("source").fail("unknown source \"" + s + "\"");  // unreachable: choice() checked it
 }
 
+// Sets the positions that `mask` (Batch::mask layout: x's rank, each dim x's or 1) marks
+// as padding to `value`.
+template <class T>
+void fill_padding(xt::xarray<T>& x, const xt::xarray<std::uint8_t>& mask, T value) {
+    auto m = xt::broadcast(mask, x.shape());
+    auto mi = m.cbegin();
+    for (auto it = x.begin(); it != x.end(); ++it, ++mi)
+        if (!*mi) *it = value;
+}
+
 }  // namespace
 
 std::filesystem::path resolve_path(const DataContext& ctx, const std::string& p) {
     std::filesystem::path path(p);
     return path.is_absolute() ? path : ctx.base_dir / path;
+}
+
+std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys() {
+    std::vector<std::pair<std::string, std::vector<KeyInfo>>> out;
+    for (const auto& d : registry()) {
+        std::vector<KeyInfo> keys = d.keys;
+        const auto common = common_keys(d);
+        keys.insert(keys.end(), common.begin() + 1, common.end());  // "source" itself goes without saying
+        out.emplace_back(d.name, keys);
+    }
+    return out;
 }
 
 const std::vector<std::string>& data_source_names() {
@@ -60,13 +115,12 @@ const std::vector<std::string>& data_source_names() {
 
 Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& loc,
                  const DataContext& ctx) {
+    const SourceDef& def = find_source(spec, loc);
     ObjectReader r(spec, loc);
-    const SourceDef& def = find_source(r);
     // Unknown keys are reported before anything else, so that a misspelled "shap" gets its
     // did-you-mean instead of "missing required key shape".
-    r.allow({"channel_axis"});
-    if (!def.builds_mask) r.allow({"mask", "lengths", "padding_side"});
-    for (const auto& k : def.keys) r.allow({k});
+    r.declare(key_names(common_keys(def)));
+    r.allow(key_names(def.keys));
     r.finish();
 
     SourceData data = def.build(name, r, ctx);
@@ -117,6 +171,17 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
         }
     }
     b.x = data.tensor ? std::move(*data.tensor) : Tensor::from_double(data.values, ctx.dtype);
+    if (def.generated && !def.builds_mask) {
+        // Generated values at padded positions would be noise no real batch holds: they get
+        // pad_value, as the tokens source pads (what unmasked statistics see of padding).
+        const double pad = r.number("pad_value", 0.0);
+        if (r.has("pad_value") && !b.has_mask())
+            r.at("pad_value").fail("\"pad_value\" applies to \"mask\" or \"lengths\", which is not given");
+        if (b.has_mask()) {
+            if (b.x.dtype == DType::float64) fill_padding(b.x.f64, b.mask, pad);
+            else fill_padding(b.x.f32, b.mask, static_cast<float>(round_to(b.x.dtype, pad)));
+        }
+    }
     return b;
 }
 

@@ -19,6 +19,9 @@ struct DataContext {
 
 /// Names of the known sources, in the order `normlab list` shows them.
 const std::vector<std::string>& data_source_names();
+/// Every source with the keys it takes (its own, then channel_axis and the mask keys) and
+/// their defaults: the keys make_batch declares, as `normlab list` prints them.
+std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys();
 
 /// Builds the batch described by `spec` (the object under /data/<name>). Reads its own keys
 /// with an ObjectReader (unknown keys rejected) and throws InputError naming the file and
