@@ -346,3 +346,56 @@ TEST_CASE("every example config of the analyses runs and writes its table") {
     CHECK(one(rows, {{"norm_a", "ln_d"}, {"norm_b", "in_t"}}).at("equivalent") == "true");
     CHECK(one(rows, {{"norm_a", "ln_d"}, {"norm_b", "ln_td"}}).at("equivalent") == "false");
 }
+
+TEST_CASE("summaries skip fully padded groups and count them in empty_groups") {
+    // Tokens of lengths 3 and 1 padded to 4: under a masked LayerNorm over D, the 4 padded
+    // tokens are groups without a real position (NaN statistics). The summaries must come
+    // from the 4 real tokens, as if the padded ones were not there.
+    const json data = {{"x", {{"source", "tokens"}, {"batch", 2}, {"max_len", 4}, {"dim", 8}, {"lengths", {3, 1}},
+                              {"scale", 3}, {"offset", 2}}}};
+    const json norms = {{"ln", {{"type", "layernorm"}, {"normalized_shape", {8}}, {"mask", true}}},
+                        {"ln_plain", {{"type", "layernorm"}, {"normalized_shape", {8}}}},
+                        {"rms", {{"type", "rmsnorm"}, {"normalized_shape", {8}}, {"mask", true}}},
+                        {"bn", {{"type", "batchnorm"}, {"mask", true}}}};
+    const json analyses = json::array({
+        {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln", "ln_plain", "rms", "bn"}}},
+        {{"type", "epsilon"}, {"data", {"x"}}, {"norms", {"ln", "rms"}}, {"eps", {1e-5, 0}}},
+        {{"type", "precision"}, {"data", {"x"}}, {"norms", {"ln"}}, {"dtypes", {"float32"}}},
+    });
+    RunResult r = run_config("empty_groups", config(data, norms, analyses));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+
+    auto apply = r.csv("apply");
+    for (const std::string n : {"ln", "rms"}) {
+        CAPTURE(n);
+        const auto row = one(apply, {{"norm", n}});
+        CHECK(num(row, "empty_groups") == 4);
+        for (const char* col : {"out_mean_min", "out_mean_max", "out_std_min", "out_std_max", "out_min", "out_max"})
+            CHECK_MESSAGE(std::isfinite(num(row, col)), col);
+        CHECK(num(row, "nonfinite_count") == 0);   // the NaN of padded tokens is not an output anyone reads
+        CHECK(num(row, "nonfinite_stats") == 0);
+    }
+    const auto ln = one(apply, {{"norm", "ln"}});
+    CHECK(num(ln, "out_mean_max") < 1e-6);
+    CHECK(num(ln, "out_std_max") <= 1.0);
+    CHECK(num(ln, "out_std_min") > 0.99);
+    // Unmasked and BatchNorm (channels always hold real tokens): no empty group.
+    CHECK(num(one(apply, {{"norm", "ln_plain"}}), "empty_groups") == 0);
+    CHECK(num(one(apply, {{"norm", "bn"}}), "empty_groups") == 0);
+
+    auto eps = r.csv("epsilon");
+    for (const auto& row : eps) {
+        CAPTURE(row.at("norm"));
+        CAPTURE(row.at("eps"));
+        CHECK(num(row, "empty_groups") == 4);
+        CHECK(num(row, "zero_var_groups") == 0);  // empty groups are not zero-variance groups
+        CHECK(std::isfinite(num(row, "std_err_max")));
+        CHECK(num(row, "nonfinite_count") == 0);
+    }
+    auto prec = r.csv("precision");
+    for (const auto& row : prec) {
+        CAPTURE(row.at("algorithm"));
+        CHECK(num(row, "empty_groups") == 4);
+        CHECK(std::isfinite(num(row, "var_min")));
+    }
+}

@@ -139,7 +139,7 @@ TEST_CASE("precision on large-mean data: naive fails, normlab's float32 output i
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(read_text(out / "precision.csv")
               .rfind("data,norm,type,dtype,algorithm,work_dtype,eps,eps_work,max_abs_err,max_rel_err,"
-                     "max_ulp_err,nonfinite_count,overflow_groups,var_min,var_max\n", 0) == 0);
+                     "max_ulp_err,nonfinite_count,overflow_groups,var_min,var_max,empty_groups\n", 0) == 0);
     auto rows = read_csv(out / "precision.csv");
     for (const std::string data : {"mean1e4_std1", "mean1e3_std0.01"}) {
         CAPTURE(data);

@@ -43,6 +43,9 @@ struct AnalysisType {
     /// The figure report.html draws from the table (report/figure.hpp). Every analysis has
     /// one that reads only its own columns (tests/test_figures.cpp checks each registered type).
     Figure figure;
+    /// Its own keys (besides type, data, norms) with their defaults: all an entry may hold.
+    /// analysis_reader() declares them, so reading another key is a programming error.
+    std::vector<KeyInfo> keys;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
     /// Optional: bytes the analysis works with on data `data` of shape `shape` beyond the
@@ -73,7 +76,8 @@ const AnalysisType* find_analysis(const std::string& name);
 /// All analysis types as parse_config() checks a config's "analyses" against them.
 AnalysisCatalog analysis_catalog();
 
-/// An ObjectReader over spec.params that already knows the common keys (type, data, norms).
+/// An ObjectReader over spec.params with the keys of spec.type declared (the common keys
+/// type, data, norms and the type's own).
 ObjectReader analysis_reader(const AnalysisSpec& spec);
 
 /// A data entry's shape as a norm meets it: the batch's, or another (an analysis that

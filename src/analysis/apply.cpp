@@ -128,19 +128,21 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const Batch& b = ctx.batch(dn);
         const bool masked = layer.def().mask;
         GroupSummary g = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr);
-        auto mean_mm = value_range(g.mean), std_mm = value_range(g.std);
+        // Fully padded groups have no output statistics (NaN): skipped, and counted.
+        auto mean_mm = range_over_groups(g.mean, g.count), std_mm = range_over_groups(g.std, g.count);
         // Read in place: a float64 copy of a large batch would double the peak memory.
-        auto in_mm = value_range(b.x), out_mm = value_range(s.fwd.y);
-        // Statistics (groups) made non-finite, by NaN/inf inputs or by overflow.
+        auto in_mm = value_range(b.x);
+        const OutputSummary out = summarize_output(s.fwd.y, s.res, g.count);
+        // Statistics (groups with real positions) made non-finite, by NaN/inf inputs or by overflow.
         long long bad_stats = 0;
         for (std::size_t i = 0; i < s.fwd.var.size(); ++i)
-            bad_stats += !std::isfinite(s.fwd.var.data()[i]) ||
-                         (i < s.fwd.mean.size() && !std::isfinite(s.fwd.mean.data()[i]));
+            bad_stats += (i >= g.count.size() || g.count.data()[i] > 0) &&
+                         (!std::isfinite(s.fwd.var.data()[i]) ||
+                          (i < s.fwd.mean.size() && !std::isfinite(s.fwd.mean.data()[i])));
         t.add_row({dn, layer.def().name, norm_type_name(layer.def().type), step, s.res.eps,
                    mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
-                   in_mm.second, out_mm.first, out_mm.second,
-                   static_cast<long long>(count_nonfinite(s.fwd.y)), static_cast<long long>(count_nonfinite(b.x)),
-                   bad_stats});
+                   in_mm.second, out.min, out.max, static_cast<long long>(out.nonfinite), static_cast<long long>(count_nonfinite(b.x)),
+                   bad_stats, static_cast<long long>(empty_groups(g.count))});
         save_step(ctx, o, dn, layer, s);
     };
     if (o.sequential) {
@@ -174,13 +176,14 @@ AnalysisType apply_analysis() {
     a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors and gradients";
     a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
                  "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
-                 "nonfinite_count", "nonfinite_in", "nonfinite_stats"};
+                 "nonfinite_count", "nonfinite_in", "nonfinite_stats", "empty_groups"};
     a.figure.title = "range over groups of the output mean and std, per norm";
     a.figure.kind = FigureKind::ranges;
     a.figure.category = {"data", "norm"};
     a.figure.series = {"step"};
     a.figure.metrics = {{"out_mean_min", "output mean (min..max over groups)", "out_mean_max"},
                         {"out_std_min", "output std (min..max over groups)", "out_std_max"}};
+    a.keys = {{"save", ""}, {"sequential", "false"}, {"upstream", "normal"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     a.check = check;

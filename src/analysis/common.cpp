@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 namespace normlab {
 
@@ -27,6 +28,7 @@ GroupSummary group_summary(const Tensor& y, const Resolution& res,
     GroupSummary s;
     s.mean = m.mean;
     s.std = xt::sqrt(m.var);
+    s.count = m.count;
     return s;
 }
 
@@ -34,6 +36,51 @@ double l2_norm(const double* p, std::size_t n) {
     double s = 0;
     for (std::size_t i = 0; i < n; ++i) s += p[i] * p[i];
     return std::sqrt(s);
+}
+
+std::pair<double, double> range_over_groups(const xt::xarray<double>& values, const xt::xarray<double>& count) {
+    if (values.size() != count.size()) throw std::logic_error("range_over_groups: sizes differ");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    bool any = false;
+    for (std::size_t g = 0; g < values.size(); ++g) {
+        if (!(count.data()[g] > 0)) continue;
+        const double v = values.data()[g];
+        if (std::isnan(v)) return {nan, nan};
+        lo = std::min(lo, v), hi = std::max(hi, v), any = true;
+    }
+    return any ? std::make_pair(lo, hi) : std::make_pair(nan, nan);
+}
+
+std::size_t empty_groups(const xt::xarray<double>& count) {
+    std::size_t n = 0;
+    for (double c : count) n += c > 0 ? 0 : 1;
+    return n;
+}
+
+OutputSummary summarize_output(const Tensor& y, const Resolution& res, const xt::xarray<double>& count) {
+    OutputSummary o;
+    if (empty_groups(count) == 0) {  // read in place: no copy of a large output
+        std::tie(o.min, o.max) = value_range(y);
+        o.nonfinite = count_nonfinite(y);
+        return o;
+    }
+    const xt::xarray<double> v = y.to_double();
+    const std::vector<std::size_t> group = broadcast_offsets(res.view_shape, res.stats_shape);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    bool any = false, has_nan = false;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (!(count.data()[group[i]] > 0)) continue;
+        const double a = v.data()[i];
+        any = true;
+        o.nonfinite += std::isfinite(a) ? 0 : 1;
+        has_nan = has_nan || std::isnan(a);
+        lo = std::min(lo, a), hi = std::max(hi, a);
+    }
+    o.min = any && !has_nan ? lo : nan;
+    o.max = any && !has_nan ? hi : nan;
+    return o;
 }
 
 std::size_t count_nonfinite(const xt::xarray<double>& a) {

@@ -17,15 +17,33 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b);
 /// Per-group mean and std (biased) of `y`, grouped as the norm's statistics are (the
 /// resolution's reduction axes, GroupNorm's groups included), over real positions when a
 /// mask is given. Returns arrays in the statistics shape. With center false (RMSNorm's
-/// own measure of spread) mean is 0 and std is the root mean square about 0.
+/// own measure of spread) mean is 0 and std is the root mean square about 0. A group
+/// without a real position (count 0: a padded token under LayerNorm over D) has mean and
+/// std NaN: summaries skip it (range_over_groups) and count it (empty_groups).
 struct GroupSummary {
     xt::xarray<double> mean, std;
+    xt::xarray<double> count;  ///< real positions per group
 };
 GroupSummary group_summary(const Tensor& y, const Resolution& res,
                            const xt::xarray<std::uint8_t>* mask, bool center = true);
 
 /// Euclidean norm of the n values at p.
 double l2_norm(const double* p, std::size_t n);
+/// (min, max) of per-group `values` over the groups with count > 0, as value_range: NaN
+/// when such a group holds a NaN (a NaN input is not hidden), NaN also when every group is
+/// empty. `count` has the same size (GroupSummary::count, Moments::count).
+std::pair<double, double> range_over_groups(const xt::xarray<double>& values, const xt::xarray<double>& count);
+/// Groups with count 0: without any real position.
+std::size_t empty_groups(const xt::xarray<double>& count);
+/// Range and non-finite count of a norm's output `y` over the elements of the groups with
+/// count > 0 (`count` per group of res.stats_shape): the NaN a fully padded group gets is
+/// not a value of the output anyone reads. Range as value_range (NaN if a counted element
+/// is NaN or none is left).
+struct OutputSummary {
+    double min = 0, max = 0;
+    std::size_t nonfinite = 0;
+};
+OutputSummary summarize_output(const Tensor& y, const Resolution& res, const xt::xarray<double>& count);
 
 /// Number of non-finite (NaN or +-inf) values.
 std::size_t count_nonfinite(const xt::xarray<double>& a);

@@ -138,16 +138,18 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                             apply_norm(with_eps(def, 0.0), DType::float64, with_values(bs, bs.x.to_double(), DType::float64));
 
                         const xt::xarray<std::uint8_t>* mask = def.mask ? &bs.mask : nullptr;
-                        const auto err = std_error(group_summary(h.fwd.y, h.res, mask, h.res.spec.center).std);
+                        const GroupSummary gs = group_summary(h.fwd.y, h.res, mask, h.res.spec.center);
+                        const auto err = std_error(gs.std);  // skips the NaN of empty groups
                         const xt::xarray<std::uint8_t> real = def.mask ? full_mask(bs) : xt::ones<std::uint8_t>(bs.x.shape());
                         const double mabs = mean_abs(h.fwd.y.to_double(), real);
 
-                        // Groups whose eps = 0 variance is 0 give 0/0 there: leave them out.
+                        // Groups whose eps = 0 variance is 0 give 0/0 there: leave them out
+                        // (and fully padded groups, whose variance is NaN).
                         const std::vector<std::size_t> group = statistic_offsets(r0.res);
                         std::vector<std::uint8_t> include(group.size());
                         for (std::size_t i = 0; i < group.size(); ++i) include[i] = r0.fwd.var.data()[group[i]] > 0;
                         long long zero_var = 0;
-                        for (double v : r0.fwd.var) zero_var += v > 0 ? 0 : 1;
+                        for (double v : r0.fwd.var) zero_var += v == 0 ? 1 : 0;
                         const xt::xarray<double> y = s.fwd.y.to_double();
                         const Deviation dv = deviation(y, r0.fwd.y.to_double(), dt, &include);
                         const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -165,9 +167,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                                    err.second, dv.compared ? dv.max_abs : nan,
                                    finite ? static_cast<double>(below) / static_cast<double>(finite) : nan,
                                    dv.compared ? dv.max_rel : nan, static_cast<long long>(s.fwd.var.size()), zero_var,
-                                   static_cast<long long>(count_nonfinite(y)), ns.eps_in_dtype,
+                                   static_cast<long long>(summarize_output(s.fwd.y, s.res, gs.count).nonfinite),
+                                   ns.eps_in_dtype,
                                    static_cast<long long>(std::max(ns.var_overflow_groups, ns.sumsq_overflow_groups)),
-                                   std::string(ep.source)});
+                                   std::string(ep.source), static_cast<long long>(empty_groups(gs.count))});
                     }
         }
     }
@@ -183,7 +186,7 @@ AnalysisType epsilon_analysis() {
     a.columns = {"data", "norm", "type", "dtype", "eps", "scale", "mean_abs_xhat", "std_err_mean",
                  "std_err_max", "max_abs_diff_vs_eps0", "frac_var_below_10eps", "max_rel_diff_vs_eps0",
                  "num_groups", "zero_var_groups", "nonfinite_count", "eps_in_dtype", "stats_overflow_groups",
-                 "eps_source"};
+                 "eps_source", "empty_groups"};
     a.figure.title = "max over groups of |std(x_hat) - 1| against eps: a panel per norm, a line per input scale";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "eps";
@@ -192,6 +195,7 @@ AnalysisType epsilon_analysis() {
     a.figure.panels = {"data", "dtype", "norm"};
     a.figure.metrics = {{"std_err_max", "max |std(x_hat) - 1|"}};
     a.figure.log = true;
+    a.keys = {{"eps", "the norm's"}, {"scales", "[1]"}, {"dtypes", "the run's"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

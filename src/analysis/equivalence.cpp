@@ -182,6 +182,7 @@ AnalysisType equivalence_analysis() {
     a.figure.category = {"data", "norm_a", "norm_b"};
     a.figure.series = {"equivalent"};
     a.figure.metrics = {{"max_abs_diff", "max |output a - output b|"}};
+    a.keys = {{"reshape", ""}, {"tolerance", "8 x machine eps x max(1, max |output_a|)"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

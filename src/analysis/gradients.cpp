@@ -196,6 +196,7 @@ AnalysisType gradients_analysis() {
     a.figure.category = {"data", "norm"};
     a.figure.series = {"upstream"};
     a.figure.metrics = {{"grad_ratio", "rms(dx) / rms(dy)"}, {"cross_sample_fraction", "cross-sample share"}};
+    a.keys = {{"upstream", "normal"}, {"fd_check", "true"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     a.check = check;

@@ -128,6 +128,7 @@ AnalysisType invariance_analysis() {
     a.figure.series = {"granularity"};
     a.figure.panels = {"transform"};
     a.figure.metrics = {{"max_abs_diff", "max |output change|"}};
+    a.keys = {{"scale_range", "[0.5, 2]"}, {"shift_range", "[-3, 3]"}, {"tolerance", "1e-9"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
     return a;

@@ -214,6 +214,8 @@ AnalysisType padding_analysis() {
     a.figure.metrics = {{"mean_contamination_max", "max |mean with - without padding|"},
                         {"var_contamination_rel_max", "max relative variance change"},
                         {"repad_max_abs_diff", "max |real output change| after re-padding"}};
+    a.keys = {{"batch_mates", "2"}, {"extra_length", "half the padded axis"}, {"pad_value", "0"},
+              {"tolerance", "8 x machine eps x max(1, max |output|)"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

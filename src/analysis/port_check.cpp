@@ -308,6 +308,8 @@ AnalysisType port_check_analysis() {
     a.figure.category = {"data", "reference", "port"};
     a.figure.metrics = {{"max_abs_diff", "max |reference - port|"}};
     a.figure.log = true;
+    a.keys = {{"reference", "the first norm"}, {"ports", "the other norms"}, {"pairs", ""}, {"steps", "0"},
+              {"train_data", ""}, {"worst_groups", "1"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

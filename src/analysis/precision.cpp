@@ -351,11 +351,15 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         y = emulate(p, Work{work}, alg, var, overflow);
                     }
                     Deviation dv = deviation(y, ref, dt, &p.layout.real);
-                    auto vmm = min_max_ignoring_nan(var);
+                    // Fully padded groups have no variance: skipped, and counted.
+                    std::vector<double> kept;
+                    for (std::size_t g = 0; g < var.size(); ++g)
+                        if (!p.layout.members[g].empty()) kept.push_back(var[g]);
+                    auto vmm = min_max_ignoring_nan(kept);
                     t.add_row({dn, nn, norm_type_name(def.type), dtype_name(dt), alg, dtype_name(work_row),
                                res.eps, eps_work, dv.max_abs, dv.max_rel, dv.max_ulp,
                                static_cast<long long>(dv.nonfinite), static_cast<long long>(overflow),
-                               vmm.first, vmm.second});
+                               vmm.first, vmm.second, static_cast<long long>(var.size() - kept.size())});
                 }
             }
         }
@@ -372,12 +376,13 @@ AnalysisType precision_analysis() {
                 "Welford variance in working precision, and normlab's engine";
     a.columns = {"data", "norm", "type", "dtype", "algorithm", "work_dtype", "eps", "eps_work",
                  "max_abs_err", "max_rel_err", "max_ulp_err", "nonfinite_count", "overflow_groups",
-                 "var_min", "var_max"};
+                 "var_min", "var_max", "empty_groups"};
     a.figure.title = "output error against the high-precision reference, per algorithm";
     a.figure.category = {"data", "norm", "dtype"};
     a.figure.series = {"algorithm"};
     a.figure.metrics = {{"max_abs_err", "max absolute error"}, {"max_ulp_err", "max error in ulps"}};
     a.figure.log = true;
+    a.keys = {{"dtypes", "the run's and float64"}, {"accumulate", "float32"}, {"algorithms", "all four"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

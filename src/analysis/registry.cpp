@@ -25,6 +25,7 @@ const AnalysisType* find_analysis(const std::string& name) {
 AnalysisCatalog analysis_catalog() {
     AnalysisCatalog c;
     for (const auto& t : analysis_types()) c.names.push_back(t.name);
+    c.keys = [](const std::string& type) { return key_names(find_analysis(type)->keys); };
     c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
     c.stack_types = {"depth"};
     return c;
@@ -32,7 +33,9 @@ AnalysisCatalog analysis_catalog() {
 
 ObjectReader analysis_reader(const AnalysisSpec& spec) {
     ObjectReader r(spec.params, spec.loc);
-    r.allow({"type", "data", "norms"});
+    std::vector<std::string> keys = key_names(find_analysis(spec.type)->keys);
+    keys.insert(keys.begin(), {"type", "data", "norms"});
+    r.declare(keys);
     return r;
 }
 

@@ -40,6 +40,7 @@ AnalysisType stats_shapes_analysis() {
     a.figure.category = {"data", "norm"};
     a.figure.metrics = {{"num_stats", "statistics (count)"}, {"elems_per_stat", "elements per statistic"}};
     a.figure.log = true;
+    a.keys = {};
     a.validate = [](const AnalysisSpec& s) { analysis_reader(s).finish(); };
     a.run = run;
     return a;

@@ -121,6 +121,7 @@ AnalysisType train_eval_analysis() {
     a.figure.x = "step";
     a.figure.series = {"data", "norm", "batch_size"};
     a.figure.metrics = {{"eval_train_max_abs_diff", "max |eval - train output|"}};
+    a.keys = {{"steps", "5"}, {"batch_size", "the data's"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

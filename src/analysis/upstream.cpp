@@ -25,9 +25,10 @@ Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
         u.label = format_number(u.value);
     } else if (j->is_object()) {
         ObjectReader o(*j, u.loc);
+        o.declare({"npy"});
+        o.finish();  // unknown keys first: "nmp" is reported as a misspelling of "npy"
         const auto path = o.string("npy");
-        if (!path) u.loc.fail(std::string("missing key \"npy\" (") + expected + ")");
-        o.finish();
+        if (!path) o.missing("npy", std::string(" (") + expected + ")");
         const std::filesystem::path p(*path);
         u.kind = Upstream::Kind::npy;
         u.label = *path;

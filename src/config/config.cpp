@@ -8,6 +8,7 @@
 #include "data/random.hpp"
 #include "data/sources.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -17,16 +18,16 @@ namespace {
 ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesystem::path& base_dir,
                       std::uint64_t seed) {
     ParamInit p;
-    if (j.is_string()) {
+    if (j.is_string() && !json_number(j)) {
         std::string s = j.get<std::string>();
         if (s == "ones") p.kind = ParamInit::Kind::ones;
         else if (s == "zeros") p.kind = ParamInit::Kind::zeros;
         else loc.fail("unknown initialiser \"" + s + "\" (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})");
         return p;
     }
-    if (j.is_number()) {
+    if (const auto v = json_number(j)) {  // a number, or "nan", "inf", "-inf"
         p.kind = ParamInit::Kind::constant;
-        p.constant = j.get<double>();
+        p.constant = *v;
         return p;
     }
     if (j.is_array()) {
@@ -36,6 +37,8 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         return p;
     }
     ObjectReader r(j, loc);
+    r.declare({"npy", "normal"});
+    r.finish();
     if (auto path = r.string("npy")) {
         std::filesystem::path full = std::filesystem::path(*path).is_absolute() ? std::filesystem::path(*path) : base_dir / *path;
         p.kind = ParamInit::Kind::values;
@@ -46,11 +49,14 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         }
     } else if (const Json* n = r.raw("normal")) {
         ObjectReader nr(*n, r.at("normal"));
+        nr.declare({"mean", "std"});
+        nr.finish();
         // Drawn when the norm meets its data and the shape is known; the stream depends only
         // on the run seed and this parameter's JSON pointer, so every shape and every point
         // of a sweep with the same seed draws the same leading values.
         p.kind = ParamInit::Kind::generated;
         const double mean = nr.number("mean", 0.0), std = nr.number("std", 1.0);
+        if (!(std >= 0)) nr.at("std").fail("std must be >= 0, but got " + format_number(std));
         const std::uint64_t stream = derive_seed(seed, loc.pointer);
         p.generate = [mean, std, stream](const Shape& shape) {
             xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
@@ -60,7 +66,7 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         };
         nr.finish();
     } else {
-        loc.fail("expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {...}}");
+        r.missing_one_of({"npy", "normal"}, "expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {...}}");
     }
     r.finish();
     return p;
@@ -109,20 +115,58 @@ void parse_replicas(ObjectReader& r, NormDef& d) {
 
 }  // namespace
 
+const std::vector<KeyInfo>& norm_keys(NormType type) {
+    static const std::vector<std::vector<KeyInfo>> keys = [] {
+        const std::vector<KeyInfo> common = {
+            {"type", "required"}, {"eps", "the convention's"}, {"weight", "ones"}, {"bias", "zeros"},
+            {"mask", "false"}, {"convention", "torch"}, {"eps_placement", "inside_sqrt"}, {"variance", "biased"},
+            {"affine_rounding", "once"}};
+        auto with = [&](std::vector<KeyInfo> own) {
+            own.insert(own.begin(), common.begin(), common.end());
+            return own;
+        };
+        const KeyInfo momentum{"momentum", "the convention's, 0.1 under torch; null = cumulative average"};
+        std::vector<std::vector<KeyInfo>> k(norm_type_names().size());
+        auto at = [&](NormType t) -> std::vector<KeyInfo>& { return k[static_cast<std::size_t>(t)]; };
+        at(NormType::batchnorm) = with({{"channel_axis", "the data's"}, {"affine", "true"}, {"training", "true"}, momentum,
+                                        {"track_running_stats", "true"}, {"running_mean", "zeros"},
+                                        {"running_var", "ones"}, {"replicas", "none: R or [n1, n2, ...]"},
+                                        {"sync", "false"}});
+        at(NormType::layernorm) = with({{"normalized_shape", "or axes"}, {"axes", "or normalized_shape"},
+                                        {"affine", "true"}});
+        at(NormType::instancenorm) = with({{"channel_axis", "the data's"}, {"affine", "false"}, {"training", "true"},
+                                           momentum, {"track_running_stats", "false"}, {"running_mean", "zeros"},
+                                           {"running_var", "ones"}});
+        at(NormType::groupnorm) = with({{"num_groups", "required"}, {"channel_axis", "the data's"}, {"affine", "true"},
+                                        {"affine_per", "channel"}});
+        at(NormType::rmsnorm) = with({{"normalized_shape", "or axes"}, {"axes", "or normalized_shape"},
+                                      {"affine", "true: weight only"}, {"weight_offset", "0"}});
+        return k;
+    }();
+    return keys.at(static_cast<std::size_t>(type));
+}
+
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
                    const std::filesystem::path& base_dir, std::uint64_t seed) {
-    ObjectReader r(j, loc);
     NormDef d;
     d.name = name;
     const auto& types = norm_type_names();
-    if (!r.has("type")) loc.fail("missing required key \"type\" (one of: batchnorm, layernorm, instancenorm, groupnorm, rmsnorm)");
-    std::string type = r.choice("type", types, "");
+    // The type decides which keys the object may hold, so it is read first, by a reader
+    // that knows the keys of every type: a misspelled "typ" is found, a valid key is not
+    // taken for one.
+    ObjectReader probe(j, loc);
+    for (std::size_t t = 0; t < types.size(); ++t) probe.allow(key_names(norm_keys(static_cast<NormType>(t))));
+    if (!probe.has("type")) probe.missing("type", " (one of: batchnorm, layernorm, instancenorm, groupnorm, rmsnorm)");
+    std::string type = probe.choice("type", types, "");
     d.type = static_cast<NormType>(std::find(types.begin(), types.end(), type) - types.begin());
+    ObjectReader r(j, loc);
+    r.declare(key_names(norm_keys(d.type)));
+    r.finish();  // unknown keys first: a misspelled required key is reported as itself
     std::string conv = r.choice("convention", convention_names(), "torch");
     d.convention = static_cast<Convention>(
         std::find(convention_names().begin(), convention_names().end(), conv) - convention_names().begin());
     d.eps = r.number("eps");
-    if (d.eps && !(*d.eps >= 0)) r.at("eps").fail("eps must be >= 0, but got " + r.raw("eps")->dump());
+    if (d.eps && !(*d.eps >= 0)) r.at("eps").fail("eps must be >= 0, but got " + format_number(*d.eps));
     d.affine = r.boolean("affine");
     d.mask = r.boolean("mask", false);
     if (const Json* w = r.raw("weight")) d.weight = parse_param(*w, r.at("weight"), base_dir, seed);
@@ -142,7 +186,8 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
         d.normalized_shape = r.integers("normalized_shape");
         d.axes = r.integers("axes");
         if (d.normalized_shape && d.axes) loc.fail("give either normalized_shape or axes, not both");
-        if (!d.normalized_shape && !d.axes) loc.fail("missing \"normalized_shape\" (trailing dims) or \"axes\" (any axes)");
+        if (!d.normalized_shape && !d.axes)
+            r.missing_one_of({"normalized_shape", "axes"}, "missing \"normalized_shape\" (trailing dims) or \"axes\" (any axes)");
         if (d.normalized_shape) {
             if (d.normalized_shape->empty()) r.at("normalized_shape").fail("normalized_shape must not be empty");
             for (std::size_t i = 0; i < d.normalized_shape->size(); ++i)
@@ -154,7 +199,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
         d.weight_offset = r.number("weight_offset", 0.0);
     }
     if (d.type == NormType::groupnorm) {
-        if (!r.has("num_groups")) loc.fail("missing required key \"num_groups\"");
+        if (!r.has("num_groups")) r.missing("num_groups");
         d.num_groups = *r.integer("num_groups");
         if (d.num_groups <= 0) r.at("num_groups").fail("num_groups must be positive, but got " + std::to_string(d.num_groups));
         d.affine_per = r.choice("affine_per", {"channel", "group"}, "channel") == "group" ? AffinePer::group
@@ -169,7 +214,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
             else {
                 d.momentum = r.number("momentum");
                 if (!(*d.momentum >= 0 && *d.momentum <= 1))
-                    r.at("momentum").fail("momentum must be in [0, 1] or null, but got " + m->dump());
+                    r.at("momentum").fail("momentum must be in [0, 1] or null, but got " + format_number(*d.momentum));
             }
         }
         if (const Json* v = r.raw("running_mean")) d.running_mean = parse_param(*v, r.at("running_mean"), base_dir, seed);
@@ -187,6 +232,8 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     c.json = j;
     JsonLocation root{file, ""};
     ObjectReader r(j, root);
+    r.declare({"name", "seed", "dtype", "data", "norms", "stacks", "analyses", "output"});
+    r.finish();  // unknown keys first: "analysis" is reported as a misspelling of "analyses"
     c.name = r.string("name", "run");
     if (c.name.empty()) r.at("name").fail("name must not be empty");
     check_path_name(c.name, r.at("name"), "name (the default output folder is results/<name>)");
@@ -201,16 +248,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         }
     }
 
-    // A required key that is missing because it is misspelled gets the did-you-mean of an
-    // unknown key ("analysis" for "analyses"), not just "missing required key".
-    auto required = [&](const std::string& key) -> const Json& {
-        if (!j.contains(key))
-            for (auto it = j.begin(); it != j.end(); ++it)
-                if (did_you_mean(it.key(), {key}) == key)
-                    r.at(it.key()).fail("unknown key \"" + it.key() + "\"; did you mean \"" + key + "\"?");
-        return r.required(key);
-    };
-    const Json& data = required("data");
+    const Json& data = r.required("data");
     ObjectReader dr(data, r.at("data"));
     if (data.empty()) r.at("data").fail("no data defined (expected at least one entry)");
     for (auto it = data.begin(); it != data.end(); ++it) {
@@ -223,7 +261,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 
     // A config of stacks alone may have no norms (stacks of placement none).
     static const Json no_norms = Json::object();
-    const Json& norms = j.contains("stacks") && !j.contains("norms") ? no_norms : required("norms");
+    const Json& norms = j.contains("stacks") && !j.contains("norms") ? no_norms : r.required("norms");
     ObjectReader nr(norms, r.at("norms"));
     if (norms.empty() && !j.contains("stacks")) r.at("norms").fail("no norms defined (expected at least one entry)");
     for (auto it = norms.begin(); it != norms.end(); ++it) {
@@ -244,22 +282,30 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         }
     }
 
-    const Json& analyses = required("analyses");
+    const Json& analyses = r.required("analyses");
     if (!analyses.is_array()) r.at("analyses").fail("expected a list of analyses, but got " + json_type_name(analyses));
     if (analyses.empty()) r.at("analyses").fail("no analyses listed (expected at least one)");
     const std::vector<std::string>& type_names = catalog.names;
     for (std::size_t i = 0; i < analyses.size(); ++i) {
         JsonLocation loc = r.at("analyses").child(i);
-        ObjectReader ar(analyses[i], loc);
         AnalysisSpec s;
         s.loc = loc;
         s.base_dir = base_dir;
         s.params = analyses[i];
-        if (!ar.has("type")) loc.fail("missing required key \"type\"");
-        s.type = ar.choice("type", type_names, "");
+        // As for norms: the type first, by a reader that knows every analysis' keys.
+        ObjectReader probe(analyses[i], loc);
+        probe.allow({"type", "data", "norms"});
+        for (const auto& t : type_names) probe.allow(catalog.keys(t));
+        if (!probe.has("type")) probe.missing("type");
+        s.type = probe.choice("type", type_names, "");
+        ObjectReader ar(analyses[i], loc);
+        std::vector<std::string> keys = catalog.keys(s.type);
+        keys.insert(keys.begin(), {"type", "data", "norms"});
+        ar.declare(keys);
+        ar.finish();  // unknown keys first: "norm" is reported as a misspelling of "norms"
         auto names = [&](const char* key, const std::vector<std::string>& known, const char* section) {
             auto list = ar.strings(key);
-            if (!list) loc.fail(std::string("missing required key \"") + key + "\" (a list of names under /" + section + ")");
+            if (!list) ar.missing(key, std::string(" (a list of names under /") + section + ")");
             if (list->empty()) ar.at(key).fail("list is empty");
             for (std::size_t k = 0; k < list->size(); ++k) {
                 const std::string& n = (*list)[k];
@@ -281,6 +327,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 
     if (const Json* out = r.raw("output")) {
         ObjectReader orr(*out, r.at("output"));
+        orr.declare({"dir"});
         c.output_dir = orr.string("dir");
         orr.finish();
     }

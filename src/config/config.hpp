@@ -32,6 +32,8 @@ struct AnalysisSpec {
 /// check of one entry's own keys (throws InputError at spec.loc).
 struct AnalysisCatalog {
     std::vector<std::string> names;
+    /// The keys of an analysis type besides type, data and norms (all it may hold).
+    std::function<std::vector<std::string>(const std::string& type)> keys;
     std::function<void(const AnalysisSpec&)> validate;
     /// The types that list "stacks" (names under /stacks) instead of "norms".
     std::vector<std::string> stack_types;
@@ -68,6 +70,10 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 /// `affine_rounding: "twice"` on a float32/float64 run (only half outputs are rounded after
 /// the affine step) or on a norm without affine parameters.
 std::vector<std::string> config_notes(const Config& c);
+
+/// The keys a norm object of `type` may hold (type and the common keys first), with their
+/// defaults as `normlab list` prints them. parse_norm declares exactly these.
+const std::vector<KeyInfo>& norm_keys(NormType type);
 
 /// Parses one norm object (/norms/<name>). `seed` seeds random parameter inits.
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,

@@ -1,29 +1,51 @@
 #include "run/listing.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "analysis/analysis.hpp"
+#include "config/config.hpp"
 #include "data/sources.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
 
 std::string list_text() {
+    // Every key list below is the one its reader declares (norm_keys, data_source_keys,
+    // AnalysisType::keys): a key the reader accepts is listed, and only such keys.
     std::ostringstream out;
-    out << "norm types (keys; see configs/README.md \"Norms\" for defaults):\n"
-                 "  batchnorm: channel_axis, training=true, momentum=0.1|null, track_running_stats=true, running_mean=zeros, running_var=ones, affine=true, replicas=none (R | [n1, n2, ...]), sync=false\n"
-                 "  layernorm: normalized_shape | axes, affine=true\n"
-                 "  instancenorm: channel_axis, affine=false, track_running_stats=false, training=true, momentum, running_mean, running_var\n"
-                 "  groupnorm: num_groups (required), channel_axis, affine=true, affine_per=channel|group\n"
-                 "  rmsnorm: normalized_shape | axes, affine=true (weight only), weight_offset=0\n"
-                 "  all: eps (convention default), weight, bias, mask=false, convention=torch, eps_placement=inside_sqrt, variance=biased, affine_rounding=once|twice\n";
+    const auto& types = norm_type_names();
+    // The keys every norm type takes are printed once, under "all".
+    std::vector<KeyInfo> common;
+    for (const auto& k : norm_keys(static_cast<NormType>(0))) {
+        bool everywhere = true;
+        for (std::size_t t = 1; t < types.size(); ++t) {
+            const auto& keys = norm_keys(static_cast<NormType>(t));
+            everywhere = everywhere && std::any_of(keys.begin(), keys.end(), [&](const KeyInfo& o) {
+                             return o.name == k.name && o.fallback == k.fallback;
+                         });
+        }
+        if (everywhere && k.name != "type") common.push_back(k);
+    }
+    out << "norm types (keys=defaults; configs/README.md \"Norms\"):\n";
+    for (std::size_t t = 0; t < types.size(); ++t) {
+        std::vector<KeyInfo> own;
+        for (const auto& k : norm_keys(static_cast<NormType>(t)))
+            if (k.name != "type" && std::none_of(common.begin(), common.end(),
+                                                 [&](const KeyInfo& c) { return c.name == k.name; }))
+                own.push_back(k);
+        out << "  " << types[t] << ": " << describe_keys(own) << "\n";
+    }
+    out << "  all: " << describe_keys(common) << "\n";
     out << "conventions:";
     for (const auto& n : convention_names()) out << ' ' << n;
-    out << "\ndata sources:";
-    for (const auto& n : data_source_names()) out << ' ' << n;
-    out << "\nanalyses:\n";
+    out << "\ndata sources (keys=defaults; configs/README.md \"Data sources\"):\n";
+    for (const auto& [name, keys] : data_source_keys()) out << "  " << name << ": " << describe_keys(keys) << "\n";
+    out << "analyses (keys=defaults besides type, data, norms; results/README.md \"Analyses\"):\n";
     for (const auto& a : analysis_types()) {
-        out << "  " << a.name << ": " << a.summary << "\n    columns:";
+        out << "  " << a.name << ": " << a.summary << "\n";
+        if (!a.keys.empty()) out << "    keys: " << describe_keys(a.keys) << "\n";
+        out << "    columns:";
         for (const auto& c : a.columns) out << ' ' << c;
         out << '\n';
     }
