@@ -10,6 +10,7 @@ endfunction()
 
 normlab_cli_test(test_cli SOURCES test_cli.cpp DEPS normlab_data normlab_report)
 include(cli_more.cmake OPTIONAL)
+normlab_cli_test(test_messages SOURCES test_messages.cpp DEPS normlab_data)
 normlab_cli_test(test_scripting SOURCES test_scripting.cpp DEPS normlab_config)
 normlab_cli_test(test_real_data SOURCES test_real_data.cpp DEPS normlab_data)
 normlab_cli_test(test_report_cli SOURCES test_report_cli.cpp DEPS nlohmann_json::nlohmann_json)

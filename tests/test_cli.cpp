@@ -193,9 +193,14 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
 
     struct Bad { const char* args; const char* message; };
     for (const Bad& b : {Bad{"--norm foo", "bench --norm: unknown norm type \"foo\""},
-                         Bad{"--norm layernorm --shape 0,3", "bench --shape: dims must be positive"},
-                         Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat: must be at least 1"},
-                         Bad{"--norm layernorm --shape 2,3 --threads 0", "bench --threads: expected positive integers"},
+                         Bad{"--norm layernorm --shape 0,3", "bench --shape 0: expected an integer >= 1"},
+                         Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat 0: expected an integer from 1 to 1000000"},
+                         Bad{"--norm layernorm --shape 2,3 --repeat -1", "bench --repeat -1: expected an integer from 1"},
+                         Bad{"--norm layernorm --shape 2,3 --threads 0", "bench --threads 0: expected an integer from 1 to 1024"},
+                         Bad{"--norm layernorm --shape 2,3 --threads 1,x", "bench --threads x: expected an integer"},
+                         Bad{"--norm groupnorm --shape 2,4,3 --num-groups 0", "bench --num-groups 0: expected an integer from 1"},
+                         Bad{"--norm groupnorm --shape 2,4,3 --num-groups -1", "bench --num-groups -1: expected an integer from 1"},
+                         Bad{"--norm layernorm --shape ''", "bench --shape: expected comma-separated dims"},
                          Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"},
                          Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"}}) {
         CAPTURE(b.args);

@@ -2,6 +2,7 @@
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +42,33 @@ CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std:
     }, help);
 }
 
+// An integer option, checked against its range when it is used: every refusal then reads
+// like normlab's other input errors ("normlab: error: --threads 0: ...", exit 2), and no
+// value means something the help does not say (--threads 0 is not "all cores").
+long long integer_option(const std::string& name, const std::string& text, long long lo, long long hi,
+                         const std::string& hint = "") {
+    std::string range = "an integer";
+    if (lo > std::numeric_limits<long long>::min() && hi < std::numeric_limits<long long>::max())
+        range += " from " + std::to_string(lo) + " to " + std::to_string(hi);
+    else if (lo > std::numeric_limits<long long>::min())
+        range += " >= " + std::to_string(lo);
+    long long v = 0;
+    try {
+        std::size_t used = 0;
+        v = std::stoll(text, &used);
+        if (used != text.size()) throw std::invalid_argument(text);
+    } catch (const std::exception&) {
+        throw InputError(name + " " + text + ": expected " + range + hint);
+    }
+    if (v < lo || v > hi) throw InputError(name + " " + text + ": expected " + range + hint);
+    return v;
+}
+
+// Engine threads: at least one; the bound keeps a typo (100000) from starting a thread per chunk.
+constexpr long long kMaxThreads = 1024;
+constexpr long long kNoMin = std::numeric_limits<long long>::min();
+constexpr long long kNoMax = std::numeric_limits<long long>::max();
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,8 +88,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)");
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
     run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)");
-    unsigned run_threads = 0;
-    run_cmd->add_option("--threads", run_threads, "engine threads (default: all cores; results are identical for any count)");
+    std::string run_threads;
+    run_cmd->add_option("--threads", run_threads, "engine threads, 1 to 1024 (default: all cores; results are identical for any count)");
     run_cmd->add_flag("--dry-run", run.dry_run, "validate and print the plan (data, norms, analyses, points, memory); write nothing");
     run_cmd->add_flag("--force", run.force, "replace an output folder that does not hold a normlab result");
     run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing on success");
@@ -77,14 +105,14 @@ int main(int argc, char** argv) {
 
     ShapesOptions sh;
     std::optional<std::vector<long long>> sh_shape;
-    long long sh_groups = 0, sh_channel = 0;
+    std::string sh_groups, sh_channel;
     auto* shapes_cmd = app.add_subcommand("shapes", "statistics shape of one norm on one input shape");
     add_list(shapes_cmd, "--shape", sh_shape, "input shape, e.g. 32,3,64,64")->required();
     shapes_cmd->add_option("--norm", sh.norm, "batchnorm, layernorm, instancenorm, groupnorm or rmsnorm")->required();
     add_list(shapes_cmd, "--normalized-shape", sh.normalized_shape, "trailing dims (layernorm, rmsnorm), e.g. 3,64,64");
     add_list(shapes_cmd, "--axes", sh.axes, "reduction axes (layernorm, rmsnorm), e.g. -1 or 1,2");
-    shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm)");
-    shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1)");
+    shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm), >= 1");
+    shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1; negative counts from the end)");
     shapes_cmd->add_flag("--json", sh.json, "one JSON object instead of key: value lines");
 
     std::string tmpl = "minimal", init_out;
@@ -118,17 +146,16 @@ int main(int argc, char** argv) {
 
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
-    std::string bench_norms, bench_threads;
+    std::string bench_norms, bench_threads, bench_repeat, bench_groups, bench_channel_axis;
     auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
-    bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts (default: 1 and all cores)");
-    bench_cmd->add_option("--repeat", bench.repeat, "timed repetitions per case");
-    bench_cmd->add_option("--num-groups", bench.num_groups, "groups for groupnorm");
-    long long bench_channel_axis = 1;
-    auto* bench_ca = bench_cmd->add_option("--channel-axis", bench_channel_axis,
-                                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
+    bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
+    bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)");
+    bench_cmd->add_option("--num-groups", bench_groups, "groups for groupnorm, >= 1 (default 32)");
+    bench_cmd->add_option("--channel-axis", bench_channel_axis,
+                          "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
     bool bench_stack = false;
     StackBenchOptions stack_bench;
@@ -153,7 +180,9 @@ int main(int argc, char** argv) {
             if (!out.empty()) run.out = out;
             if (!shard.empty()) run.shard = shard;
             if (run_cmd->count("--seed")) run.seed = seed;
-            if (run_threads > 0) set_engine_threads(run_threads);
+            if (!run_threads.empty())
+                set_engine_threads(static_cast<unsigned>(
+                    integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));
             run_config(run);
         } else if (*val_cmd) {
             for (const auto& p : val_paths) {
@@ -165,8 +194,8 @@ int main(int argc, char** argv) {
             std::cout << list_text();
         } else if (*shapes_cmd) {
             sh.shape = *sh_shape;
-            if (shapes_cmd->count("--num-groups")) sh.num_groups = sh_groups;
-            if (shapes_cmd->count("--channel-axis")) sh.channel_axis = sh_channel;
+            if (shapes_cmd->count("--num-groups")) sh.num_groups = integer_option("--num-groups", sh_groups, 1, kNoMax);
+            if (shapes_cmd->count("--channel-axis")) sh.channel_axis = integer_option("--channel-axis", sh_channel, kNoMin, kNoMax);
             std::cout << shapes_answer(sh);
         } else if (*init_cmd) {
             if (init_out.empty()) std::cout << template_text(tmpl);
@@ -187,22 +216,20 @@ int main(int argc, char** argv) {
                 return 0;
             }
             bench.norms = split(bench_norms);
-            if (bench_ca->count() > 0) bench.channel_axis = bench_channel_axis;
-            for (const auto& t : split(bench_threads)) {
-                std::stringstream ss(t);
-                long long n = 0;
-                if (!(ss >> n) || n <= 0) throw InputError("bench --threads: expected positive integers, but got \"" + t + "\"");
-                bench.threads.push_back(static_cast<unsigned>(n));
-            }
+            if (bench_cmd->count("--channel-axis"))
+                bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
+            if (bench_cmd->count("--repeat"))
+                bench.repeat = static_cast<unsigned>(integer_option("bench --repeat", bench_repeat, 1, 1000000));
+            if (bench_cmd->count("--num-groups"))
+                bench.num_groups = static_cast<unsigned>(integer_option("bench --num-groups", bench_groups, 1, 1u << 30));
+            if (bench_cmd->count("--threads") && split(bench_threads).empty())
+                throw InputError("bench --threads: expected comma-separated thread counts, but got \"\"");
+            for (const auto& t : split(bench_threads))
+                bench.threads.push_back(static_cast<unsigned>(integer_option("bench --threads", t, 1, kMaxThreads)));
             for (const auto& s : bench_shapes) {
                 std::vector<long long> dims;
-                for (const auto& t : split(s)) {
-                    try {
-                        dims.push_back(std::stoll(t));
-                    } catch (const std::exception&) {
-                        throw InputError("bench --shape: expected comma-separated integers, but got \"" + s + "\"");
-                    }
-                }
+                for (const auto& t : split(s)) dims.push_back(integer_option("bench --shape", t, 1, kNoMax));
+                if (dims.empty()) throw InputError("bench --shape: expected comma-separated dims, e.g. 32,64,512, but got \"\"");
                 bench.shapes.push_back(dims);
             }
             std::cout << run_bench(bench);

@@ -123,10 +123,15 @@ Sweep extract_sweep(Json& config, const std::string& file) {
             rest /= dims[d].size();
         }
         for (std::size_t d = 0; d < dims.size(); ++d) {
-            if (!is_zip[d])
+            if (!is_zip[d]) {
                 pt.values.push_back(dims[d][idx[d]]);
-            else
-                for (const auto& path : dim_paths[d]) pt.values.push_back({path, zip[path][idx[d]]});
+                pt.origins.push_back(loc.child(dim_paths[d][0]).child(idx[d]).pointer);
+            } else {
+                for (const auto& path : dim_paths[d]) {
+                    pt.values.push_back({path, zip[path][idx[d]]});
+                    pt.origins.push_back(loc.child("zip").child(path).child(idx[d]).pointer);
+                }
+            }
         }
         s.points.push_back(std::move(pt));
     }

@@ -14,6 +14,7 @@ namespace normlab {
 struct SweepPoint {
     std::size_t index = 0;
     std::vector<std::pair<std::string, Json>> values;  ///< (config path, value), in column order
+    std::vector<std::string> origins;  ///< per value, its JSON pointer in the file ("/sweep/norms.ln.eps/2")
     /// "path=value;path=value": a stable label, used to derive the point's seed.
     std::string label() const;
 };

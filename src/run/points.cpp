@@ -82,9 +82,17 @@ void check_analyses(const Loaded& l) {
 
 }  // namespace
 
-Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt) {
+Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt, const std::string& file,
+                    Provenance* origins) {
     Json doc = base;
-    for (const auto& [path, v] : pt.values) apply_override(doc, path + "=" + v.dump());
+    for (std::size_t i = 0; i < pt.values.size(); ++i) {
+        // The sweep entry holding the value: in the file, or set there by --set.
+        const Provenance::Origin* set_by = origins ? origins->origin_of(pt.origins[i]) : nullptr;
+        const std::string who = (set_by ? set_by->label : file) + ": " + pt.origins[i] + " (sweep point " +
+                                std::to_string(pt.index) + ")";
+        const std::string pointer = set_config_value(doc, pt.values[i].first, pt.values[i].second, who);
+        if (origins) origins->record(pointer, who);
+    }
     if (!sweep.paths.empty() && sweep.seed_per_point) {
         std::uint64_t seed = doc.contains("seed") && doc["seed"].is_number_unsigned()
                                  ? doc["seed"].get<std::uint64_t>() : 0;
@@ -150,18 +158,24 @@ std::string point_plan(const Loaded& l) {
 }
 
 CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vector<const SweepPoint*>& points,
-                           const std::string& file, const std::string& max_memory) {
+                           const std::string& file, const std::string& max_memory, Provenance* origins) {
     CheckedPoints out;
     const std::size_t limit = parse_memory_size(max_memory);
+    const Provenance base = origins ? *origins : Provenance();
+    // The point's document, with its sweep values recorded over the document's own origins.
+    auto point_doc = [&](const SweepPoint& pt) {
+        if (origins) *origins = base;
+        return point_document(doc, sweep, pt, file, origins);
+    };
     for (const SweepPoint* pt : points) {
-        const Config c = parse_point(point_document(doc, sweep, *pt), file);
+        const Config c = parse_point(point_doc(*pt), file);
         check_memory(c, file, max_memory);
         out.peak_bytes = std::max(out.peak_bytes, point_memory(c, limit));
         for (auto& n : config_notes(c))  // sweep points repeat them
             if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     }
     for (std::size_t k = 0; k < points.size(); ++k) {
-        out.last = load_point(parse_point(point_document(doc, sweep, *points[k]), file), &out.last, true);
+        out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);
         check_analyses(out.last);
         if (k == 0) out.first_plan = point_plan(out.last);
     }

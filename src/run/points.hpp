@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.hpp"
 #include "config/config.hpp"
+#include "config/overrides.hpp"
 #include "config/sweep.hpp"
 #include "data/batch.hpp"
 
@@ -32,8 +33,12 @@ struct Loaded {
 
 /// The config document of one sweep point: `base` with the point's overrides; its seed
 /// derived from the base seed and the point's values (derive_seed) unless the sweep keeps
-/// one seed for all points. Throws InputError as apply_override().
-Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt);
+/// one seed for all points. Each value set is recorded in `origins` (when given) as the
+/// sweep entry of config `file` that holds it ("cfg.json: /sweep/norms.ln.eps/2 (sweep
+/// point 5)", or the --set that set that entry), so that an error at it blames the sweep.
+/// Throws InputError naming that entry when a swept path does not exist.
+Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt, const std::string& file = "",
+                    Provenance* origins = nullptr);
 
 /// Parses a point's config document (`file` names it in messages; paths inside resolve
 /// against its folder). No data is built. Throws InputError.
@@ -73,7 +78,10 @@ struct CheckedPoints {
 /// on its spec alone (the seed only draws values), so a batch is rebuilt only when its spec
 /// changes. Throws InputError naming the file and JSON pointer of the first problem; `run`
 /// and `validate` both call this, so they refuse the same configs with the same message.
+/// `origins` (when given) holds who set the values of `doc` (--set, --seed); each point's
+/// sweep values are added to it while that point is checked (point_document), so that a
+/// caller's blame_origins() names the override or sweep entry at fault.
 CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vector<const SweepPoint*>& points,
-                           const std::string& file, const std::string& max_memory);
+                           const std::string& file, const std::string& max_memory, Provenance* origins = nullptr);
 
 }  // namespace normlab

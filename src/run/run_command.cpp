@@ -12,6 +12,7 @@
 #include "analysis/analysis.hpp"
 #include "run/report_command.hpp"
 #include "config/config.hpp"
+#include "config/overrides.hpp"
 #include "config/sweep.hpp"
 #include "data/npy.hpp"
 #include "report/output.hpp"
@@ -31,85 +32,18 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Splits a dotted path or JSON pointer into tokens.
-std::vector<std::string> path_tokens(const std::string& path) {
-    std::vector<std::string> out;
-    if (!path.empty() && path[0] == '/') {
-        Json::json_pointer p(path);
-        std::string s = path.substr(1);
-        std::stringstream ss(s);
-        std::string tok;
-        while (std::getline(ss, tok, '/')) {
-            std::string t;
-            for (std::size_t i = 0; i < tok.size(); ++i) {
-                if (tok[i] == '~' && i + 1 < tok.size()) t += tok[++i] == '0' ? '~' : '/';
-                else t += tok[i];
-            }
-            out.push_back(t);
-        }
-        return out;
-    }
-    std::stringstream ss(path);
-    std::string tok;
-    while (std::getline(ss, tok, '.')) out.push_back(tok);
-    return out;
-}
-
 }  // namespace
 
-void apply_override(Json& config, const std::string& assignment) {
-    auto eq = assignment.find('=');
-    std::string where = "--set " + assignment;
-    if (eq == std::string::npos || eq == 0)
-        throw InputError(where + ": expected PATH=VALUE (e.g. norms.ln.eps=1e-3)");
-    std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-    Json value;
-    check_json_nesting(text, where);
-    try {
-        value = Json::parse(text);
-    } catch (const Json::parse_error&) {
-        value = text;  // not JSON: a plain string such as a path or a name
-    } catch (const Json::out_of_range&) {
-        throw InputError(where + ": the number is out of range (a double holds magnitudes up to 1.8e308)");
-    }
-    auto tokens = path_tokens(path);
-    if (tokens.empty()) throw InputError(where + ": empty path");
-    Json* node = &config;
-    std::string walked;
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        const std::string& t = tokens[i];
-        const bool last = i + 1 == tokens.size();
-        walked += "/" + t;
-        if (node->is_object()) {
-            if (!last && !node->contains(t))
-                throw InputError(where + ": " + walked + " does not exist in the config");
-            node = &(*node)[t];
-        } else if (node->is_array()) {
-            std::size_t idx = 0;
-            try {
-                std::size_t used = 0;
-                idx = std::stoul(t, &used);
-                if (used != t.size()) throw std::invalid_argument(t);
-            } catch (const std::exception&) {
-                throw InputError(where + ": " + walked + ": expected an array index, but got \"" + t + "\"");
-            }
-            if (idx >= node->size())
-                throw InputError(where + ": " + walked + ": index out of range (the array has " +
-                                 count_noun(node->size(), "element") + ")");
-            node = &(*node)[idx];
-        } else {
-            throw InputError(where + ": " + walked + ": cannot descend into a " + json_type_name(*node));
-        }
-    }
-    *node = value;
-}
-
-Json load_config_document(const RunOptions& o) {
+Json load_config_document(const RunOptions& o, Provenance* origins) {
     Json j = load_json_file(o.config_path);
-    for (const auto& s : o.sets) apply_override(j, s);
+    for (const auto& s : o.sets) {
+        const std::string pointer = apply_override(j, s);
+        if (origins) origins->record(pointer, "--set " + s);
+    }
     if (o.seed) {
         if (!j.is_object()) throw InputError(o.config_path + ": /: expected an object");
         j["seed"] = *o.seed;
+        if (origins) origins->record("/seed", "--seed " + std::to_string(*o.seed));
     }
     return j;
 }
@@ -142,11 +76,14 @@ Json data_summary(const Batch& b) {
 }  // namespace
 
 std::vector<std::string> validate_config(const RunOptions& o) {
-    Json doc = load_config_document(o);
-    const Sweep sweep = extract_sweep(doc, o.config_path);
-    std::vector<const SweepPoint*> all;
-    for (const auto& pt : sweep.points) all.push_back(&pt);
-    return check_points(doc, sweep, all, o.config_path, o.max_memory).notes;
+    Provenance origins;  // an error at a value set by --set or a sweep point blames that
+    return blame_origins(origins, [&] {
+        Json doc = load_config_document(o, &origins);
+        const Sweep sweep = extract_sweep(doc, o.config_path);
+        std::vector<const SweepPoint*> all;
+        for (const auto& pt : sweep.points) all.push_back(&pt);
+        return check_points(doc, sweep, all, o.config_path, o.max_memory, &origins).notes;
+    });
 }
 
 namespace {
@@ -191,9 +128,12 @@ Table empty_table(const std::string& type, const Sweep& sweep, bool swept) {
 
 }  // namespace
 
-void run_config(const RunOptions& o) {
+namespace {
+
+void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
-    Json base_doc = load_config_document(o);
+    Json base_doc = load_config_document(o, &origins);
+    const Provenance base_origins = origins;
     const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
     Sweep sweep = extract_sweep(base_doc, o.config_path);
     std::size_t shard_i = 0, shard_n = 1;
@@ -205,9 +145,12 @@ void run_config(const RunOptions& o) {
     std::vector<const SweepPoint*> selected;
     for (const auto& pt : sweep.points)
         if (pt.index % shard_n == shard_i) selected.push_back(&pt);
-    auto point_doc = [&](const SweepPoint& pt) { return point_document(base_doc, sweep, pt); };
+    auto point_doc = [&](const SweepPoint& pt) {
+        origins = base_origins;
+        return point_document(base_doc, sweep, pt, o.config_path, &origins);
+    };
     // Every selected point is checked before anything is computed, written or printed.
-    CheckedPoints checked = check_points(base_doc, sweep, selected, o.config_path, o.max_memory);
+    CheckedPoints checked = check_points(base_doc, sweep, selected, o.config_path, o.max_memory, &origins);
     // Name, dtype, output folder and analysis list: the first selected point's, or the first
     // point's for a shard without points (extract_sweep always lists at least one).
     const SweepPoint& head = selected.empty() ? sweep.points.front() : *selected.front();
@@ -358,6 +301,13 @@ void run_config(const RunOptions& o) {
         if (written.size() <= 20)
             for (const auto& f : written) std::cerr << "  " << (out_dir / f.get<std::string>()).string() << "\n";
     }
+}
+
+}  // namespace
+
+void run_config(const RunOptions& o) {
+    Provenance origins;  // an error at a value set by --set or a sweep point blames that
+    blame_origins(origins, [&] { run_points(o, origins); });
 }
 
 }  // namespace normlab

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "config/overrides.hpp"
 #include "json/reader.hpp"
 
 namespace normlab {
@@ -23,14 +24,9 @@ struct RunOptions {
     std::string max_memory;
 };
 
-/// Applies one "PATH=VALUE" override to a config document. PATH is a dotted path
-/// ("norms.ln.eps", "data.x.shape.0") or a JSON pointer ("/norms/ln/eps"); VALUE is parsed
-/// as JSON, else taken as a string. Throws InputError naming the override when PATH does
-/// not lead through existing objects/arrays.
-void apply_override(Json& config, const std::string& assignment);
-
-/// Loads, overrides and parses a config (no data loaded). Throws InputError.
-Json load_config_document(const RunOptions& o);
+/// Loads a config document and applies --set and --seed (config/overrides.hpp), recording
+/// in `origins` (when given) which values they set. Throws InputError.
+Json load_config_document(const RunOptions& o, Provenance* origins = nullptr);
 
 /// Runs a config end to end (every sweep point of this shard, in one process) and writes
 /// the output folder, then prints a summary on stderr unless quiet. Every selected point is

@@ -15,7 +15,8 @@ std::size_t default_memory_limit();
 
 /// Parses a --max-memory value: bytes ("1000000"), with a binary unit ("512M", "8G",
 /// "1.5GiB", "2T"; K/M/G/T with an optional "iB" or "B", case-insensitive), a share of the
-/// physical memory ("75%"), or "none" / "0" for no limit (SIZE_MAX). Empty: the default.
+/// physical memory ("75%"), or "none" for no limit (SIZE_MAX). Empty: the default. "0"
+/// is refused (a limit nothing fits; it does not mean "none").
 /// Throws InputError "--max-memory: ..." for anything else.
 std::size_t parse_memory_size(const std::string& text);
 

@@ -1,0 +1,138 @@
+#include "config/overrides.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+// RFC 6901 escaping of one reference token.
+std::string escape_token(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '~') out += "~0";
+        else if (c == '/') out += "~1";
+        else out += c;
+    }
+    return out;
+}
+
+// Splits a dotted path or JSON pointer into unescaped tokens.
+std::vector<std::string> path_tokens(const std::string& path) {
+    std::vector<std::string> out;
+    const bool pointer = !path.empty() && path[0] == '/';
+    std::stringstream ss(pointer ? path.substr(1) : path);
+    std::string tok;
+    while (std::getline(ss, tok, pointer ? '/' : '.')) {
+        if (!pointer) {
+            out.push_back(tok);
+            continue;
+        }
+        std::string t;
+        for (std::size_t i = 0; i < tok.size(); ++i) {
+            if (tok[i] == '~' && i + 1 < tok.size()) t += tok[++i] == '0' ? '~' : '/';
+            else t += tok[i];
+        }
+        out.push_back(t);
+    }
+    // "a/" and "a." end in an empty token that getline drops: keep it (it is a key "").
+    if (!path.empty() && path != "/" && path.back() == (pointer ? '/' : '.')) out.push_back("");
+    return out;
+}
+
+bool at_or_under(const std::string& pointer, const std::string& base) {
+    return pointer == base || (pointer.size() > base.size() && pointer.compare(0, base.size(), base) == 0 &&
+                               pointer[base.size()] == '/');
+}
+
+}  // namespace
+
+std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who) {
+    auto tokens = path_tokens(path);
+    if (tokens.empty()) throw InputError(who + ": empty path");
+    Json* node = &config;
+    std::string walked;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const std::string& t = tokens[i];
+        const bool last = i + 1 == tokens.size();
+        if (node->is_object()) {
+            if (!last && !node->contains(t)) {
+                std::vector<std::string> keys;
+                for (auto it = node->begin(); it != node->end(); ++it) keys.push_back(it.key());
+                const std::string hint = did_you_mean(t, keys);
+                throw InputError(who + ": " + walked + "/" + escape_token(t) + " does not exist in the config" +
+                                 (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+            }
+            walked += "/" + escape_token(t);
+            node = &(*node)[t];
+        } else if (node->is_array()) {
+            walked += "/" + escape_token(t);
+            std::size_t idx = 0;
+            try {
+                std::size_t used = 0;
+                idx = std::stoul(t, &used);
+                if (used != t.size() || t.empty() || t[0] == '-' || t[0] == '+') throw std::invalid_argument(t);
+            } catch (const std::exception&) {
+                throw InputError(who + ": " + walked + ": expected an array index, but got \"" + t + "\"");
+            }
+            if (idx >= node->size())
+                throw InputError(who + ": " + walked + ": index out of range (the array has " +
+                                 std::to_string(node->size()) + " elements)");
+            node = &(*node)[idx];
+        } else {
+            throw InputError(who + ": " + walked + "/" + escape_token(t) + ": cannot descend into a " +
+                             json_type_name(*node) + " (" + (walked.empty() ? "/" : walked) + " is one)");
+        }
+    }
+    *node = std::move(value);
+    return walked;
+}
+
+std::string apply_override(Json& config, const std::string& assignment) {
+    auto eq = assignment.find('=');
+    const std::string who = "--set " + assignment;
+    if (eq == std::string::npos || eq == 0)
+        throw InputError(who + ": expected PATH=VALUE (e.g. norms.ln.eps=1e-3)");
+    const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+    Json value;
+    check_json_nesting(text, who);
+    try {
+        value = Json::parse(text);
+    } catch (const Json::parse_error&) {
+        value = text;  // not JSON: a plain string such as a path or a name
+    } catch (const Json::out_of_range&) {
+        throw InputError(who + ": the number is out of range (a double holds magnitudes up to 1.8e308)");
+    }
+    return set_config_value(config, path, std::move(value), who);
+}
+
+void Provenance::record(const std::string& pointer, const std::string& label) {
+    m_origins.erase(std::remove_if(m_origins.begin(), m_origins.end(),
+                                   [&](const Origin& o) { return at_or_under(o.pointer, pointer); }),
+                    m_origins.end());
+    m_origins.push_back({pointer, label});
+}
+
+const Provenance::Origin* Provenance::origin_of(const std::string& pointer) const {
+    const Origin* best = nullptr;
+    for (const auto& o : m_origins)
+        if (at_or_under(pointer, o.pointer) && (!best || o.pointer.size() > best->pointer.size())) best = &o;
+    return best;
+}
+
+std::string Provenance::blame(const JsonError& e) const {
+    const Origin* o = origin_of(e.where.pointer);
+    if (!o) return "";
+    if (!e.unknown_key.empty()) {
+        const std::string& p = e.where.pointer;
+        const std::string object = p.substr(0, p.rfind('/'));
+        return o->label + ": unknown key \"" + e.unknown_key + "\" in " + (object.empty() ? "/" : object) +
+               (e.hint.empty() ? "" : " (did you mean \"" + e.hint + "\"?)");
+    }
+    return o->label + ": " + (e.where.pointer.empty() ? "/" : e.where.pointer) + ": " + e.reason;
+}
+
+}  // namespace normlab

@@ -1,0 +1,222 @@
+// What a new user reads when something is wrong: errors blame what set the bad value (the
+// file, a --set override, a sweep point, an option), a misspelled required key is reported
+// as the misspelling, numeric options refuse values the help does not give a meaning, and
+// numbers read as the CSVs write them. End to end through the built binary.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "cli_util.hpp"
+#include "data/npy.hpp"
+
+using namespace normlab_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = NORMLAB_SOURCE_DIR;
+const std::string kQuick = kSrc + "/configs/quickstart.json";
+
+// Writes `json` as <test dir>/cfg.json and runs `normlab <command> cfg.json <extra>`.
+CliResult on_config(const std::string& name, const std::string& json, const std::string& command,
+                    const std::string& extra = "") {
+    fs::path dir = fresh_dir(name);
+    write_text(dir / "cfg.json", json);
+    const std::string out = command == "run" ? " --out " + (dir / "out").string() : "";
+    return run_normlab(command + " " + (dir / "cfg.json").string() + out + " " + extra);
+}
+
+// One data entry, one norm, one apply analysis.
+std::string config(const std::string& data, const std::string& norm, const std::string& analysis_extra = "") {
+    return R"({"name": "t", "data": {"x": )" + data + R"(}, "norms": {"n": )" + norm +
+           R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"])" + analysis_extra + "}]}";
+}
+
+const std::string kGauss = R"({"source": "gaussian", "shape": [2, 6, 4]})";
+const std::string kLn = R"({"type": "layernorm", "normalized_shape": [4]})";
+
+// Exit 2 and one line on stderr holding `expect`.
+void check_refused(const CliResult& r, const std::string& expect) {
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find(expect) != std::string::npos, r.err);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+}  // namespace
+
+TEST_CASE("an error at a value set by --set blames the override, not the config file") {
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"--set norms.ln.epsx=1e-3", "error: --set norms.ln.epsx=1e-3: unknown key \"epsx\" in /norms/ln (did you mean \"eps\"?)"},
+        {"--set norms.ln.eps=abc", "error: --set norms.ln.eps=abc: /norms/ln/eps: expected a number, but got string \"abc\""},
+        {"--set norms.ln.eps=-1", "error: --set norms.ln.eps=-1: /norms/ln/eps: eps must be >= 0, but got -1"},
+        {"--set /norms/ln/convention=pytorch", "error: --set /norms/ln/convention=pytorch: /norms/ln/convention: unknown value \"pytorch\""},
+        {R"(--set 'norms.ln={"type":"layernorm","epsx":1}')",
+         "error: --set norms.ln={\"type\":\"layernorm\",\"epsx\":1}: unknown key \"epsx\" in /norms/ln (did you mean \"eps\"?)"},
+        {"--set data.row.values=[[1,2],[3]]", "error: --set data.row.values=[[1,2],[3]]: /data/row/values/1: ragged nested list"},
+        {"--set data.tokens.std=-1", "error: --set data.tokens.std=-1: /data/tokens/std: std must be >= 0, but got -1"},
+        {"--set norms.bn.momentum=2", "error: --set norms.bn.momentum=2: /norms/bn/momentum: momentum must be in [0, 1]"},
+        // found by the engine when the norm meets its data: still the override's fault
+        {"--set norms.ln.normalized_shape=[7]", "error: --set norms.ln.normalized_shape=[7]: /norms/ln/normalized_shape: layernorm \"ln\""},
+        {"--set analyses.0.typ=apply", "error: --set analyses.0.typ=apply: unknown key \"typ\" in /analyses/0 (did you mean \"type\"?)"},
+        {"--set name=a/b", "error: --set name=a/b: /name: name (the default output folder is results/<name>) \"a/b\" must not contain"},
+        {"--seed -1", "error: --seed -1: /seed: seed must be >= 0, but got -1"},
+        // a misspelled step of the path itself: named, with a did-you-mean
+        {"--set norms.lnn.eps=1", "error: --set norms.lnn.eps=1: /norms/lnn does not exist in the config (did you mean \"ln\"?)"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.args);
+        check_refused(run_normlab("run " + kQuick + " --dry-run " + c.args), c.expect);
+        if (c.args.rfind("--seed", 0) != 0)  // validate takes --set, not --seed
+            check_refused(run_normlab("validate " + kQuick + " " + c.args), c.expect);
+    }
+    // The file stays at fault for what the override did not touch.
+    check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.ln.eps=1e-3 --set norms.ln.epsy=1 --set norms.ln.epsy=2"),
+                  "error: --set norms.ln.epsy=2: unknown key \"epsy\" in /norms/ln");
+    CliResult file_fault = on_config("blame_file", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "epsx": 1})"),
+                                     "validate", "--set norms.n.eps=1e-3");
+    check_refused(file_fault, "cfg.json: /norms/n/epsx: unknown key \"epsx\"; did you mean \"eps\"?");
+    // A later --set of a whole object takes over the blame for everything inside it.
+    check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.ln.eps=1 " +
+                              R"(--set 'norms.ln={"type":"layernorm","normalized_shape":[512],"eps":-2}')"),
+                  "error: --set norms.ln={\"type\":\"layernorm\",\"normalized_shape\":[512],\"eps\":-2}: /norms/ln/eps: eps must be >= 0, but got -2");
+}
+
+TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
+    const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
+    const std::string sweep = base + R"(, "sweep": {"norms.n.eps": [1e-5, -1], "data.x.std": [1, 2]}})";
+    CliResult r = on_config("blame_sweep", sweep, "validate");
+    check_refused(r, "cfg.json: /sweep/norms.n.eps/1 (sweep point 2): /norms/n/eps: eps must be >= 0, but got -1");
+    const std::string zip = base + R"(, "sweep": {"zip": {"norms.n.eps": [1e-5, 1e-3], "data.x.std": [1, "wide"]}}})";
+    CliResult z = on_config("blame_zip", zip, "run");
+    check_refused(z, "cfg.json: /sweep/zip/data.x.std/1 (sweep point 1): /data/x/std: expected a number, but got string \"wide\"");
+    // A sweep path that does not exist was blamed on a --set that nobody wrote.
+    const std::string bad_path = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1) +
+                                 R"(, "sweep": {"norms.m.eps": [1e-5]}})";
+    CliResult p = on_config("blame_sweep_path", bad_path, "validate");
+    check_refused(p, "cfg.json: /sweep/norms.m.eps/0 (sweep point 0): /norms/m does not exist in the config (did you mean \"n\"?)");
+    CHECK(p.err.find("--set") == std::string::npos);
+    // The sweep entry itself set by --set: the override is named.
+    CliResult s = on_config("blame_set_sweep", bad_path, "validate", "--set '/sweep/norms.m.eps=[2]'");
+    check_refused(s, "error: --set /sweep/norms.m.eps=[2]: /sweep/norms.m.eps/0 (sweep point 0): /norms/m does not exist");
+}
+
+TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
+    struct Case {
+        std::string name, json, expect;
+    };
+    const std::string values = R"({"source": "values", "values": [[1, 2, 3, 4]]})";
+    const std::vector<Case> cases = {
+        {"norm_required", config(values, R"({"type": "layernorm", "normalised_shape": [4]})"),
+         "/norms/n/normalised_shape: unknown key \"normalised_shape\"; did you mean \"normalized_shape\"?"},
+        {"norm_groups", config(kGauss, R"({"type": "groupnorm", "num_group": 2})"),
+         "/norms/n/num_group: unknown key \"num_group\"; did you mean \"num_groups\"?"},
+        {"norm_type", config(values, R"({"typ": "layernorm", "axes": [-1]})"),
+         "/norms/n/typ: unknown key \"typ\"; did you mean \"type\"?"},
+        {"source", config(R"({"sourse": "values", "values": [[1, 2]]})", kLn),
+         "/data/x/sourse: unknown key \"sourse\"; did you mean \"source\"?"},
+        {"source_key", config(R"({"source": "gaussian", "shap": [2, 4]})", kLn),
+         "/data/x/shap: unknown key \"shap\"; did you mean \"shape\"?"},
+        {"tokens_key", config(R"({"source": "tokens", "batch": 2, "max_lenght": 5, "dim": 4})", kLn),
+         "/data/x/max_lenght: unknown key \"max_lenght\"; did you mean \"max_len\"?"},
+        {"analysis_norms", R"({"data": {"x": )" + values + R"(}, "norms": {"n": )" + kLn +
+                               R"(}, "analyses": [{"type": "apply", "data": ["x"], "norm": ["n"]}]})",
+         "/analyses/0/norm: unknown key \"norm\"; did you mean \"norms\"?"},
+        {"analysis_type", R"({"data": {"x": )" + values + R"(}, "norms": {"n": )" + kLn +
+                              R"(}, "analyses": [{"tpye": "apply", "data": ["x"], "norms": ["n"]}]})",
+         "/analyses/0/tpye: unknown key \"tpye\"; did you mean \"type\"?"},
+        {"top", R"({"data": {"x": )" + values + R"(}, "norms": {"n": )" + kLn +
+                    R"(}, "analysis": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+         "/analysis: unknown key \"analysis\"; did you mean \"analyses\"?"},
+        {"init", config(values, R"({"type": "layernorm", "axes": [-1], "weight": {"nmp": "w.npy"}})"),
+         "/norms/n/weight/nmp: unknown key \"nmp\"; did you mean \"npy\"?"},
+        // a valid key close to a missing one is not taken for its misspelling
+        {"ports_not_norms", R"({"data": {"x": )" + values + R"(}, "norms": {"n": )" + kLn +
+                                R"(}, "analyses": [{"type": "port_check", "data": ["x"], "ports": ["n"]}]})",
+         "/analyses/0: missing required key \"norms\""},
+        {"min_len_not_max_len", config(R"({"source": "tokens", "batch": 2, "min_len": 1, "dim": 4})", kLn),
+         "/data/x: missing required key \"max_len\""},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        check_refused(on_config("misspelled_" + c.name, c.json, "validate"), "cfg.json: " + c.expect);
+    }
+}
+
+TEST_CASE("numeric options refuse values the help gives no meaning") {
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"run " + kQuick + " --dry-run --threads 0", "--threads 0: expected an integer from 1 to 1024 (leave it out to use all cores)"},
+        {"run " + kQuick + " --dry-run --threads -2", "--threads -2: expected an integer from 1 to 1024"},
+        {"run " + kQuick + " --dry-run --threads 100000", "--threads 100000: expected an integer from 1 to 1024"},
+        {"run " + kQuick + " --dry-run --threads two", "--threads two: expected an integer from 1 to 1024"},
+        {"run " + kQuick + " --dry-run --max-memory 0", "--max-memory: expected a size such as 8G"},
+        {"validate " + kQuick + " --max-memory 0", "--max-memory: expected a size such as 8G"},
+        {"run " + kQuick + " --dry-run --shard 2/2", "--shard 2/2: expected I/N with 0 <= I < N"},
+        {"shapes --shape 2,4,3 --norm groupnorm --num-groups 0", "--num-groups 0: expected an integer >= 1"},
+        {"shapes --shape 2,4,3 --norm batchnorm --channel-axis x", "--channel-axis x: expected an integer"},
+        {"shapes --shape 2,0,3 --norm layernorm --normalized-shape 3", "--shape: dims must be positive, but got 0"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.args);
+        check_refused(run_normlab(c.args), "normlab: error: " + c.expect);
+    }
+    // The help says what the ranges are.
+    CHECK(run_normlab("run --help").out.find("1 to 1024") != std::string::npos);
+    CHECK(run_normlab("run " + kQuick + " --dry-run --threads 1").exit_code == 0);
+}
+
+TEST_CASE("numbers in messages read as the CSVs write them (shortest round trip, no -1.000000)") {
+    struct Case {
+        std::string name, json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"gaussian_std", config(R"({"source": "gaussian", "shape": [2, 4], "std": -1})", kLn),
+         "/data/x/std: std must be >= 0, but got -1"},
+        {"gaussian_std_nan", config(R"({"source": "gaussian", "shape": [2, 4], "std": "nan"})", kLn),
+         "/data/x/std: std must be >= 0, but got nan"},
+        {"images_std", config(R"({"source": "images", "shape": [2, 1, 4, 4], "channel_std": [-0.25]})",
+                              R"({"type": "batchnorm"})"),
+         "/data/x/channel_std/0: must be >= 0, but got -0.25"},
+        {"images_smooth", config(R"({"source": "images", "shape": [2, 1, 4, 4], "smooth": -0.1})",
+                                 R"({"type": "batchnorm"})"),
+         "/data/x/smooth: smooth (the correlation length in pixels) must be in [0, 1e6], but got -0.1"},
+        {"normal_init", config(kGauss, R"({"type": "layernorm", "axes": [-1], "weight": {"normal": {"std": -0.5}}})"),
+         "/norms/n/weight/normal/std: std must be >= 0, but got -0.5"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CliResult r = on_config("numbers_" + c.name, c.json, "validate");
+        check_refused(r, "cfg.json: " + c.expect);
+        CHECK(r.err.find("00000") == std::string::npos);
+    }
+    // A mask value from a file (no JSON involved).
+    fs::path dir = fresh_dir("numbers_mask");
+    normlab::write_file_bytes(dir / "m.npy", normlab::npy_bytes(xt::xarray<double>{{1, -0.5}, {1, 1}}, normlab::DType::float64));
+    write_text(dir / "cfg.json", config(R"({"source": "gaussian", "shape": [2, 2, 4], "channel_axis": -1, "mask": "m.npy"})", kLn));
+    check_refused(run_normlab("validate " + (dir / "cfg.json").string()),
+                  "cfg.json: /data/x/mask: mask values must be 0 or 1 (or bool), but element 1 (row-major) is -0.5");
+}
+
+TEST_CASE("values, weights and other numbers accept \"nan\", \"inf\" and \"-inf\", as reports write them") {
+    const std::string cfg = config(R"({"source": "values", "values": [[1, "nan", 3, 4], [1, 2, "inf", "-inf"], [1, 2, 3, 4]]})",
+                                   R"({"type": "layernorm", "normalized_shape": [4], "weight": [1, 1, "inf", 1]})");
+    CliResult r = on_config("nonfinite_values", cfg, "run", "-q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::string csv = read_text(fresh_dir("nonfinite_probe").parent_path() / "nonfinite_values" / "out" / "apply.csv");
+    // 1 NaN and 2 infinities in; the NaN row and the inf row have non-finite statistics.
+    CHECK(csv.find(",3,2,") != std::string::npos);  // nonfinite_in 3, nonfinite_stats 2
+    const std::string report = read_text(fresh_dir("nonfinite_probe").parent_path() / "nonfinite_values" / "out" / "report.json");
+    CHECK(report.find("\"nonfinite_values\": 3") != std::string::npos);
+    // Only those spellings: anything else is still an error.
+    check_refused(on_config("nonfinite_bad", config(R"({"source": "values", "values": [[1, "NaN"]]})", kLn), "validate"),
+                  "cfg.json: /data/x/values/0/1: expected a number, but got string \"NaN\"");
+    check_refused(on_config("nonfinite_eps", config(kGauss, R"({"type": "layernorm", "axes": [-1], "eps": "nan"})"), "validate"),
+                  "cfg.json: /norms/n/eps: eps must be >= 0, but got nan");
+    CliResult w = on_config("nonfinite_const", config(kGauss, R"({"type": "layernorm", "axes": [-1], "bias": "-inf"})"), "run", "-q");
+    CHECK_MESSAGE(w.exit_code == 0, w.err);
+}
