@@ -9,17 +9,6 @@ namespace normlab {
 
 namespace {
 
-// RFC 6901 escaping of one reference token.
-std::string escape_token(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
-}
-
 // Splits a dotted path or JSON pointer into unescaped tokens.
 std::vector<std::string> path_tokens(const std::string& path) {
     std::vector<std::string> out;
@@ -63,13 +52,13 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
                 std::vector<std::string> keys;
                 for (auto it = node->begin(); it != node->end(); ++it) keys.push_back(it.key());
                 const std::string hint = did_you_mean(t, keys);
-                throw InputError(who + ": " + walked + "/" + escape_token(t) + " does not exist in the config" +
+                throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + " does not exist in the config" +
                                  (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
             }
-            walked += "/" + escape_token(t);
+            walked = JsonLocation{"", walked}.child(t).pointer;
             node = &(*node)[t];
         } else if (node->is_array()) {
-            walked += "/" + escape_token(t);
+            walked = JsonLocation{"", walked}.child(t).pointer;
             std::size_t idx = 0;
             try {
                 std::size_t used = 0;
@@ -83,7 +72,7 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
                                  std::to_string(node->size()) + " elements)");
             node = &(*node)[idx];
         } else {
-            throw InputError(who + ": " + walked + "/" + escape_token(t) + ": cannot descend into a " +
+            throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + ": cannot descend into a " +
                              json_type_name(*node) + " (" + (walked.empty() ? "/" : walked) + " is one)");
         }
     }
