@@ -87,6 +87,20 @@ std::vector<std::string> listed_keys(const std::string& text) {
     return names;
 }
 
+// Two significant digits, as the docs write small figures: 5.7e-5, 0.0056, 0.41, 3.3.
+std::string two_digits(double v) {
+    char buf[32];
+    if (std::fabs(v) < 1e-3) {
+        std::snprintf(buf, sizeof buf, "%.1e", v);  // "5.7e-05"
+        std::string s = buf;
+        const auto e = s.find("e-0");
+        if (e != std::string::npos) s.erase(e + 2, 1);  // "5.7e-5"
+        return s;
+    }
+    std::snprintf(buf, sizeof buf, "%.2g", v);
+    return buf;
+}
+
 // "x.xx": a figure as the docs round it.
 std::string fixed(double v, int digits) {
     std::ostringstream o;
@@ -317,7 +331,13 @@ TEST_CASE("the figures the docs quote come from the shipped configs") {
 
         const fs::path tab = run_shipped("real_tabular");
         const auto wine = json::parse(read_text(tab / "report.json"))["data"]["wine"]["shape"];
-        CHECK_QUOTES(readme, "the wine table (" + wine[0].dump() + " x " + wine[1].dump());
+        const auto means = normlab::read_npy(tab / "arrays/wine/bn/mean.npy").values;
+        double lo = 1e300, hi = 0;
+        for (std::size_t j = 0; j < 12; ++j) lo = std::min(lo, means.data()[j]), hi = std::max(hi, means.data()[j]);
+        const std::string wine_text = "the wine table (" + wine[0].dump() + " x " + wine[1].dump() + "; proline averages " +
+                                      fixed(means.data()[12], 0) + ", the other 12 columns " + fixed(lo, 2) + " to " + fixed(hi, 1) + ")";
+        CHECK_QUOTES(readme, wine_text);
+        CHECK_QUOTES(configs_readme, wine_text);
         const auto y = normlab::read_npy(tab / "arrays/wine/ln/output.npy").values;
         double proline_min = 1e300, others = 0;
         for (std::size_t i = 0; i < y.shape()[0]; ++i) {
@@ -383,12 +403,50 @@ TEST_CASE("the figures the docs quote come from the shipped configs") {
                                          ", running variances by up to " + fixed(num(bn, "running_var_max_abs_diff"), 1));
         CHECK_QUOTES(results_readme, "differ by up to " + fixed(num(bn, "max_abs_diff"), 1) + ", because");
 
+        // "[0.183, −0.365, 0, 1.461]": a group's values as the docs print them (U+2212 minus).
+        auto values = [](std::string list) {
+            std::string out = "[";
+            std::stringstream ss(list.substr(1, list.size() - 2));
+            std::string v;
+            for (int k = 0; std::getline(ss, v, ','); ++k) {
+                const double d = std::stod(v);
+                std::string f = d == 0 ? "0" : fixed(std::fabs(d), 3);
+                out += (k ? ", " : "") + std::string(d < 0 ? "−" : "") + f;
+            }
+            return out + "]";
+        };
+        const auto gemma = one(pc, {{"port", "rms_gemma"}});
+        CHECK_QUOTES(results_readme, values(gemma.at("ref_values")) + " against " + values(gemma.at("port_values")));
         const auto pad = table(run_shipped("padding"), "padding");
         const auto b04 = one(pad, {{"norm", "bn_keras"}});
         CHECK_QUOTES(results_readme, "moves the mean from " + fixed(num(b04, "mean_excluded_avg"), 0) + " to " +
                                          fixed(num(b04, "mean_included_avg"), 1) + " and the variance from " +
                                          fixed(num(b04, "var_excluded_avg"), 0) + " to " + fixed(num(b04, "var_included_avg"), 2) +
                                          " (`var_contamination_rel_max` " + fixed(num(b04, "var_contamination_rel_max"), 3) + ")");
+    }
+    SUBCASE("gradients and jacobian") {
+        const fs::path out = run_shipped("gradients");
+        const auto g = table(out, "gradients");
+        const auto normal = select(g, {{"point", "0"}, {"upstream", "normal"}});
+        CHECK_QUOTES(results_readme, "`cross_sample_fraction` " + fixed(num(one(normal, {{"norm", "bn"}}), "cross_sample_fraction"), 2) +
+                                         " on the tokens and " +
+                                         fixed(num(one(normal, {{"norm", "bn_img"}}), "cross_sample_fraction"), 2) + " on the images");
+        const std::vector<std::string> eps = {"1e-06", "1e-05", "1e-04", "0.001", "0.01", "0.1"};
+        const std::vector<std::string> eps_doc = {"eps 1e-6", "1e-5", "1e-4", "1e-3", "1e-2", "0.1"};
+        std::string cos, rstd, ln_gain, rms_gain;
+        const auto j = table(out, "jacobian");
+        for (std::size_t k = 0; k < eps.size(); ++k) {
+            const auto ln = one(g, {{"norms_n_type", "layernorm"}, {"norms_n_eps", eps[k]}, {"norm", "n"}, {"upstream", "normal"}});
+            cos += (k ? ", " : "") + two_digits(num(ln, "grad_xhat_cos_max")) + " at " + eps_doc[k];
+            const auto jl = one(j, {{"norms_n_type", "layernorm"}, {"norms_n_eps", eps[k]}, {"group", "0"}});
+            const auto jr = one(j, {{"norms_n_type", "rmsnorm"}, {"norms_n_eps", eps[k]}, {"group", "0"}});
+            rstd += (k ? ", " : "") + fixed(num(jl, "rstd"), 2);
+            ln_gain += (k ? ", " : "") + two_digits(num(jl, "gain_xhat"));
+            rms_gain += (k ? ", " : "") + two_digits(num(jr, "gain_xhat"));
+        }
+        CHECK_QUOTES(results_readme, "grows with eps: " + cos);
+        CHECK_QUOTES(results_readme, "LayerNorm's first row: rstd " + rstd + " and `gain_xhat` " + ln_gain + ", equal to");
+        CHECK_QUOTES(results_readme, "`gain_xhat` " + rms_gain + ", which is also its smallest singular value");
     }
     SUBCASE("the tour's settings") {
         const auto bd = json::parse(read_text(kSrc + "/configs/batch_dependence.json"));
