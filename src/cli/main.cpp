@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
     run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)");
     std::string run_threads;
-    run_cmd->add_option("--threads", run_threads, "engine threads, 1 to 1024 (default: all cores; results are identical for any count)");
+    run_cmd->add_option("--threads", run_threads, "engine threads, 1 to 1024 (default: all cores; results are identical for any count)")
+        ->type_name("INT");
     run_cmd->add_flag("--dry-run", run.dry_run, "validate and print the plan (data, norms, analyses, points, memory); write nothing");
     run_cmd->add_flag("--force", run.force, "replace an output folder that does not hold a normlab result");
     run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing on success");
@@ -111,8 +112,9 @@ int main(int argc, char** argv) {
     shapes_cmd->add_option("--norm", sh.norm, "batchnorm, layernorm, instancenorm, groupnorm or rmsnorm")->required();
     add_list(shapes_cmd, "--normalized-shape", sh.normalized_shape, "trailing dims (layernorm, rmsnorm), e.g. 3,64,64");
     add_list(shapes_cmd, "--axes", sh.axes, "reduction axes (layernorm, rmsnorm), e.g. -1 or 1,2");
-    shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm), >= 1");
-    shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1; negative counts from the end)");
+    shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm), >= 1")->type_name("INT");
+    shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1; negative counts from the end)")
+        ->type_name("INT");
     shapes_cmd->add_flag("--json", sh.json, "one JSON object instead of key: value lines");
 
     std::string tmpl = "minimal", init_out;
@@ -152,10 +154,11 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
-    bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)");
-    bench_cmd->add_option("--num-groups", bench_groups, "groups for groupnorm, >= 1 (default 32)");
+    bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)")->type_name("INT");
+    bench_cmd->add_option("--num-groups", bench_groups, "groups for groupnorm, >= 1 (default 32)")->type_name("INT");
     bench_cmd->add_option("--channel-axis", bench_channel_axis,
-                          "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)");
+                          "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)")
+        ->type_name("INT");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
     bool bench_stack = false;
     StackBenchOptions stack_bench;
