@@ -361,6 +361,9 @@ TEST_CASE("summaries skip fully padded groups and count them in empty_groups") {
         {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln", "ln_plain", "rms", "bn"}}},
         {{"type", "epsilon"}, {"data", {"x"}}, {"norms", {"ln", "rms"}}, {"eps", {1e-5, 0}}},
         {{"type", "precision"}, {"data", {"x"}}, {"norms", {"ln"}}, {"dtypes", {"float32"}}},
+        {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln", "rms", "bn"}}},
+        {{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"ln"}}, {"groups", 8}},
+        {{"type", "port_check"}, {"data", {"x"}}, {"norms", {"ln", "rms"}}},
     });
     RunResult r = run_config("empty_groups", config(data, norms, analyses));
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
@@ -392,6 +395,28 @@ TEST_CASE("summaries skip fully padded groups and count them in empty_groups") {
         CHECK(std::isfinite(num(row, "std_err_max")));
         CHECK(num(row, "nonfinite_count") == 0);
     }
+    // Gradients: dx of a padded token's group is NaN; the summaries read the real ones.
+    for (const auto& row : r.csv("gradients")) {
+        CAPTURE(row.at("norm"));
+        CHECK(num(row, "empty_groups") == (row.at("norm") == "bn" ? 0 : 4));
+        for (const char* col : {"grad_input_rms", "grad_upstream_rms", "grad_ratio", "cross_sample_fraction", "fd_max_rel_err"})
+            CHECK_MESSAGE(std::isfinite(num(row, col)), col);
+        CHECK(num(row, "fd_max_rel_err") < 1e-6);
+    }
+    // Jacobian: the 4 real tokens' groups, not the first 8 groups (4 of them padded).
+    auto jac = r.csv("jacobian");
+    REQUIRE(jac.size() == 4);
+    std::vector<std::string> groups;
+    for (const auto& row : jac) {
+        groups.push_back(row.at("group"));
+        CHECK(std::isfinite(num(row, "rstd")));
+    }
+    CHECK(groups == std::vector<std::string>{"0", "1", "2", "4"});  // tokens (0,0..2) and (1,0)
+    // port_check compares real positions: the padded tokens' NaN is not counted either.
+    const auto pc = one(r.csv("port_check"), {{"port", "rms"}});
+    CHECK(num(pc, "ref_nonfinite") == 0);
+    CHECK(num(pc, "port_nonfinite") == 0);
+    CHECK(std::isfinite(num(pc, "max_abs_diff")));
     auto prec = r.csv("precision");
     for (const auto& row : prec) {
         CAPTURE(row.at("algorithm"));

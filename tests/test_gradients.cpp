@@ -52,7 +52,7 @@ TEST_CASE("gradients: upstream ones gives dx = 0 for the centring norms, not for
         REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
         CHECK(csv_header(read_text(r.out / "gradients.csv")) ==
               "data,norm,type,upstream,grad_input_rms,grad_upstream_rms,grad_ratio,grad_sum_abs_max,"
-              "grad_xhat_cos_max,cross_sample_fraction,grad_weight_rms,grad_bias_rms,fd_max_rel_err");
+              "grad_xhat_cos_max,cross_sample_fraction,grad_weight_rms,grad_bias_rms,fd_max_rel_err,empty_groups");
         auto rows = r.csv("gradients");
         REQUIRE(rows.size() == 2 * kOnX.size() + 2);
         // Upstream ones: a constant shift of every group, which a centring norm (in

@@ -56,6 +56,30 @@ double rms(const xt::xarray<double>& a) {
     return a.size() ? l2_norm(a.data(), a.size()) / std::sqrt(static_cast<double>(a.size())) : kNan;
 }
 
+// Per element of the input: 1 when its statistics group holds a real position. A fully
+// padded group (a padded token under a masked LayerNorm over D) has NaN statistics, so its
+// outputs and dx are NaN: no summary reads them, and `empty` counts such groups. Without
+// batch moments (running statistics) no group is empty.
+std::vector<std::uint8_t> in_real_groups(const StepResult& s, std::size_t& empty) {
+    const std::vector<std::size_t> group = broadcast_offsets(s.res.view_shape, s.res.stats_shape);
+    const xt::xarray<double>& count = s.fwd.batch.count;
+    const bool counted = count.dimension() > 0 && count.size() == num_elements(s.res.stats_shape);
+    empty = counted ? empty_groups(count) : 0;
+    std::vector<std::uint8_t> keep(group.size(), 1);
+    if (empty)
+        for (std::size_t i = 0; i < group.size(); ++i) keep[i] = count.data()[group[i]] > 0;
+    return keep;
+}
+
+// Root mean square over the elements `keep` marks.
+double rms_kept(const xt::xarray<double>& a, const std::vector<std::uint8_t>& keep) {
+    double sq = 0;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (keep[i]) sq += a.data()[i] * a.data()[i], ++n;
+    return n ? std::sqrt(sq / static_cast<double>(n)) : kNan;
+}
+
 // Per statistics group: max |sum dx| / (rms_group(dx) * n) and max |cos(dx, x_hat)|, over
 // every position of the group (padded ones too: they are normalised with the group's
 // statistics). A group whose dx is 0 to rounding (its norm below 1e-12 of the direct term
@@ -94,13 +118,21 @@ std::pair<double, double> group_directions(const xt::xarray<double>& x, const xt
 // kept on sample 0 only and dx_other from dy kept on the other samples only (dx is linear
 // in dy, so dx = dx_own + dx_other), |dx_other| / (|dx_own| + |dx_other|) on sample 0.
 // Exactly 0 when no statistic spans samples; NaN when dy is 0 on every sample.
-double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarray<double>& dy) {
+// Elements in fully padded groups (keep = 0) are left out.
+double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarray<double>& dy,
+                             const std::vector<std::uint8_t>& keep) {
     const std::size_t per = b.x.shape().empty() || b.x.shape()[0] == 0 ? 0 : b.x.size() / b.x.shape()[0];
     xt::xarray<double> own = xt::zeros<double>(dy.shape()), other = dy;
     std::copy(dy.data(), dy.data() + per, own.data());
     std::fill(other.data(), other.data() + per, 0.0);
-    const double a = l2_norm(step_backward(b.x, s, own).dx.to_double().data(), per);
-    const double c = l2_norm(step_backward(b.x, s, other).dx.to_double().data(), per);
+    auto sample0 = [&](const xt::xarray<double>& dx) {
+        double sq = 0;
+        for (std::size_t i = 0; i < per; ++i)
+            if (keep[i]) sq += dx.data()[i] * dx.data()[i];
+        return std::sqrt(sq);
+    };
+    const double a = sample0(step_backward(b.x, s, own).dx.to_double());
+    const double c = sample0(step_backward(b.x, s, other).dx.to_double());
     return a + c > 0 ? c / (a + c) : kNan;
 }
 
@@ -109,6 +141,7 @@ double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarr
 // |fd - dx| relative to the larger of max |dx| and rms(dy) * max rstd (the size of the
 // direct term rstd * dy, so that a dx that is 0 to rounding is judged on the scale it would
 // otherwise have). The step is 1e-4 / rstd of the element's group (1e-4 of its spread).
+// Elements of fully padded groups are not picked: their dx is NaN.
 double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, const xt::xarray<double>& dy) {
     Batch b64 = b;
     b64.x = Tensor::from_double(b.x.to_double(), DType::float64);
@@ -118,15 +151,19 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
     const xt::xarray<double> dx = step_backward(b64.x, s, dy).dx.f64;
     const std::vector<std::size_t> group = statistic_offsets(s.res);
 
+    std::size_t empty = 0;
+    const std::vector<std::uint8_t> keep = in_real_groups(s, empty);
     std::vector<std::size_t> picks;
     const std::size_t N = dx.size();
-    if (N <= kFdElements) {
-        for (std::size_t i = 0; i < N; ++i) picks.push_back(i);
+    const std::size_t kept = static_cast<std::size_t>(std::count(keep.begin(), keep.end(), std::uint8_t{1}));
+    if (kept <= kFdElements) {
+        for (std::size_t i = 0; i < N; ++i)
+            if (keep[i]) picks.push_back(i);
     } else {
         Rng rng(derive_seed(ctx.seed, "gradients/fd/" + b.name + "/" + def.name));
         while (picks.size() < kFdElements) {
             const std::size_t i = static_cast<std::size_t>(rng.below(N));
-            if (std::find(picks.begin(), picks.end(), i) == picks.end()) picks.push_back(i);
+            if (keep[i] && std::find(picks.begin(), picks.end(), i) == picks.end()) picks.push_back(i);
         }
     }
     auto group_loss = [&](std::size_t g) {
@@ -138,8 +175,9 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
         return l;
     };
     double scale = 0, rmax = 0, err = 0;
-    for (double v : dx) scale = std::max(scale, std::abs(v));
-    for (double r : s.fwd.rstd) rmax = std::max(rmax, r);
+    for (std::size_t i = 0; i < N; ++i)
+        if (keep[i]) scale = std::max(scale, std::abs(dx.data()[i]));
+    for (double r : s.fwd.rstd) rmax = std::max(rmax, r);  // NaN (empty groups) is not > rmax
     scale = std::max(scale, rms(dy) * rmax);
     for (std::size_t i : picks) {
         const std::size_t g = group[i];
@@ -171,12 +209,14 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const StepResult s = forward_batch(layer, b);
             const StepGradients g = step_backward(b.x, s, dy);
             const xt::xarray<double> dx = g.dx.to_double();
-            const double in_rms = rms(dx), up_rms = rms(dy);
+            std::size_t empty = 0;
+            const std::vector<std::uint8_t> keep = in_real_groups(s, empty);
+            const double in_rms = rms_kept(dx, keep), up_rms = rms_kept(dy, keep);
             const auto [sum_max, cos_max] = group_directions(x, dx, dy, s);
             t.add_row({dn, nn, norm_type_name(def.type), o.upstream.label, in_rms, up_rms,
-                       up_rms > 0 ? in_rms / up_rms : kNan, sum_max, cos_max, cross_sample_fraction(b, s, dy),
+                       up_rms > 0 ? in_rms / up_rms : kNan, sum_max, cos_max, cross_sample_fraction(b, s, dy, keep),
                        s.in.has_weight ? rms(g.dweight) : kNan, s.in.has_bias ? rms(g.dbias) : kNan,
-                       o.fd_check ? fd_check(ctx, b, def, dy) : kNan});
+                       o.fd_check ? fd_check(ctx, b, def, dy) : kNan, static_cast<long long>(empty)});
         }
     }
     return t;
@@ -191,7 +231,7 @@ AnalysisType gradients_analysis() {
                 "cross-sample share, parameter gradients, finite-difference check";
     a.columns = {"data", "norm", "type", "upstream", "grad_input_rms", "grad_upstream_rms", "grad_ratio",
                  "grad_sum_abs_max", "grad_xhat_cos_max", "cross_sample_fraction", "grad_weight_rms",
-                 "grad_bias_rms", "fd_max_rel_err"};
+                 "grad_bias_rms", "fd_max_rel_err", "empty_groups"};
     a.figure.title = "gradient through each norm: rms(dx) / rms(dy), and the share of sample 0's dx from the other samples";
     a.figure.category = {"data", "norm"};
     a.figure.series = {"upstream"};

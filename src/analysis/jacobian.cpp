@@ -166,7 +166,17 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             NormLayer layer(def, ctx.dtype);
             const StepResult s = forward_batch(layer, b);
             const Resolution& r = s.res;
-            const std::size_t groups = std::min<std::size_t>(static_cast<std::size_t>(o.groups), r.num_stats);
+            // The first `groups` statistics groups that hold a real position: a fully padded
+            // group (a padded token under a masked LayerNorm over D) has NaN statistics and
+            // no Jacobian to speak of.
+            const xt::xarray<double>& count = s.fwd.batch.count;
+            const bool counted = count.dimension() > 0 && count.size() == r.num_stats;
+            std::vector<std::size_t> chosen;
+            for (std::size_t g = 0; g < r.num_stats && chosen.size() < static_cast<std::size_t>(o.groups); ++g)
+                if (!counted || count.data()[g] > 0) chosen.push_back(g);
+            const std::size_t groups = chosen.size();
+            std::vector<std::size_t> slot(r.num_stats, groups);  // statistic -> its row, or groups
+            for (std::size_t k = 0; k < groups; ++k) slot[chosen[k]] = k;
             // Element -> statistic, parameter and mask offsets, in the view's row-major order.
             const std::vector<std::size_t> group = broadcast_offsets(r.view_shape, r.stats_shape);
             Shape ps(r.view_shape.size(), 1);
@@ -177,11 +187,12 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 mask_at = broadcast_offsets(r.view_shape, Shape(s.in.mask.shape().begin(), s.in.mask.shape().end()));
             std::vector<std::vector<std::size_t>> members(groups);
             for (std::size_t i = 0; i < group.size(); ++i)
-                if (group[i] < groups) members[group[i]].push_back(i);
+                if (slot[group[i]] < groups) members[slot[group[i]]].push_back(i);
 
             xt::xarray<double> all_sv = xt::xarray<double>::from_shape({groups, n});
-            for (std::size_t g = 0; g < groups; ++g) {
-                const Row row = gather_row(x, s, members[g], param, mask_at, g);
+            for (std::size_t k = 0; k < groups; ++k) {
+                const std::size_t g = chosen[k];
+                const Row row = gather_row(x, s, members[k], param, mask_at, g);
                 // Row i of J is dx for dy = e_i (the gradient of output i).
                 xt::xarray<double> j = xt::xarray<double>::from_shape({n, n});
                 xt::xarray<double> e = xt::zeros<double>({std::size_t{1}, n});
@@ -195,7 +206,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 const xt::xarray<double> svx = std::get<1>(xt::linalg::svd(j, false, false));
                 std::vector<double> sv(svx.begin(), svx.end());
                 std::sort(sv.rbegin(), sv.rend());
-                std::copy(sv.begin(), sv.end(), all_sv.begin() + static_cast<std::ptrdiff_t>(g * n));
+                std::copy(sv.begin(), sv.end(), all_sv.begin() + static_cast<std::ptrdiff_t>(k * n));
                 long long rank = 0;
                 for (double v : sv) rank += v > static_cast<double>(n) * machine_eps(DType::float64) * sv.front();
 
