@@ -159,7 +159,7 @@ AnalysisType batch_dependence_analysis() {
     a.figure.x_log = true;
     a.figure.series = {"data", "norm", "kind"};
     a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
-    a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}};
+    a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}, {"replicas", "none"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;

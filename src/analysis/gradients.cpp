@@ -61,9 +61,9 @@ double rms(const xt::xarray<double>& a) {
 // outputs and dx are NaN: no summary reads them, and `empty` counts such groups. Without
 // batch moments (running statistics) no group is empty.
 std::vector<std::uint8_t> in_real_groups(const StepResult& s, std::size_t& empty) {
-    const std::vector<std::size_t> group = broadcast_offsets(s.res.view_shape, s.res.stats_shape);
+    const std::vector<std::size_t> group = statistic_offsets(s.res);  // per replica where each has its own
     const xt::xarray<double>& count = s.fwd.batch.count;
-    const bool counted = count.dimension() > 0 && count.size() == num_elements(s.res.stats_shape);
+    const bool counted = count.dimension() > 0 && count.size() == s.fwd.rstd.size();
     empty = counted ? empty_groups(count) : 0;
     std::vector<std::uint8_t> keep(group.size(), 1);
     if (empty)
