@@ -173,6 +173,7 @@ TEST_CASE("normlab list prints every data source's keys, and every key it lists 
         else if (line.rfind("data sources", 0) == 0) section = "data";
         else if (line.rfind("analyses", 0) == 0) section = "analyses";
         else if (line.rfind("conventions", 0) == 0) section = "";
+        else if (line.rfind("stacks (", 0) == 0) listed["stacks"]["stack"] = listed_keys(line.substr(line.find("): ") + 3));
         else if (section == "analyses" && line.rfind("    keys: ", 0) == 0) listed[section][analysis] = listed_keys(line.substr(10));
         else if (section == "analyses" && line.rfind("  ", 0) == 0 && line[2] != ' ') analysis = line.substr(2, line.find(':') - 2);
         else if (!section.empty() && line.rfind("  ", 0) == 0 && line[2] != ' ') {
@@ -244,13 +245,27 @@ TEST_CASE("normlab list prints every data source's keys, and every key it lists 
                        "/norms/n/" + key);
         }
     }
+    // Stacks (the depth analysis' residual stacks).
+    REQUIRE(!listed["stacks"]["stack"].empty());
+    const json rows = {{"source", "values"}, {"values", {{1, 2, 3, 4}, {4, 3, 2, 1}}}, {"channel_axis", -1}};
+    for (const auto& key : listed["stacks"]["stack"]) {
+        json stack = {{"layers", 2}, {"placement", "pre"}, {"norm", "n"}, {"block", "ffn"}, {"hidden", 4}};
+        stack[key] = wrong;
+        refused_at("stack_" + key, {{"data", {{"x", rows}}}, {"norms", {{"n", plain_norm}}}, {"stacks", {{"s", stack}}},
+                                    {"analyses", {{{"type", "depth"}, {"data", {"x"}}, {"stacks", {"s"}}}}}},
+                   "/stacks/s/" + key);
+    }
     CHECK(listed["analyses"].size() >= 9);
     for (const auto& [type, keys] : listed["analyses"]) {
         CAPTURE(type);
         for (const auto& key : keys) {
-            json a = {{"type", type}, {"data", {"x"}}, {"norms", {"n", "m"}}};
+            // depth takes stacks instead of norms.
+            json a = {{"type", type}, {"data", {"x"}}};
+            if (type == "depth") a["stacks"] = {"s"};
+            else a["norms"] = {"n", "m"};
             a[key] = wrong;
-            refused_at(type + "_" + key, {{"data", {{"x", values}}}, {"norms", {{"n", plain_norm}, {"m", plain_norm}}},
+            refused_at(type + "_" + key, {{"data", {{"x", rows}}}, {"norms", {{"n", plain_norm}, {"m", plain_norm}}},
+                                          {"stacks", {{"s", {{"layers", 2}, {"placement", "pre"}, {"norm", "n"}}}}},
                                           {"analyses", {a}}},
                        "/analyses/0/" + key);
         }

@@ -132,6 +132,14 @@ TEST_CASE("a misspelled required key is reported as the unknown key it is, for e
          "/analysis: unknown key \"analysis\"; did you mean \"analyses\"?"},
         {"init", config(values, R"({"type": "layernorm", "axes": [-1], "weight": {"nmp": "w.npy"}})"),
          "/norms/n/weight/nmp: unknown key \"nmp\"; did you mean \"npy\"?"},
+        {"stack", R"({"data": {"x": {"source": "values", "values": [[1, 2, 3, 4]], "channel_axis": -1}}, "norms": {"n": )" + kLn +
+                      R"(}, "stacks": {"s": {"layer": 2, "placement": "pre", "norm": "n"}},
+                      "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
+         "/stacks/s/layer: unknown key \"layer\"; did you mean \"layers\"?"},
+        {"analysis_stacks", R"({"data": {"x": {"source": "values", "values": [[1, 2, 3, 4]], "channel_axis": -1}}, "norms": {"n": )" + kLn +
+                                R"(}, "stacks": {"s": {"layers": 2, "placement": "pre", "norm": "n"}},
+                                "analyses": [{"type": "depth", "data": ["x"], "stack": ["s"]}]})",
+         "/analyses/0/stack: unknown key \"stack\"; did you mean \"stacks\"?"},
         // a valid key close to a missing one is not taken for its misspelling
         {"ports_not_norms", R"({"data": {"x": )" + values + R"(}, "norms": {"n": )" + kLn +
                                 R"(}, "analyses": [{"type": "port_check", "data": ["x"], "ports": ["n"]}]})",

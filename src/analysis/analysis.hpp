@@ -77,7 +77,7 @@ const AnalysisType* find_analysis(const std::string& name);
 AnalysisCatalog analysis_catalog();
 
 /// An ObjectReader over spec.params with the keys of spec.type declared (the common keys
-/// type, data, norms and the type's own).
+/// type, data, norms, stacks for the analyses of stacks, and the type's own).
 ObjectReader analysis_reader(const AnalysisSpec& spec);
 
 /// A data entry's shape as a norm meets it: the batch's, or another (an analysis that

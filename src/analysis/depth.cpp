@@ -33,7 +33,6 @@ Options read_options(const AnalysisSpec& spec) {
     if (spec.params.contains("norms"))
         spec.loc.child("norms").fail("depth takes \"stacks\" (names under /stacks), not \"norms\"");
     ObjectReader r = analysis_reader(spec);
-    r.allow({"stacks"});
     Options o;
     if (const Json* l = r.raw("loss")) {
         const JsonLocation at = r.at("loss");
@@ -41,9 +40,10 @@ Options read_options(const AnalysisSpec& spec) {
         else if (l->is_string() && *l == "mean_square") o.loss = Options::Loss::mean_square;
         else if (l->is_object()) {
             ObjectReader lr(*l, at);
+            lr.declare({"npy"});
+            lr.finish();  // unknown keys first: "nmp" is reported as a misspelling of "npy"
             const auto p = lr.string("npy");
-            if (!p) at.fail("expected \"projection\", \"mean_square\" or {\"npy\": \"path\"}");
-            lr.finish();
+            if (!p) lr.missing("npy", " (expected \"projection\", \"mean_square\" or {\"npy\": \"path\"})");
             o.loss = Options::Loss::npy;
             o.loss_path = *p;
         } else {
@@ -209,6 +209,7 @@ AnalysisType depth_analysis() {
     a.figure.series = {"data", "stack", "layers"};
     a.figure.metrics = {{"grad_w_norm", "||d loss / d W_l|| (ffn: W2)"}, {"resid_growth", "rms(x_l) / rms(x_0)"}};
     a.figure.log = true;
+    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"save", ""}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.work_bytes = [](const AnalysisSpec& spec, const std::map<std::string, StackDef>& stacks, const Shape& shape,

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "analysis/types.hpp"
 
 namespace normlab {
@@ -22,12 +24,17 @@ const AnalysisType* find_analysis(const std::string& name) {
     return nullptr;
 }
 
+namespace {
+// The analyses that take "stacks" (names under /stacks) instead of norms.
+const std::vector<std::string> kStackTypes = {"depth"};
+}  // namespace
+
 AnalysisCatalog analysis_catalog() {
     AnalysisCatalog c;
     for (const auto& t : analysis_types()) c.names.push_back(t.name);
     c.keys = [](const std::string& type) { return key_names(find_analysis(type)->keys); };
     c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
-    c.stack_types = {"depth"};
+    c.stack_types = kStackTypes;
     return c;
 }
 
@@ -35,6 +42,7 @@ ObjectReader analysis_reader(const AnalysisSpec& spec) {
     ObjectReader r(spec.params, spec.loc);
     std::vector<std::string> keys = key_names(find_analysis(spec.type)->keys);
     keys.insert(keys.begin(), {"type", "data", "norms"});
+    if (std::find(kStackTypes.begin(), kStackTypes.end(), spec.type) != kStackTypes.end()) keys.push_back("stacks");
     r.declare(keys);
     return r;
 }

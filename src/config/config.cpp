@@ -294,13 +294,16 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         s.params = analyses[i];
         // As for norms: the type first, by a reader that knows every analysis' keys.
         ObjectReader probe(analyses[i], loc);
-        probe.allow({"type", "data", "norms"});
+        probe.allow({"type", "data", "norms", "stacks"});
         for (const auto& t : type_names) probe.allow(catalog.keys(t));
         if (!probe.has("type")) probe.missing("type");
         s.type = probe.choice("type", type_names, "");
         ObjectReader ar(analyses[i], loc);
+        const auto& st = catalog.stack_types;
+        const bool of_stacks = std::find(st.begin(), st.end(), s.type) != st.end();
         std::vector<std::string> keys = catalog.keys(s.type);
-        keys.insert(keys.begin(), {"type", "data", "norms"});
+        keys.insert(keys.begin(), {"type", "data", "norms"});  // norms: the analysis itself refuses it for stacks
+        if (of_stacks) keys.push_back("stacks");
         ar.declare(keys);
         ar.finish();  // unknown keys first: "norm" is reported as a misspelling of "norms"
         auto names = [&](const char* key, const std::vector<std::string>& known, const char* section) {
@@ -318,8 +321,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
             return *list;
         };
         s.data = names("data", c.data_order, "data");
-        const auto& st = catalog.stack_types;
-        if (std::find(st.begin(), st.end(), s.type) != st.end()) s.stacks = names("stacks", c.stack_order, "stacks");
+        if (of_stacks) s.stacks = names("stacks", c.stack_order, "stacks");
         else s.norms = names("norms", c.norm_order, "norms");
         catalog.validate(s);
         c.analyses.push_back(std::move(s));

@@ -79,6 +79,10 @@ const std::vector<KeyInfo>& norm_keys(NormType type);
 NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& loc,
                    const std::filesystem::path& base_dir, std::uint64_t seed);
 
+/// The keys a stack object (/stacks/<name>) may hold, with their defaults as `normlab list`
+/// prints them. parse_stack declares exactly these.
+const std::vector<KeyInfo>& stack_keys();
+
 /// Parses one stack object (/stacks/<name>): layers, placement, norm (an entry of `norms`),
 /// block, hidden, activation, init, weights ({"<w|w1|w2>": {"npy": path}}, paths against
 /// base_dir), alpha, beta, final_norm. Throws InputError with file and JSON pointer: unknown

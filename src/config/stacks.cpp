@@ -32,7 +32,10 @@ WeightInit parse_init(const Json& j, const JsonLocation& loc) {
     }
     if (!j.is_object()) loc.fail(expected + ", but got " + json_type_name(j));
     ObjectReader r(j, loc);
+    r.declare({"normal"});
+    r.finish();  // unknown keys first: "nromal" is reported as a misspelling of "normal"
     ObjectReader nr(r.required("normal"), r.at("normal"));
+    nr.declare({"std"});
     w.kind = InitKind::normal;
     w.std = nr.number("std", 1.0);
     if (!(w.std >= 0) || !std::isfinite(w.std)) nr.at("std").fail("std must be a finite number >= 0");
@@ -43,17 +46,28 @@ WeightInit parse_init(const Json& j, const JsonLocation& loc) {
 
 }  // namespace
 
+const std::vector<KeyInfo>& stack_keys() {
+    static const std::vector<KeyInfo> keys = {
+        {"layers", "required"},      {"placement", "required"}, {"norm", "required except for placement none"},
+        {"block", "linear"},         {"hidden", "required for ffn"}, {"activation", "relu"},
+        {"init", "xavier_normal"},   {"alpha", "(2L)^(1/4)"},   {"beta", "(8L)^(-1/4)"},
+        {"final_norm", "true"},      {"weights", ""}};
+    return keys;
+}
+
 StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation& loc,
                      const std::filesystem::path& base_dir, const std::map<std::string, NormDef>& norms,
                      const std::vector<std::string>& norm_order) {
     ObjectReader r(j, loc);
+    r.declare(key_names(stack_keys()));
+    r.finish();  // unknown keys first: a misspelled "layer" is reported as itself
     StackDef d;
     d.name = name;
-    if (!r.has("layers")) loc.fail("missing required key \"layers\" (the number of blocks, >= 1)");
+    if (!r.has("layers")) r.missing("layers", " (the number of blocks, >= 1)");
     const long long layers = *r.integer("layers");
     if (layers < 1 || layers > 100000) r.at("layers").fail("layers must be in [1, 100000], but got " + std::to_string(layers));
     d.layers = static_cast<std::size_t>(layers);
-    if (!r.has("placement")) loc.fail("missing required key \"placement\" (pre, post, deepnorm, sandwich, none, norm_only)");
+    if (!r.has("placement")) r.missing("placement", " (pre, post, deepnorm, sandwich, none, norm_only)");
     d.placement = enum_of<Placement>(r.choice("placement", placement_names(), ""), placement_names());
     const bool norm_only = d.placement == Placement::norm_only;
     d.block = enum_of<BlockKind>(r.choice("block", block_names(), norm_only ? "identity" : "linear"), block_names());
@@ -62,7 +76,7 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
 
     if (d.has_norm()) {
         const auto nn = r.string("norm");
-        if (!nn) loc.fail("missing required key \"norm\" (the name of an entry of /norms)");
+        if (!nn) r.missing("norm", " (the name of an entry of /norms)");
         if (!norms.count(*nn)) {
             const std::string hint = did_you_mean(*nn, norm_order);
             r.at("norm").fail("no norms entry named \"" + *nn + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
@@ -73,7 +87,7 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
     }
 
     if (d.block == BlockKind::ffn) {
-        if (!r.has("hidden")) loc.fail("missing required key \"hidden\" (the ffn's hidden size H)");
+        if (!r.has("hidden")) r.missing("hidden", " (the ffn's hidden size H)");
         const long long h = *r.integer("hidden");
         if (h < 1) r.at("hidden").fail("hidden must be >= 1, but got " + std::to_string(h));
         d.hidden = static_cast<std::size_t>(h);
@@ -111,9 +125,10 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
             }
             wr.allow({it.key()});
             ObjectReader nr(it.value(), at);
-            const auto path = nr.string("npy");
-            if (!path) at.fail("expected {\"npy\": \"path\"}");
+            nr.declare({"npy"});
             nr.finish();
+            const auto path = nr.string("npy");
+            if (!path) nr.missing("npy", " (expected {\"npy\": \"path\"})");
             const std::filesystem::path full =
                 std::filesystem::path(*path).is_absolute() ? std::filesystem::path(*path) : base_dir / *path;
             xt::xarray<double> v;

@@ -11,8 +11,9 @@
 namespace normlab {
 
 std::string list_text() {
-    // Every key list below is the one its reader declares (norm_keys, data_source_keys,
-    // AnalysisType::keys): a key the reader accepts is listed, and only such keys.
+    // Every key list below is the one its reader declares (norm_keys, stack_keys,
+    // data_source_keys, AnalysisType::keys): a key the reader accepts is listed, and only
+    // such keys.
     std::ostringstream out;
     const auto& types = norm_type_names();
     // The keys every norm type takes are printed once, under "all".
@@ -37,6 +38,7 @@ std::string list_text() {
         out << "  " << types[t] << ": " << describe_keys(own) << "\n";
     }
     out << "  all: " << describe_keys(common) << "\n";
+    out << "stacks (keys=defaults; configs/README.md \"Stacks\"): " << describe_keys(stack_keys()) << "\n";
     out << "conventions:";
     for (const auto& n : convention_names()) out << ' ' << n;
     out << "\ndata sources (keys=defaults; configs/README.md \"Data sources\"):\n";
