@@ -117,5 +117,9 @@ TEST_CASE("bench: peak_rss_mib is each case's own peak, not the process's so far
     CHECK(b["shape"] == nlohmann::json::array({2048, 4096}));
     CHECK(s["shape"] == nlohmann::json::array({2, 8}));
     CHECK(b["peak_rss_mib"].get<double>() > 64);
+#ifndef __SANITIZE_ADDRESS__
+    // AddressSanitizer's quarantine keeps freed memory resident, so there the small case's
+    // peak includes the big case's buffers; the per-case figure is only meaningful without it.
     CHECK_MESSAGE(s["peak_rss_mib"].get<double>() < b["peak_rss_mib"].get<double>() / 2, r.out);
+#endif
 }
