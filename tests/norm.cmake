@@ -6,3 +6,4 @@ normlab_test(test_backward SOURCES test_backward.cpp DEPS normlab_norm normlab_d
 target_compile_definitions(test_backward PRIVATE NORMLAB_GOLDEN_DIR="${PROJECT_SOURCE_DIR}/tests/golden")
 # One BLAS thread: reproducible timings and no oversubscription next to the engine's threads.
 set_tests_properties(test_backward PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+normlab_test(test_norm_precision SOURCES test_norm_precision.cpp DEPS normlab_norm normlab_analysis)

@@ -328,14 +328,20 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
         ForwardInputs in;
         in.weight = &w;
         const unsigned saved = engine_threads();
-        set_engine_threads(1);
-        ForwardResult r1 = forward(t, spec, in);
-        for (unsigned th : {2u, 3u, 8u}) {
-            set_engine_threads(th);
-            ForwardResult rt = forward(t, spec, in);
-            CHECK(rt.y.f32 == r1.y.f32);
-            CHECK(rt.mean == r1.mean);
-            CHECK(rt.var == r1.var);
+        ForwardResult r1;
+        for (Compute compute : {Compute::float64, Compute::float32}) {  // the default last: r1 below
+            CAPTURE(compute == Compute::float32);
+            spec.compute = compute;
+            set_engine_threads(1);
+            r1 = forward(t, spec, in);
+            for (unsigned th : {2u, 3u, 8u}) {
+                set_engine_threads(th);
+                ForwardResult rt = forward(t, spec, in);
+                CHECK(rt.y.f32 == r1.y.f32);
+                CHECK(rt.mean == r1.mean);
+                CHECK(rt.mean_lo == r1.mean_lo);
+                CHECK(rt.var == r1.var);
+            }
         }
         set_engine_threads(saved);
         // and the chunked merge agrees with a float64 two-pass reference
@@ -355,7 +361,8 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
 TEST_CASE("the one-pass forward gives the bits of compute_moments plus the normalize formula") {
     // Statistics over trailing blocks (LayerNorm rows, RMSNorm, InstanceNorm planes,
     // GroupNorm's (N, G, C/G, H, W) view) are computed and applied chunk by chunk in one
-    // pass; a 40000-element row is larger than a chunk and takes the two-phase path.
+    // pass; a 40000-element row is larger than a chunk and takes the two-phase path. Both
+    // arithmetics of engine.hpp, element by element.
     xt::random::seed(12);
     struct Case { Shape shape; Axes reduced, params; bool center; };
     std::vector<Case> cases = {{{200, 768}, {1}, {1}, true},       {{200, 768}, {1}, {1}, false},
@@ -365,38 +372,82 @@ TEST_CASE("the one-pass forward gives the bits of compute_moments plus the norma
         CAPTURE(format_shape(c.shape));
         CAPTURE(c.center);
         Tensor t = Tensor::from_double(xt::random::randn<double>(c.shape) * 2.0 + 50.0, DType::float32);
-        NormSpec spec;
-        spec.reduction_axes = c.reduced;
-        spec.param_axes = c.params;
-        spec.center = c.center;
-        spec.variance = VarianceEstimator::unbiased;
         xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
         xt::xarray<double> b = xt::random::randn<double>(select_dims(c.shape, c.params));
         ForwardInputs in;
         in.weight = &w;
         in.bias = &b;
-        ForwardResult r = forward(t, spec, in);
         Moments m = compute_moments(t, c.reduced, c.center);
-        CHECK(r.batch.mean == m.mean);
-        CHECK(r.batch.var == m.var);
-        CHECK(r.batch.count == m.count);
-        // every element, with the formula engine.hpp documents
-        xt::xarray<double> mean = xt::broadcast(m.mean, c.shape), n = xt::broadcast(m.count, c.shape);
-        xt::xarray<double> var = xt::broadcast(m.var, c.shape);
+        xt::xarray<double> mean = xt::broadcast(m.mean, c.shape), lo = xt::broadcast(m.mean_lo, c.shape);
+        xt::xarray<double> n = xt::broadcast(m.count, c.shape), var = xt::broadcast(m.var, c.shape);
         Shape ws = c.shape;
         for (std::size_t d = 0; d < ws.size(); ++d)
             if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
         xt::xarray<double> wb = xt::broadcast(xt::reshape_view(w, ws), c.shape);
         xt::xarray<double> bb = xt::broadcast(xt::reshape_view(b, ws), c.shape);
-        std::size_t differ = 0;
-        for (std::size_t i = 0; i < t.size(); ++i) {
-            double v = var.data()[i] * n.data()[i] / (n.data()[i] - 1);
-            double rstd = 1.0 / std::sqrt(v + spec.eps);
-            float y = static_cast<float>((static_cast<double>(t.f32.data()[i]) - mean.data()[i]) *
-                                             (rstd * wb.data()[i]) + bb.data()[i]);
-            differ += y != r.y.f32.data()[i];
+        for (Compute compute : {Compute::float64, Compute::float32}) {
+            CAPTURE(compute == Compute::float32);
+            NormSpec spec;
+            spec.reduction_axes = c.reduced;
+            spec.param_axes = c.params;
+            spec.center = c.center;
+            spec.variance = VarianceEstimator::unbiased;
+            spec.compute = compute;
+            ForwardResult r = forward(t, spec, in);
+            CHECK(r.batch.mean == m.mean);
+            CHECK(r.batch.mean_lo == m.mean_lo);
+            CHECK(r.batch.var == m.var);
+            CHECK(r.batch.count == m.count);
+            std::size_t differ = 0;
+            for (std::size_t i = 0; i < t.size(); ++i) {
+                const double rstd = 1.0 / std::sqrt(var.data()[i] * n.data()[i] / (n.data()[i] - 1) + spec.eps);
+                const double mu = mean.data()[i], ml = lo.data()[i];
+                const float x = t.f32.data()[i];
+                float y;
+                if (compute == Compute::float64) {
+                    y = static_cast<float>(((x - mu) - ml) * (rstd * wb.data()[i]) + bb.data()[i]);
+                } else {  // the mean in three floats, a = rstd * w and b rounded once
+                    const float hi = static_cast<float>(mu);
+                    const double rest = (mu - hi) + ml;
+                    const float l1 = static_cast<float>(rest), l2 = static_cast<float>(rest - l1);
+                    const float a = static_cast<float>(rstd * wb.data()[i]), bf = static_cast<float>(bb.data()[i]);
+                    const float d1 = x - hi, d2 = d1 - l1, d3 = d2 - l2, p = d3 * a;
+                    y = p + bf;
+                }
+                differ += y != r.y.f32.data()[i];
+            }
+            CHECK(differ == 0);
         }
-        CHECK(differ == 0);
+    }
+}
+
+TEST_CASE("the same row gives the same bits wherever it sits, in both arithmetics") {
+    // What makes re-padding invariance exact for LayerNorm over D and RMSNorm: a row's output
+    // depends on the row alone, not on its batch-mates, its position or the chunking.
+    xt::random::seed(13);
+    for (std::size_t d : {std::size_t{7}, std::size_t{768}, std::size_t{20000}}) {
+        CAPTURE(d);
+        xt::xarray<double> small = xt::random::randn<double>(Shape{3, d}) * 0.5 + 1e3;
+        xt::xarray<double> big = xt::random::randn<double>(Shape{9, d}) * 30.0 - 300.0;
+        xt::view(big, 6, xt::all()) = xt::view(small, 1, xt::all());
+        Tensor ts = Tensor::from_double(small, DType::float32), tb = Tensor::from_double(big, DType::float32);
+        xt::xarray<double> w = xt::random::randn<double>(Shape{d}), b = xt::random::randn<double>(Shape{d});
+        ForwardInputs in;
+        in.weight = &w;
+        in.bias = &b;
+        for (Compute compute : {Compute::float64, Compute::float32})
+            for (bool center : {true, false}) {
+                CAPTURE(compute == Compute::float32);
+                CAPTURE(center);
+                NormSpec spec;
+                spec.reduction_axes = {1};
+                spec.param_axes = {1};
+                spec.center = center;
+                spec.compute = compute;
+                xt::xarray<float> ys = xt::view(forward(ts, spec, in).y.f32, 1, xt::all());
+                xt::xarray<float> yb = xt::view(forward(tb, spec, in).y.f32, 6, xt::all());
+                CHECK(ys == yb);
+            }
     }
 }
 

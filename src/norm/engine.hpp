@@ -24,6 +24,12 @@ enum class VarianceEstimator { biased, unbiased };
 /// multiply-add). float32 and float64 outputs are always rounded once.
 enum class AffineRounding { once, twice };
 
+/// Arithmetic of the output for float32 data. float32: the float path (normalize.hpp),
+/// within 3 ulps of the float64 result with the ulp of the largest of |x̂·w|, |b| and |y|,
+/// statistics still in double; float64: x - mean and the scaling in double, rounded once
+/// (0.5 ulp). float64, float16 and bfloat16 data always take double arithmetic.
+enum class Compute { float32, float64 };
+
 /// The fields that determine a normalization (DESIGN.md "Architecture").
 struct NormSpec {
     Axes reduction_axes;   ///< axes the statistics are taken over (canonical)
@@ -34,11 +40,15 @@ struct NormSpec {
     Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
     double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
     AffineRounding affine_rounding = AffineRounding::once;  ///< half dtypes only
+    Compute compute = Compute::float32;  ///< float32 data: float path (default) or double
 };
 
 /// Batch statistics in the keep-dims statistics shape (reduced axes set to 1).
 struct Moments {
     xt::xarray<double> mean;   ///< 0 everywhere when not centring
+    /// What rounding the mean to one double lost: mean + mean_lo is the mean to about 100
+    /// bits, so x - mean stays exact to double where x is within rounding of the mean.
+    xt::xarray<double> mean_lo;
     xt::xarray<double> var;    ///< biased: sum((x-mean)^2)/count (mean square when not centring)
     xt::xarray<double> count;  ///< elements per statistic (real positions only under a mask)
 };
@@ -61,6 +71,7 @@ struct ForwardInputs {
 struct ForwardResult {
     Tensor y;                  ///< same shape and dtype as x
     xt::xarray<double> mean;   ///< mean used (0 when not centring)
+    xt::xarray<double> mean_lo;  ///< low part of the mean used (Moments::mean_lo; 0 for given stats)
     xt::xarray<double> var;    ///< variance used to normalise (estimator per spec.variance)
     xt::xarray<double> rstd;   ///< 1/sqrt(var+eps) (or 1/(sqrt(var)+eps) per eps_placement)
     Moments batch;             ///< the batch moments (biased), empty when given stats were used
@@ -74,14 +85,15 @@ unsigned engine_threads();
 
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
-/// walked in cache-sized chunks; within a chunk each statistic gets an exact two-pass mean
-/// and sum of squared deviations in double, and chunks are merged with Chan, Golub and
-/// LeVeque's pairwise update (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever
-/// x's dtype. When the trailing reduced axes hold fewer than 32 elements and other reduced
-/// axes lie outside them (GroupNorm with channels last), moments are first taken per element
-/// of those axes and then merged the same way, so the walk runs along whole channels. A
-/// statistic with count 0 (fully masked) gets mean and var NaN. Throws
-/// InputError on a mask whose shape does not broadcast to `shape`.
+/// walked in cache-sized chunks; within a chunk each statistic gets a corrected two-pass
+/// mean and sum of squared deviations in double (Chan, Golub and LeVeque 1983), and chunks
+/// are merged with their pairwise update (1979) - no E[x^2]-E[x]^2 cancellation (case B08),
+/// whatever x's dtype; the mean is kept to about 100 bits (mean + mean_lo). When the
+/// trailing reduced axes hold fewer than 32 elements and other reduced axes lie outside
+/// them (GroupNorm with channels last), moments are first taken per element of those axes
+/// and then merged the same way, so the walk runs along whole channels. A statistic with
+/// count 0 (fully masked) gets mean and var NaN. Throws InputError on a mask whose shape
+/// does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
                         bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
 /// compute_moments over x's own shape.
@@ -89,16 +101,22 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
                         const xt::xarray<std::uint8_t>* mask = nullptr);
 
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
-/// broadcast per the spec, with x - mean and the scaling formed in double and y rounded
-/// once to x's dtype (out.y gets `shape`); for float16/bfloat16 with affine parameters and
-/// spec.affine_rounding twice, x_hat is rounded to the dtype before the affine step. When every statistic is one contiguous block of
-/// 2 to 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm, InstanceNorm,
-/// GroupNorm) and there is no mask or given statistics, each cache-sized chunk gets its
-/// statistics and its output in one pass over memory - the same bits as compute_moments
-/// followed by the formula above. Reuses out's buffers when their shapes fit, so
-/// repeated calls do not touch fresh memory. var + eps = 0 gives rstd = inf and a
-/// non-finite y, reported by the caller (never replaced silently). Throws InputError when
-/// weight/bias/given statistics/mask have the wrong shape.
+/// broadcast per the spec (out.y gets `shape`). Arithmetic per spec.compute: float32 data
+/// takes the float path by default (normalize.hpp: float32 lanes, within 3 ulps of the
+/// float64 result, the ulp of the largest of |x̂·w|, |b| and |y|); Compute::float64 and the
+/// other dtypes form (x - mean) - mean_lo and the scaling in double and round y once (0.5
+/// ulp); for float16/bfloat16 with affine parameters and spec.affine_rounding twice, x_hat
+/// is rounded to the dtype before the affine step. Statistics are always taken in double.
+/// When every statistic is one contiguous
+/// block of 2 to 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm,
+/// InstanceNorm, GroupNorm) and there is no mask or given statistics, each cache-sized
+/// chunk gets its statistics and its output in one pass over memory - the same bits as
+/// compute_moments followed by the same formula. Results are bit-identical for every
+/// thread count, and a value depends only on its own input, statistic and parameters.
+/// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh
+/// memory. var + eps = 0 gives rstd = inf and a non-finite y, reported by the caller (never
+/// replaced silently). Throws InputError when weight/bias/given statistics/mask have the
+/// wrong shape.
 void forward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
              ForwardResult& out);
 /// forward over x's own shape, returning a fresh result.

@@ -1,0 +1,352 @@
+// Batch moments: the chunk kernel, the merge of chunks, compute_moments.
+#include "norm/moments.hpp"
+
+#include "norm/lanes.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "tensor/errors.hpp"
+
+namespace normlab {
+
+namespace {
+
+// s + e == a + b exactly, |e| <= ulp(s)/2 (Knuth's TwoSum, TAOCP vol. 2, 4.2.2; needs
+// round-to-nearest and no contraction, as the module is built).
+NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
+    s = a + b;
+    const double bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+}
+
+// Per-thread scratch, indexed by statistic; `touched` lists the statistics a chunk used.
+// Every entry is back to zero after a chunk, so one scratch serves all calls of a thread.
+struct Scratch {
+    std::vector<double> sum, count, dev, m2;
+    std::vector<std::size_t> touched;
+    std::vector<char> seen;
+    // The statistics [range_a, range_a + range_n) are all touched already: channels-last
+    // runs repeat the same range, and checking each of its entries per run cost as much
+    // as summing them.
+    std::size_t range_a = 0, range_n = 0;
+    void touch(std::size_t s) {
+        if (!seen[s]) seen[s] = 1, touched.push_back(s);
+    }
+    void touch_range(std::size_t a, std::size_t n) {
+        if (a == range_a && n <= range_n) return;
+        for (std::size_t k = 0; k < n; ++k) touch(a + k);
+        range_a = a, range_n = n;
+    }
+};
+
+// The calling thread's scratch with room for `stats` statistics (kept between calls, so
+// a steady-state forward allocates nothing here).
+Scratch& thread_scratch(std::size_t stats) {
+    thread_local Scratch s;
+    if (s.sum.size() < stats) {
+        for (auto* v : {&s.sum, &s.count, &s.dev, &s.m2}) v->resize(stats);
+        s.seen.resize(stats);
+    }
+    return s;
+}
+
+template <int W, class T>
+NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m, const Walk& w, std::size_t c,
+                                              bool center, Scratch& s, std::vector<Partial>& out) {
+    // Pass 1: sums (sums of squares when not centring) and counts.
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+        const T* xp = x + r.x;
+        if (r.da == 0) {
+            s.touch(r.a);
+            double sum = 0, cnt = 0;
+            if (!m) {
+                // float data: a rough sum is enough to centre pass 2, which takes its error out
+                if constexpr (std::is_same_v<T, float>)
+                    if (center) sum = lane_rough_sum<W>(xp, r.n);
+                if (!center) sum = lane_sum<W, true>(xp, r.n);
+                else if (!std::isfinite(sum) || !std::is_same_v<T, float>) sum = lane_sum<W, false>(xp, r.n);
+                cnt = static_cast<double>(r.n);
+            } else {
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    double v = m[r.b + k * r.db] ? static_cast<double>(xp[k]) : 0.0;
+                    sum += center ? v : v * v;
+                    cnt += m[r.b + k * r.db] ? 1.0 : 0.0;
+                }
+            }
+            s.sum[r.a] += sum;
+            s.count[r.a] += cnt;
+        } else if (r.da == 1 && !m) {  // channels last: one statistic per element of the run
+            s.touch_range(r.a, r.n);
+            double* sum = s.sum.data() + r.a;
+            double* cnt = s.count.data() + r.a;
+            if (center) for (std::size_t k = 0; k < r.n; ++k) sum[k] += static_cast<double>(xp[k]);
+            else for (std::size_t k = 0; k < r.n; ++k) sum[k] += static_cast<double>(xp[k]) * static_cast<double>(xp[k]);
+            for (std::size_t k = 0; k < r.n; ++k) cnt[k] += 1.0;
+        } else {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t a = r.a + k * r.da;
+                s.touch(a);
+                if (m && !m[r.b + k * r.db]) continue;
+                double v = static_cast<double>(xp[k]);
+                s.sum[a] += center ? v : v * v;
+                s.count[a] += 1.0;
+            }
+        }
+    });
+    if (center) {
+        // Pass 2 about mu = sum/n, rounded to float for float data: x - mu is then a
+        // difference of two floats, exact in double unless their exponents differ by more
+        // than 29, so the correction s1/n restores the mean's digits even for rows whose
+        // mean is near 0 next to their spread, and whatever error the sum had. (float64
+        // data keeps the double mu.)
+        for (std::size_t a : s.touched) {
+            const double mu = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
+            s.sum[a] = std::is_same_v<T, float> ? static_cast<double>(static_cast<float>(mu)) : mu;
+        }
+        w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+            const T* xp = x + r.x;
+            if (r.da == 0 && !m) {
+                lane_deviation_sums<W>(xp, r.n, s.sum[r.a], s.dev[r.a], s.m2[r.a]);
+            } else if (r.da == 1 && !m) {
+                const double* mu = s.sum.data() + r.a;
+                double* dev = s.dev.data() + r.a;
+                double* m2 = s.m2.data() + r.a;
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    double d = static_cast<double>(xp[k]) - mu[k];
+                    dev[k] += d;
+                    m2[k] += d * d;
+                }
+            } else {
+                for (std::size_t k = 0; k < r.n; ++k) {
+                    if (m && !m[r.b + k * r.db]) continue;
+                    std::size_t a = r.a + k * r.da;
+                    double d = static_cast<double>(xp[k]) - s.sum[a];
+                    s.dev[a] += d;
+                    s.m2[a] += d * d;
+                }
+            }
+        });
+    }
+    for (std::size_t a : s.touched) {
+        if (center && s.count[a] > 0) {
+            // The correction s1/n is tiny next to mu; TwoSum keeps what rounding drops.
+            const double corr = s.dev[a] / s.count[a];
+            double mean, lo;
+            two_sum(s.sum[a], corr, mean, lo);
+            // s2 >= s1^2/n exactly; rounding may undercut it by an ulp (NaN passes through).
+            const double m2 = s.m2[a] - s.dev[a] * corr;
+            out.push_back({a, s.count[a], mean, lo, m2 < 0 ? 0.0 : m2});
+        } else {
+            out.push_back({a, s.count[a], 0.0, 0.0, center ? 0.0 : s.sum[a]});
+        }
+        s.sum[a] = s.count[a] = s.dev[a] = s.m2[a] = 0;
+        s.seen[a] = 0;
+    }
+    s.touched.clear();
+    s.range_n = 0;
+}
+
+// Merges partial moments (count pc, mean pmean + plo, sum of squared deviations pm2) into
+// statistic j of the running arrays (Chan, Golub, LeVeque 1979):
+//   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
+//   M2 = M2a + M2b + delta^2 * na * nb / n,
+// with the means kept as two doubles (mean_a's high parts are close, so their difference
+// is exact). The first part of a statistic is taken as it is (the update would round it).
+void merge_partial(double* count, double* mean, double* lo, double* m2, std::size_t j, double pc, double pmean,
+                   double plo, double pm2, bool center) {
+    const double na = count[j], n = na + pc;
+    if (pc == 0) return;
+    if (na == 0) {
+        mean[j] = pmean;
+        lo[j] = plo;
+        m2[j] = pm2;
+    } else if (center) {
+        const double delta = (pmean - mean[j]) + (plo - lo[j]);
+        double s, e;
+        two_sum(mean[j], delta * pc / n, s, e);
+        two_sum(s, lo[j] + e, mean[j], lo[j]);
+        m2[j] += pm2 + delta * delta * na * pc / n;
+    } else {
+        m2[j] += pm2;
+    }
+    count[j] = n;
+}
+
+// Runs shorter than this many elements make the walk's per-run work dominate.
+constexpr std::size_t kShortRun = 32;
+
+// Merged moments per statistic before they are finished: count, mean (+ mean_lo) and the
+// sum of squared deviations (in `var`), all in the keep-dims statistics shape.
+template <class T>
+Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool center,
+                    const xt::xarray<std::uint8_t>* mask) {
+    Shape ss = keepdims_shape(xs, reduced);
+    Moments out;
+    out.mean = xt::zeros<double>(ss);
+    out.mean_lo = xt::zeros<double>(ss);
+    out.var = xt::zeros<double>(ss);
+    out.count = xt::zeros<double>(ss);
+    double* mean = out.mean.data();
+    double* lo = out.mean_lo.data();
+    double* m2 = out.var.data();
+    double* count = out.count.data();
+
+    const Axes suffix = short_suffix(xs, reduced);
+    if (!suffix.empty()) {
+        // Finer statistics, then merged over the suffix axes in row-major order.
+        Moments fine = raw_moments(x, xs, without(reduced, suffix), center, mask);
+        Shape fs(fine.count.shape().begin(), fine.count.shape().end());
+        Walk w(fs, broadcast_strides(fs, ss), Strides(fs.size(), 0), std::max<std::size_t>(1, fine.count.size()));
+        if (w.num_chunks() > 0)
+            w.chunk(0, [&](const Run& r) {
+                for (std::size_t k = 0; k < r.n; ++k)
+                    merge_partial(count, mean, lo, m2, r.a + k * r.da, fine.count.data()[r.x + k],
+                                  fine.mean.data()[r.x + k], fine.mean_lo.data()[r.x + k], fine.var.data()[r.x + k],
+                                  center);
+            });
+        return out;
+    }
+
+    Strides mt = mask ? mask_strides(xs, *mask) : Strides(xs.size(), 0);
+    const std::size_t whole = whole_stat_chunk(xs, reduced);
+    Walk w(xs, broadcast_strides(xs, ss), mt, whole ? whole : kChunk);
+    const std::uint8_t* m = mask ? mask->data() : nullptr;
+    const std::size_t stats = num_elements(ss);
+
+    std::vector<std::vector<Partial>> parts(w.num_chunks());
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { chunk_moments(x, m, w, c, center, stats, parts[c]); });
+    for (const auto& chunk : parts)  // in chunk order, whatever the thread count
+        for (const Partial& p : chunk)
+            merge_partial(count, mean, lo, m2, p.stat, p.count, p.mean, p.mean_lo, p.m2, center);
+    return out;
+}
+
+template <class T>
+Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center,
+                     const xt::xarray<std::uint8_t>* mask) {
+    Moments out = raw_moments(x, xs, reduced, center, mask);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t i = 0; i < out.count.size(); ++i) {
+        out.var.data()[i] = biased_var(out.var.data()[i], out.count.data()[i]);
+        if (out.count.data()[i] == 0) out.mean.data()[i] = nan;
+    }
+    return out;
+}
+
+// One instance of the kernel per register width, each compiled for its instruction set.
+template <class T>
+void chunk_moments_generic(const T* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                           std::size_t stats, std::vector<Partial>& out) {
+    chunk_moments_impl<2>(x, mask, w, c, center, thread_scratch(stats), out);
+}
+#if NORMLAB_LANE_DISPATCH
+template <class T>
+NORMLAB_TARGET_AVX2 void chunk_moments_avx2(const T* x, const std::uint8_t* mask, const Walk& w, std::size_t c,
+                                            bool center, std::size_t stats, std::vector<Partial>& out) {
+    chunk_moments_impl<4>(x, mask, w, c, center, thread_scratch(stats), out);
+}
+template <class T>
+NORMLAB_TARGET_AVX512 void chunk_moments_avx512(const T* x, const std::uint8_t* mask, const Walk& w, std::size_t c,
+                                                bool center, std::size_t stats, std::vector<Partial>& out) {
+    chunk_moments_impl<8>(x, mask, w, c, center, thread_scratch(stats), out);
+}
+#endif
+
+template <class T>
+void chunk_moments_any(const T* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                       std::size_t stats, std::vector<Partial>& out) {
+#if NORMLAB_LANE_DISPATCH
+    static const int width = lane_width();
+    if (width == 8) return chunk_moments_avx512(x, mask, w, c, center, stats, out);
+    if (width == 4) return chunk_moments_avx2(x, mask, w, c, center, stats, out);
+#endif
+    chunk_moments_generic(x, mask, w, c, center, stats, out);
+}
+
+}  // namespace
+
+int lane_width() {
+#if NORMLAB_LANE_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 8;
+    if (__builtin_cpu_supports("avx2")) return 4;
+#endif
+    return 2;
+}
+
+void chunk_moments(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                   std::size_t stats, std::vector<Partial>& out) {
+    chunk_moments_any(x, mask, w, c, center, stats, out);
+}
+
+void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                   std::size_t stats, std::vector<Partial>& out) {
+    chunk_moments_any(x, mask, w, c, center, stats, out);
+}
+
+std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
+    std::size_t block = 1;
+    bool in_suffix = true;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+        if (xs[d] == 1) continue;
+        const bool r = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+        if (r && !in_suffix) return 0;
+        if (r) block *= xs[d];
+        else in_suffix = false;
+    }
+    // block 1 (nothing of size > 1 reduced): the moments walk would fold the kept axes into
+    // one long run cut into pieces, the normalize walk would not, and their chunks differ.
+    return block > 1 && block <= kChunk ? (kChunk / block) * block : 0;
+}
+
+Axes short_suffix(const Shape& xs, const Axes& reduced) {
+    auto is_reduced = [&](std::size_t d) { return std::find(reduced.begin(), reduced.end(), d) != reduced.end(); };
+    Axes suffix;
+    std::size_t block = 1, d = xs.size();
+    for (; d-- > 0;) {
+        if (xs[d] == 1) continue;
+        if (!is_reduced(d)) break;
+        suffix.push_back(d);
+        block *= xs[d];
+    }
+    if (suffix.empty() || block >= kShortRun || d > xs.size()) return {};
+    for (std::size_t e = 0; e < d; ++e)
+        if (xs[e] > 1 && is_reduced(e)) {
+            std::sort(suffix.begin(), suffix.end());
+            return suffix;
+        }
+    return {};
+}
+
+Axes without(const Axes& axes, const Axes& drop) {
+    Axes out;
+    for (auto a : axes)
+        if (std::find(drop.begin(), drop.end(), a) == drop.end()) out.push_back(a);
+    return out;
+}
+
+double biased_var(double m2, double count) {
+    return count > 0 ? m2 / count : std::numeric_limits<double>::quiet_NaN();
+}
+
+Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes, bool center,
+                        const xt::xarray<std::uint8_t>* mask) {
+    if (num_elements(shape) != x.size())
+        throw InputError("cannot view input of shape " + format_shape(x.shape()) + " as " + format_shape(shape));
+    for (auto a : reduction_axes)
+        if (a >= shape.size())
+            throw InputError("reduction axis " + std::to_string(a) +
+                             " out of range for input of shape " + format_shape(shape));
+    if (x.dtype == DType::float64) return moments_impl(x.f64.data(), shape, reduction_axes, center, mask);
+    return moments_impl(x.f32.data(), shape, reduction_axes, center, mask);
+}
+
+Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
+                        const xt::xarray<std::uint8_t>* mask) {
+    return compute_moments(x, x.shape(), reduction_axes, center, mask);
+}
+
+}  // namespace normlab

@@ -1,0 +1,50 @@
+#pragma once
+// Batch moments (internal to norm/): the chunk kernel the one-pass forward shares with
+// compute_moments, and the walk decisions both depend on.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "norm/engine.hpp"
+#include "norm/parallel.hpp"
+#include "norm/strided.hpp"
+
+namespace normlab {
+
+/// Moments of one statistic over one chunk: count, the mean as an unevaluated sum
+/// mean + mean_lo of two doubles (about 100 bits: the low part is what rounding the mean
+/// to one double would lose), and m2, the sum of squared deviations from that mean
+/// (the plain sum of squares when not centring, mean 0).
+struct Partial {
+    std::size_t stat;
+    double count, mean, mean_lo, m2;
+};
+
+/// The moments of every statistic that chunk c of walk w touches (operand A: statistics,
+/// operand B: the mask, or null), appended to `out` in the order first touched. Corrected
+/// two-pass in double while the chunk is in cache (Chan, Golub and LeVeque 1983, "Algorithms
+/// for computing the sample variance", Am. Stat. 37(3)): mu = sum/n, then s1 = sum(x - mu)
+/// and s2 = sum((x - mu)^2), mean = mu + s1/n and m2 = s2 - s1^2/n. Eight independent
+/// accumulators per sum, in a fixed order.
+void chunk_moments(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                   std::size_t stats, std::vector<Partial>& out);
+void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                   std::size_t stats, std::vector<Partial>& out);
+
+/// Elements per chunk when every statistic over `reduced` of shape xs is one contiguous
+/// block of 1 < R <= kChunk elements (reduction over trailing axes: LayerNorm, RMSNorm,
+/// InstanceNorm, GroupNorm in (N, C, ...)): chunks then hold whole statistics, so a chunk's
+/// moments are final and its output can be written while it is in cache. 0 otherwise.
+std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced);
+
+/// The trailing reduced axes whose statistics are taken first and merged after (GroupNorm
+/// with channels last: (N, H, W, G, C/G) over H, W and C/G gives per-channel moments merged
+/// over C/G), so the walks run along whole channels; empty when the walk is fine as it is.
+Axes short_suffix(const Shape& xs, const Axes& reduced);
+/// `axes` without the ones in `drop`.
+Axes without(const Axes& axes, const Axes& drop);
+
+/// Biased variance m2/count; count 0 (fully masked) gives NaN.
+double biased_var(double m2, double count);
+
+}  // namespace normlab

@@ -1,0 +1,170 @@
+#include "norm/normalize.hpp"
+
+#include <vector>
+
+namespace normlab {
+
+namespace {
+
+// y = (x - mean) * (rstd * scale) + shift over one chunk in double. The common layouts get
+// loops with unit or zero strides that the compiler vectorises; everything else takes the
+// general loop.
+template <class T>
+NORMLAB_INLINE inline void normalize_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
+    const double* mean = args.mean;
+    const double* lo = args.mean_lo;
+    const double* rstd = args.rstd;
+    const double* scale = args.scale;
+    const double* shift = args.shift;
+    const DType dtype = args.dtype;
+    // Half formats live in float storage; their outputs are rounded once, from double.
+    const bool half = dtype == DType::float16 || dtype == DType::bfloat16;
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+        const T* xp = x + r.x;
+        T* yp = y + r.x;
+        if (half) {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                double v = ((static_cast<double>(xp[k]) - mean[s]) - lo[s]) * (rstd[s] * scale[p]) + shift[p];
+                yp[k] = static_cast<T>(round_to(dtype, v));
+            }
+        } else if (r.da == 0 && r.db == 0) {  // BatchNorm/InstanceNorm/GroupNorm planes
+            const double mu = mean[r.a], ml = lo[r.a], a = rstd[r.a] * scale[r.b], b = shift[r.b];
+            for (std::size_t k = 0; k < r.n; ++k)
+                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu) - ml) * a + b);
+        } else if (r.da == 0 && r.db == 1) {  // LayerNorm/RMSNorm rows
+            const double mu = mean[r.a], ml = lo[r.a], rs = rstd[r.a];
+            const double* sc = scale + r.b;
+            const double* sh = shift + r.b;
+            for (std::size_t k = 0; k < r.n; ++k)
+                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu) - ml) * (rs * sc[k]) + sh[k]);
+        } else if (r.da == 1 && r.db == 1) {  // BatchNorm with channels last
+            const double* mu = mean + r.a;
+            const double* ml = lo + r.a;
+            const double* rs = rstd + r.a;
+            const double* sc = scale + r.b;
+            const double* sh = shift + r.b;
+            for (std::size_t k = 0; k < r.n; ++k)
+                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu[k]) - ml[k]) * (rs[k] * sc[k]) + sh[k]);
+        } else {
+            for (std::size_t k = 0; k < r.n; ++k) {
+                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mean[s]) - lo[s]) * (rstd[s] * scale[p]) + shift[p]);
+            }
+        }
+    });
+}
+
+// The float path's constants, each rounded once from double (normalize.hpp): the mean
+// m + ml split into three floats. m - hi is exact in double, and so is r - lo.
+struct MeanParts {
+    float hi, lo, lo2;
+};
+NORMLAB_INLINE inline MeanParts split_mean(double m, double ml) {
+    const float hi = static_cast<float>(m);
+    const double r = (m - static_cast<double>(hi)) + ml;
+    const float lo = static_cast<float>(r);
+    return {hi, lo, static_cast<float>(r - static_cast<double>(lo))};
+}
+NORMLAB_INLINE inline float fold(double rstd, double scale) { return static_cast<float>(rstd * scale); }
+
+// Per-element constants of a run whose statistic or parameter varies along it, in float.
+// Within a chunk, channels-last runs repeat the same statistics and parameters (BatchNorm
+// (N, H, W, C): every run is the same C channels), so a run reuses the previous one's.
+struct RunConstants {
+    std::vector<float> hi, lo, lo2, a, b;
+    std::size_t key_a = 0, key_b = 0, key_n = 0;
+    bool valid = false;
+    void reserve(std::size_t n) {
+        if (hi.size() < n)
+            for (auto* v : {&hi, &lo, &lo2, &a, &b}) v->resize(n);
+    }
+};
+
+RunConstants& run_constants() {
+    thread_local RunConstants rc;
+    return rc;
+}
+
+// (((x - hi) - lo) - lo2) * a + b, with the mean's parts one value for the run or one per
+// element, and a, b likewise: the compiler vectorises each form.
+NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m, float a,
+                                             float b) {
+    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a + b;
+}
+NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m,
+                                             const float* a, const float* b) {
+    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a[k] + b[k];
+}
+NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, const RunConstants& c) {
+    const float *hi = c.hi.data(), *lo = c.lo.data(), *lo2 = c.lo2.data(), *a = c.a.data(), *b = c.b.data();
+    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - hi[k]) - lo[k]) - lo2[k]) * a[k] + b[k];
+}
+
+}  // namespace
+
+NORMLAB_VECTOR_CLONES void normalize_chunk(const float* x, float* y, const Walk& w, std::size_t c,
+                                           const NormalizeArgs& a) {
+    normalize_double(x, y, w, c, a);
+}
+
+NORMLAB_VECTOR_CLONES void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c,
+                                           const NormalizeArgs& a) {
+    normalize_double(x, y, w, c, a);
+}
+
+NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c,
+                                               const NormalizeArgs& args) {
+    const double* mean = args.mean;
+    const double* mlo = args.mean_lo;
+    const double* rstd = args.rstd;
+    const double* scale = args.scale;
+    const float* shift = args.shift_f;
+    RunConstants& rc = run_constants();
+    rc.valid = false;  // statistics differ from one forward to the next
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+        const float* xp = x + r.x;
+        float* yp = y + r.x;
+        const bool one_a = r.da == 0 && (r.db == 0 || args.uniform_scale);
+        const bool one_b = r.db == 0 || args.uniform_shift;
+        if (r.da == 0) {
+            const MeanParts m = split_mean(mean[r.a], mlo[r.a]);
+            if (one_a && one_b) {  // planes; rows without affine parameters
+                normalize_run_f32(xp, yp, r.n, m, fold(rstd[r.a], scale[r.b]), shift[r.b]);
+                return;
+            }
+            // LayerNorm/RMSNorm rows with a weight: a per element of the row, folded as it
+            // goes (a separate folding loop into a buffer cost 15% more).
+            const double rs = rstd[r.a];
+            if (r.db == 1) {
+                const double* sc = scale + r.b;
+                const float* sh = shift + r.b;
+                for (std::size_t k = 0; k < r.n; ++k)
+                    yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * fold(rs, sc[k]) + sh[k];
+                return;
+            }
+            rc.reserve(r.n);
+            for (std::size_t k = 0; k < r.n; ++k) rc.a[k] = fold(rs, scale[r.b + k * r.db]);
+            for (std::size_t k = 0; k < r.n; ++k) rc.b[k] = shift[r.b + k * r.db];
+            normalize_run_f32(xp, yp, r.n, m, rc.a.data(), rc.b.data());
+            return;
+        }
+        // Statistics along the run (channels last): everything per element.
+        if (!rc.valid || rc.key_a != r.a || rc.key_b != r.b || rc.key_n != r.n) {
+            rc.reserve(r.n);
+            for (std::size_t k = 0; k < r.n; ++k) {
+                const std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
+                const MeanParts m = split_mean(mean[s], mlo[s]);
+                rc.hi[k] = m.hi;
+                rc.lo[k] = m.lo;
+                rc.lo2[k] = m.lo2;
+                rc.a[k] = fold(rstd[s], scale[p]);
+                rc.b[k] = shift[p];
+            }
+            rc.key_a = r.a, rc.key_b = r.b, rc.key_n = r.n, rc.valid = true;
+        }
+        normalize_run_f32(xp, yp, r.n, rc);
+    });
+}
+
+}  // namespace normlab
