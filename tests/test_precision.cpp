@@ -132,7 +132,7 @@ TEST_CASE("deviation: NaN never hides, relative error against 0, ulps in the out
     CHECK(std::isinf(normlab::deviation(z, ref, DType::float32).max_rel));  // nonzero vs 0
 }
 
-TEST_CASE("precision on large-mean data: naive fails, normlab's float32 output is within 4 ulps") {
+TEST_CASE("precision on large-mean data: naive fails, normlab's float32 output is within 3 ulps") {
     // The example config is the test: configs/precision.json.
     fs::path out = fresh_dir("precision_example") / "out";
     CliResult r = run_normlab("run " + kSrc + "/configs/precision.json --out " + out.string() + " -q");
@@ -154,9 +154,10 @@ TEST_CASE("precision on large-mean data: naive fails, normlab's float32 output i
         CHECK(num(naive, "var_min") < 0);
         CHECK(num(naive, "nonfinite_count") > 0);
         CHECK(std::isinf(num(naive, "max_abs_err")));
-        // normlab: within 4 float32 ulps of the float64 result from the same float32 inputs.
+        // normlab: within 3 float32 ulps of the float64 result from the same float32 inputs,
+        // the ulp of the largest of |x̂·w|, |b| and |y| (the precision contract).
         CHECK(normlab.at("work_dtype") == "float64");
-        CHECK(num(normlab, "max_ulp_err") <= 4);
+        CHECK(num(normlab, "max_ulp_err") <= 3);
         CHECK(num(normlab, "max_abs_err") < 1e-6);
         CHECK(num(normlab, "nonfinite_count") == 0);
         CHECK(num(normlab, "var_min") > 0);
@@ -185,7 +186,8 @@ TEST_CASE("precision on large-mean data: naive fails, normlab's float32 output i
     for (const auto& row : rows)
         if (row.at("data") == "std500" && row.at("algorithm") == "normlab" && row.at("dtype") != "float64") {
             CHECK(num(row, "overflow_groups") == 0);
-            CHECK(num(row, "max_ulp_err") <= 0.5 + 1e-6);
+            // float32: the float path's contract; half formats: one rounding of a double result
+            CHECK(num(row, "max_ulp_err") <= (row.at("dtype") == "float32" ? 3.0 : 0.5 + 1e-6));
         }
 }
 
@@ -219,7 +221,9 @@ TEST_CASE("precision: normlab's engine matches the reference for every norm shap
         CAPTURE(row.at("algorithm"));
         CHECK(num(row, "nonfinite_count") == 0);
         CHECK(num(row, "overflow_groups") == 0);
-        if (row.at("algorithm") == "normlab" && row.at("dtype") != "float64") {
+        if (row.at("algorithm") == "normlab" && row.at("dtype") == "float32") {
+            CHECK(num(row, "max_ulp_err") <= 3.0);  // the float path
+        } else if (row.at("algorithm") == "normlab" && row.at("dtype") != "float64") {
             // One rounding of a double result: at most half an ulp (plus double's own error).
             CHECK(num(row, "max_ulp_err") <= 0.5 + 1e-6);
         } else if (row.at("dtype") == "float64") {

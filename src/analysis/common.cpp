@@ -145,8 +145,9 @@ double elementwise_diff(double a, double b) {
 }
 
 Deviation deviation(const xt::xarray<double>& y, const xt::xarray<double>& ref, DType ulp_dtype,
-                    const std::vector<std::uint8_t>* include) {
-    if (y.size() != ref.size() || (include && include->size() != y.size()))
+                    const std::vector<std::uint8_t>* include, const xt::xarray<double>* ulp_basis) {
+    if (y.size() != ref.size() || (include && include->size() != y.size()) ||
+        (ulp_basis && ulp_basis->size() != y.size()))
         throw std::logic_error("deviation: sizes differ");
     Deviation dv;
     double worst = -1;
@@ -162,7 +163,7 @@ Deviation deviation(const xt::xarray<double>& y, const xt::xarray<double>& ref, 
             dv.max_rel = std::max(dv.max_rel, std::isfinite(r) && r != 0 ? d / std::fabs(r)
                                                                          : std::numeric_limits<double>::infinity());
         if (d > 0) {
-            const double u = ulp(ulp_dtype, r);
+            const double u = ulp(ulp_dtype, ulp_basis ? ulp_basis->data()[i] : r);
             dv.max_ulp = std::max(dv.max_ulp, std::isnan(u) ? std::numeric_limits<double>::infinity() : d / u);
         }
     }

@@ -67,16 +67,19 @@ double ulp(DType d, double v);
 struct Deviation {
     double max_abs = 0;            ///< max |y - ref|
     double max_rel = 0;            ///< max |y - ref| / |ref| (0/0 = 0; d/0 = inf for d > 0)
-    double max_ulp = 0;            ///< max |y - ref| / ulp(ulp_dtype, ref)
+    double max_ulp = 0;            ///< max |y - ref| / ulp(ulp_dtype, basis), basis |ref| by default
     std::size_t nonfinite = 0;     ///< non-finite values of y among the compared elements
     std::size_t worst = 0;         ///< flat index of the first element with the max |y - ref|
     std::size_t compared = 0;      ///< elements compared (real positions under a mask)
 };
 /// Compares y with ref over all elements, or over those where `include` is non-zero
 /// (`include`: a flat 0/1 array of the same size, or nullptr). ulp_dtype sets the unit of
-/// max_ulp. std::logic_error when sizes differ (a programming error).
+/// max_ulp, taken at |ref|, or at `ulp_basis` where given (same size: the precision
+/// contract's max(|x̂·w|, |b|, |y|), DESIGN.md). std::logic_error when sizes differ (a
+/// programming error).
 Deviation deviation(const xt::xarray<double>& y, const xt::xarray<double>& ref, DType ulp_dtype,
-                    const std::vector<std::uint8_t>* include = nullptr);
+                    const std::vector<std::uint8_t>* include = nullptr,
+                    const xt::xarray<double>* ulp_basis = nullptr);
 /// The element-wise difference deviation() uses: 0 when both are NaN or equal (infinities
 /// included), +inf when exactly one is non-finite or they are different infinities, else |a - b|.
 double elementwise_diff(double a, double b);
