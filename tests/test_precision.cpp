@@ -207,21 +207,25 @@ TEST_CASE("precision: normlab's engine matches the reference for every norm shap
           {"ln_port", {{"type", "layernorm"}, {"axes", {1, 3}}, {"variance", "unbiased"}, {"eps_placement", "add_to_std"}}},
           {"rms_gemma", {{"type", "rmsnorm"}, {"axes", {-1}}, {"weight_offset", 1}, {"weight", {{"normal", {{"mean", 0}, {"std", 0.3}}}}}}},
           {"bn_masked", {{"type", "batchnorm"}, {"channel_axis", -1}, {"mask", true}}},
-          {"ln_tok", {{"type", "layernorm"}, {"axes", {-1}}}}}},
+          {"ln_tok", {{"type", "layernorm"}, {"axes", {-1}}}},
+          // the double arithmetic, selected per norm
+          {"gn_double", {{"type", "groupnorm"}, {"num_groups", 3}, {"compute", "double"}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.5}}}}}, {"bias", {{"normal", {{"mean", 0}, {"std", 1}}}}}}},
+          {"ln_port_double", {{"type", "layernorm"}, {"axes", {1, 3}}, {"variance", "unbiased"}, {"eps_placement", "add_to_std"}, {"compute", "double"}}}}},
         {"analyses",
-         {{{"type", "precision"}, {"data", {"img"}}, {"norms", {"gn", "bn", "in", "ln_port", "rms_gemma"}}, {"dtypes", {"float32", "float64"}}},
+         {{{"type", "precision"}, {"data", {"img"}}, {"norms", {"gn", "bn", "in", "ln_port", "rms_gemma", "gn_double", "ln_port_double"}}, {"dtypes", {"float32", "float64"}}},
           {{"type", "precision"}, {"data", {"tok"}}, {"norms", {"bn_masked", "ln_tok"}}, {"dtypes", {"float32", "float16", "bfloat16"}}}}}};
     Run r = run_json("precision_variants", cfg);
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
     auto rows = read_csv(r.out / "precision.csv");
-    CHECK(rows.size() == (5 * 2 + 2 * 3) * 4);
+    CHECK(rows.size() == (7 * 2 + 2 * 3) * 4);
     for (const auto& row : rows) {
         CAPTURE(row.at("norm"));
         CAPTURE(row.at("dtype"));
         CAPTURE(row.at("algorithm"));
         CHECK(num(row, "nonfinite_count") == 0);
         CHECK(num(row, "overflow_groups") == 0);
-        if (row.at("algorithm") == "normlab" && row.at("dtype") == "float32") {
+        const bool double_path = row.at("norm").find("_double") != std::string::npos;
+        if (row.at("algorithm") == "normlab" && row.at("dtype") == "float32" && !double_path) {
             CHECK(num(row, "max_ulp_err") <= 3.0);  // the float path
         } else if (row.at("algorithm") == "normlab" && row.at("dtype") != "float64") {
             // One rounding of a double result: at most half an ulp (plus double's own error).
@@ -264,11 +268,14 @@ TEST_CASE("precision: default dtypes, options and errors") {
         {{{"type", "precision"}, {"data", {"x"}}, {"norms", {"ln"}}, {"algorithms", {"navie"}}}, "did you mean \"naive\"?"},
         {{{"type", "precision"}, {"data", {"x"}}, {"norms", {"ln"}}, {"dtype", "float32"}}, "/analyses/0/dtype: unknown key"},
         {{{"type", "precision"}, {"data", {"x"}}, {"norms", {"bn_eval"}}}, "batchnorm \"bn_eval\" on data \"x\": normalises with running statistics"},
+        {{{"type", "precision"}, {"data", {"x"}}, {"norms", {"ln_bad_compute"}}}, "/norms/ln_bad_compute/compute"},
     };
     for (std::size_t i = 0; i < bad.size(); ++i) {
         CAPTURE(bad[i].expect);
         json c = cfg;
         c["analyses"] = json::array({bad[i].analysis});
+        if (bad[i].expect.find("ln_bad_compute") != std::string::npos)  // a norm key, not an analysis key
+            c["norms"]["ln_bad_compute"] = {{"type", "layernorm"}, {"axes", {-1}}, {"compute", "fast"}};
         Run b = run_json("precision_bad" + std::to_string(i), c);
         CHECK(b.cli.exit_code == 2);
         CHECK(b.cli.err.find(bad[i].expect) != std::string::npos);

@@ -120,7 +120,7 @@ const std::vector<KeyInfo>& norm_keys(NormType type) {
         const std::vector<KeyInfo> common = {
             {"type", "required"}, {"eps", "the convention's"}, {"weight", "ones"}, {"bias", "zeros"},
             {"mask", "false"}, {"convention", "torch"}, {"eps_placement", "inside_sqrt"}, {"variance", "biased"},
-            {"affine_rounding", "once"}};
+            {"affine_rounding", "once"}, {"compute", "float"}};
         auto with = [&](std::vector<KeyInfo> own) {
             own.insert(own.begin(), common.begin(), common.end());
             return own;
@@ -177,6 +177,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
                      ? VarianceEstimator::unbiased : VarianceEstimator::biased;
     d.affine_rounding = r.choice("affine_rounding", {"once", "twice"}, "once") == "twice"
                             ? AffineRounding::twice : AffineRounding::once;
+    d.compute = r.choice("compute", {"float", "double"}, "float") == "double" ? Compute::float64 : Compute::float32;
 
     const bool channel_norm = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
                               d.type == NormType::groupnorm;
