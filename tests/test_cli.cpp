@@ -160,11 +160,24 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     REQUIRE(rows.size() == 2 * 2 * 2);  // norms x shapes x thread counts
     for (const auto& j : rows) {
         CAPTURE(j.dump());
-        for (const char* k : {"norm", "shape", "dtype", "threads", "median_ms", "gb_per_s", "copy_gb_per_s",
-                              "fraction_of_copy", "state", "cold_ms", "peak_rss_mib"})
+        for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "ns_per_elem", "gb_per_s",
+                              "copy_gb_per_s", "fraction_of_copy", "moments_ns_per_elem", "moments_of_copy",
+                              "normalize_ns_per_elem", "normalize_of_copy", "state", "cold_ms", "peak_rss_mib"})
             CHECK(j.contains(k));
         CHECK(j["state"] == "steady");
         CHECK(j["dtype"] == "float32");
+        CHECK(j["compute"] == "float");
+        // per element: median_ms over the element count; each phase was timed, and its
+        // fraction of the copy is the copy's time over the phase's (moments read once)
+        const double elems = j["shape"] == nlohmann::json{4, 8, 16} ? 4 * 8 * 16 : 2 * 6 * 5;
+        CHECK(j["ns_per_elem"].get<double>() == doctest::Approx(j["median_ms"].get<double>() * 1e6 / elems).epsilon(1e-4));
+        CHECK(j["moments_ns_per_elem"].get<double>() > 0);
+        CHECK(j["normalize_ns_per_elem"].get<double>() > 0);
+        const double copy_ms = 2 * elems * 4 / (j["copy_gb_per_s"].get<double>() * 1e6);
+        CHECK(j["normalize_of_copy"].get<double>() ==
+              doctest::Approx(copy_ms / (j["normalize_ns_per_elem"].get<double>() * elems / 1e6)).epsilon(1e-3));
+        CHECK(j["moments_of_copy"].get<double>() ==
+              doctest::Approx(copy_ms / (2 * j["moments_ns_per_elem"].get<double>() * elems / 1e6)).epsilon(1e-3));
         CHECK(j["median_ms"].get<double>() > 0);
         CHECK(j["copy_gb_per_s"].get<double>() > 0);
         // GB/s counts one read and one write of the batch: 2 * bytes / time
@@ -181,6 +194,10 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     CliResult last = run_normlab("bench --norm batchnorm --shape 2,5,3 --channel-axis -1 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(last.exit_code == 0, last.err);
     CHECK(nlohmann::json::parse(last.out)["channel_axis"] == 2);
+    CliResult dbl = run_normlab("bench --norm layernorm --shape 4,8 --compute double --dtype float64 --threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(dbl.exit_code == 0, dbl.err);
+    CHECK(nlohmann::json::parse(dbl.out)["compute"] == "double");
+    CHECK(nlohmann::json::parse(dbl.out)["dtype"] == "float64");
     CliResult rank1 = run_normlab("bench --norm layernorm,rmsnorm --shape 64 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(rank1.exit_code == 0, rank1.err);
     CHECK(rank1.out.find("\"channel_axis\": 0") != std::string::npos);
@@ -202,7 +219,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm groupnorm --shape 2,4,3 --num-groups -1", "bench --num-groups -1: expected an integer from 1"},
                          Bad{"--norm layernorm --shape ''", "bench --shape: expected comma-separated dims"},
                          Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"},
-                         Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"}}) {
+                         Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"},
+                         Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);
         CHECK(e.exit_code == 2);

@@ -85,6 +85,42 @@ double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
     return median(times);
 }
 
+// Median time of f() over `repeat` calls after one untimed call.
+template <class F>
+double median_ms(unsigned repeat, F&& f) {
+    f();
+    std::vector<double> times;
+    for (unsigned r = 0; r < repeat; ++r) {
+        auto t0 = Clock::now();
+        f();
+        times.push_back(ms(t0, Clock::now()));
+    }
+    return median(times);
+}
+
+// The two phases of a forward timed on their own: the batch moments (one read of x), and
+// the normalize pass with those statistics given (one read of x, one write of y; the
+// walk of the two-phase path, in chunks of 16 Ki elements).
+struct Phases {
+    double moments_ms = 0, normalize_ms = 0;
+};
+
+Phases time_phases(const Tensor& x, const Resolution& res, unsigned repeat) {
+    const Shape ps = select_dims(res.view_shape, res.spec.param_axes);
+    const xt::xarray<double> w = xt::ones<double>(ps), b = xt::zeros<double>(ps);
+    Phases p;
+    Moments m;
+    p.moments_ms = median_ms(repeat, [&] { m = compute_moments(x, res.view_shape, res.spec.reduction_axes, res.spec.center); });
+    ForwardInputs in;
+    in.weight = res.has_weight ? &w : nullptr;
+    in.bias = res.has_bias ? &b : nullptr;
+    in.given_mean = &m.mean;
+    in.given_var = &m.var;
+    ForwardResult out;
+    p.normalize_ms = median_ms(repeat, [&] { forward(x, res.view_shape, res.spec, in, out); });
+    return p;
+}
+
 NormDef bench_def(const std::string& norm, const Shape& shape, unsigned groups) {
     const auto& types = norm_type_names();
     auto it = std::find(types.begin(), types.end(), norm);
@@ -113,14 +149,17 @@ std::string run_bench(const BenchOptions& o) {
     std::vector<unsigned> threads = o.threads;
     if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
+    if (o.compute != "float" && o.compute != "double")
+        throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
     const unsigned saved_threads = engine_threads();
 
     std::ostringstream out;
     if (!o.json)
         out << std::left << std::setw(13) << "norm" << std::setw(18) << "shape" << std::setw(9) << "dtype"
             << std::setw(8) << "threads" << std::setw(11) << "median_ms" << std::setw(10) << "gb_per_s"
-            << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(9) << "cold_ms"
-            << "peak_rss_mib\n";
+            << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(12) << "moments_ns"
+            << std::setw(10) << "of_copy" << std::setw(14) << "normalize_ns" << std::setw(10) << "of_copy"
+            << std::setw(9) << "cold_ms" << "peak_rss_mib\n";
     for (const auto& norm : norms) {
         auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;
         for (const auto& sv : shapes) {
@@ -148,7 +187,9 @@ std::string run_bench(const BenchOptions& o) {
                 // This case's peak: the input (resident already), the output and the
                 // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
                 const bool own_peak = reset_peak_rss();
-                NormLayer layer(bench_def(norm, shape, o.num_groups), dtype);
+                NormDef def = bench_def(norm, shape, o.num_groups);
+                def.compute = o.compute == "double" ? Compute::float64 : Compute::float32;
+                NormLayer layer(def, dtype);
                 StepResult s;
                 const JsonLocation at{"", "bench --norm " + norm};
                 auto c0 = Clock::now();
@@ -156,37 +197,46 @@ std::string run_bench(const BenchOptions& o) {
                     layer.forward(x, channel_axis, "bench", nullptr, s);
                 });
                 double cold = ms(c0, Clock::now());
-                std::vector<double> times;
-                for (unsigned r = 0; r < o.repeat; ++r) {
-                    auto t0 = Clock::now();
-                    layer.forward(x, channel_axis, "bench", nullptr, s);
-                    times.push_back(ms(t0, Clock::now()));
-                }
+                const double med = median_ms(o.repeat, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); });
+                // read before the phases and the copy yardstick allocate their own buffers
                 const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
-                double med = median(times), copy = copy_ms(bytes, th, o.repeat);
-                double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
-                double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
+                const double copy = copy_ms(bytes, th, o.repeat);
+                const double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
+                const double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
+                // Phases against the copy: moments read the bytes once, normalize reads and
+                // writes them, the copy reads and writes them.
+                const Phases ph = s.res.use_batch_stats ? time_phases(x, s.res, o.repeat) : Phases{};
+                const double per_el = 1e6 / static_cast<double>(x.size());  // ms -> ns per element
+                const double m_ns = ph.moments_ms * per_el, n_ns = ph.normalize_ms * per_el;
+                const double m_of = ph.moments_ms > 0 ? copy / (2.0 * ph.moments_ms) : 0.0;
+                const double n_of = ph.normalize_ms > 0 ? copy / ph.normalize_ms : 0.0;
                 if (o.json) {
                     out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
-                        << o.dtype << "\", \"channel_axis\": " << ca << ", \"threads\": " << th << ", \"median_ms\": " << med
+                        << o.dtype << "\", \"compute\": \"" << o.compute << "\", \"channel_axis\": " << ca
+                        << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"ns_per_elem\": " << med * per_el
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
-                        << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"state\": \"steady\", \"cold_ms\": "
-                        << cold << ", \"peak_rss_mib\": " << (std::isnan(peak) ? std::string("null") : format_number(peak))
+                        << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"moments_ns_per_elem\": " << m_ns
+                        << ", \"moments_of_copy\": " << m_of << ", \"normalize_ns_per_elem\": " << n_ns
+                        << ", \"normalize_of_copy\": " << n_of << ", \"state\": \"steady\", \"cold_ms\": " << cold
+                        << ", \"peak_rss_mib\": " << (std::isnan(peak) ? std::string("null") : format_number(peak))
                         << "}\n";
                 } else {
                     out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
                         << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
                         << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
-                        << gbs / copy_gbs << std::setw(9) << cold << peak << "\n";
+                        << gbs / copy_gbs << std::setw(12) << m_ns << std::setw(10) << m_of << std::setw(14) << n_ns
+                        << std::setw(10) << n_of << std::setw(9) << cold << peak << "\n";
                 }
             }
         }
     }
     set_engine_threads(saved_threads);
     if (!o.json)
-        out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages; "
-               "peak_rss_mib: the process's peak resident memory during this case's normalization, nan when "
-               "the kernel cannot reset it)\n";
+        out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages;\n"
+               " moments_ns, normalize_ns: each phase timed on its own, ns per element; their of_copy:\n"
+               " the bytes the phase moves per second (moments: one read, normalize: a read and a write)\n"
+               " against the copy's; peak_rss_mib: the process's peak resident memory during this case's\n"
+               " normalization, nan when the kernel cannot reset it; compute " << o.compute << ")\n";
     return out.str();
 }
 

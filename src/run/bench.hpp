@@ -14,6 +14,7 @@ struct BenchOptions {
     std::vector<std::string> norms;              ///< batchnorm, layernorm, instancenorm, groupnorm, rmsnorm
     std::vector<std::vector<long long>> shapes;  ///< input shapes
     std::string dtype = "float32";
+    std::string compute = "float";               ///< float32 data: "float" (the float path) or "double"
     std::vector<unsigned> threads;               ///< thread counts to measure
     unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
     unsigned num_groups = 32;                    ///< groupnorm
@@ -25,12 +26,14 @@ struct BenchOptions {
 /// Runs every (norm, shape, threads) case and returns the printable result: per case the
 /// median steady-state time (output buffers reused), GB/s counting one read of the input
 /// and one write of the output, the GB/s of a plain copy of the same bytes measured in the
-/// same run, the first ("cold") call's time, and the case's peak resident memory: the
+/// same run, the time per element of each phase measured on its own (the batch moments;
+/// the normalize pass with those statistics given) with its bytes per second as a fraction
+/// of the copy's, the first ("cold") call's time, and the case's peak resident memory: the
 /// process's peak from the case's start (its input built) to the end of its timed calls,
 /// reset between cases through /proc/self/clear_refs (JSON null, table nan, when the
 /// kernel refuses the reset).
-/// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, or a
-/// norm that does not fit a shape.
+/// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a
+/// compute other than float or double, or a norm that does not fit a shape.
 std::string run_bench(const BenchOptions& o);
 
 }  // namespace normlab
