@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/batch.hpp"
+#include "analysis/output_pool.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
@@ -111,10 +112,11 @@ struct GroupLayout {
     std::vector<std::vector<std::size_t>> all;
 };
 /// One forward step of `layer` on batch `b`: its values, channel axis, name (in messages)
-/// and padding mask, if any. Throws NormError as NormLayer::forward.
-StepResult forward_batch(NormLayer& layer, const Batch& b);
+/// and padding mask, if any, into output buffers from the current pool (output_pool.hpp),
+/// which get them back when the step is destroyed. Throws NormError as NormLayer::forward.
+Step forward_batch(NormLayer& layer, const Batch& b);
 /// A fresh layer of `def` in `dtype` applied once to `b` (no running state carried over).
-StepResult apply_norm(const NormDef& def, DType dtype, const Batch& b);
+Step apply_norm(const NormDef& def, DType dtype, const Batch& b);
 /// `def` in training (true) or inference (false) mode.
 NormDef with_training(NormDef def, bool training);
 

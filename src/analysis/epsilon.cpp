@@ -131,10 +131,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         const double eps = ep.eps;
                         const Batch bs = with_values(b, x * scale, dt);
                         const NormDef de = with_eps(def, eps);
-                        const StepResult s = apply_norm(de, dt, bs);
-                        const StepResult h = apply_norm(without_affine(de), dt, bs);
+                        const Step s = apply_norm(de, dt, bs);
+                        const Step h = apply_norm(without_affine(de), dt, bs);
                         // Reference: eps = 0 in float64 on the very same (rounded) input.
-                        const StepResult r0 =
+                        const Step r0 =
                             apply_norm(with_eps(def, 0.0), DType::float64, with_values(bs, bs.x.to_double(), DType::float64));
 
                         const xt::xarray<std::uint8_t>* mask = def.mask ? &bs.mask : nullptr;

@@ -134,7 +134,7 @@ Side apply_side(const AnalysisSpec& spec, const AnalysisContext& ctx, const Opti
                 const std::string& nn) {
     Side s;
     const Batch rb = o.reshape.count(nn) ? reshape_batch(b, side_shape(spec, o, shape_of(b), b.name, nn)) : b;
-    const StepResult r = apply_norm(ctx.norm(nn), ctx.dtype, rb);
+    const Step r = apply_norm(ctx.norm(nn), ctx.dtype, rb);
     s.y = r.fwd.y.to_double();
     s.reduced = reduced_axes(broadcast_offsets(r.res.view_shape, r.res.stats_shape), b.x.shape());
     s.num_stats = r.res.num_stats;

@@ -147,7 +147,7 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
     b64.x = Tensor::from_double(b.x.to_double(), DType::float64);
     // The run's dtype for the defaults it sets (RMSNorm's eps); the arithmetic is float64.
     NormLayer layer(def, ctx.dtype);
-    const StepResult s = forward_batch(layer, b64);
+    const Step s = forward_batch(layer, b64);
     const xt::xarray<double> dx = step_backward(b64.x, s, dy).dx.f64;
     const std::vector<std::size_t> group = statistic_offsets(s.res);
 
@@ -206,7 +206,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
             NormLayer layer(def, ctx.dtype);
-            const StepResult s = forward_batch(layer, b);
+            const Step s = forward_batch(layer, b);
             const StepGradients g = step_backward(b.x, s, dy);
             const xt::xarray<double> dx = g.dx.to_double();
             std::size_t empty = 0;

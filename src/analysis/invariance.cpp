@@ -90,7 +90,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                                            scale ? o.scale_hi : o.shift_hi, rng)});
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const StepResult base = apply_norm(def, ctx.dtype, b);
+            const Step base = apply_norm(def, ctx.dtype, b);
             const xt::xarray<double> y = base.fwd.y.to_double();
             const NormDef d0 = with_eps(def, 0.0);
             const xt::xarray<double> y0 = apply_norm(d0, DType::float64, b64).fwd.y.to_double();

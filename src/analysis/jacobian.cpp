@@ -164,7 +164,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const NormDef& def = ctx.norm(nn);
             const std::size_t n = group_size(spec, o, ctx, dn, nn);
             NormLayer layer(def, ctx.dtype);
-            const StepResult s = forward_batch(layer, b);
+            const Step s = forward_batch(layer, b);
             const Resolution& r = s.res;
             // The first `groups` statistics groups that hold a real position: a fully padded
             // group (a padded token under a masked LayerNorm over D) has NaN statistics and

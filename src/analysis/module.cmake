@@ -1,5 +1,5 @@
 normlab_module(normlab_analysis
-  SOURCES analysis/registry.cpp analysis/common.cpp analysis/stats_shapes.cpp analysis/apply.cpp analysis/upstream.cpp
+  SOURCES analysis/registry.cpp analysis/common.cpp analysis/output_pool.cpp analysis/stats_shapes.cpp analysis/apply.cpp analysis/upstream.cpp
   analysis/precision.cpp analysis/port_check.cpp
   analysis/batch_ops.cpp analysis/epsilon.cpp analysis/padding.cpp analysis/equivalence.cpp
   analysis/invariance.cpp analysis/batch_dependence.cpp analysis/train_eval.cpp

@@ -163,8 +163,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const std::vector<std::uint8_t> real(real_mask.begin(), real_mask.end());
         for (const auto& nn : spec.norms) {
             const NormDef& def = ctx.norm(nn);
-            const StepResult si = apply_norm(with_mask(def, false), ctx.dtype, b);
-            const StepResult se = apply_norm(with_mask(def, true), ctx.dtype, b);
+            const Step si = apply_norm(with_mask(def, false), ctx.dtype, b);
+            const Step se = apply_norm(with_mask(def, true), ctx.dtype, b);
             const Contamination cm = contamination(si.fwd.mean, se.fwd.mean);
             const Contamination cv = contamination(si.fwd.var, se.fwd.var);
             long long empty = 0;

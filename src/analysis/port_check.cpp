@@ -122,7 +122,7 @@ Batch resample_rows(const Batch& b, Rng& rng) {
 
 /// One norm's side of a comparison: its eval output on a batch and running statistics.
 struct Side {
-    StepResult step;
+    Step step;
     xt::xarray<double> y;
     bool has_running = false;
     xt::xarray<double> running_mean, running_var;

@@ -345,7 +345,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     DType work_row = work;
                     double eps_work = Work{work}.r(res.eps);
                     if (alg == "normlab") {
-                        StepResult s = forward_batch(layer, bd);
+                        Step s = forward_batch(layer, bd);
                         y = s.fwd.y.to_double();
                         var.assign(s.fwd.var.begin(), s.fwd.var.end());
                         work_row = DType::float64;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "analysis/analysis.hpp"
+#include "analysis/common.hpp"
+#include "analysis/output_pool.hpp"
 #include "run/report_command.hpp"
 #include "config/config.hpp"
 #include "config/overrides.hpp"
@@ -50,24 +52,13 @@ Json load_config_document(const RunOptions& o, Provenance* origins) {
 
 namespace {
 
-// NaN and infinite values in a batch (they make every statistic they enter non-finite).
-std::size_t nonfinite_values(const Tensor& t) {
-    std::size_t n = 0;
-    if (t.dtype == DType::float64) {
-        for (double v : t.f64) n += !std::isfinite(v);
-    } else {
-        for (float v : t.f32) n += !std::isfinite(v);
-    }
-    return n;
-}
-
 Json data_summary(const Batch& b) {
     Json j = Json::object();
     j["source"] = b.source;
     j["shape"] = b.x.shape();
     j["channel_axis"] = b.channel_axis;
     j["has_mask"] = b.has_mask();
-    j["nonfinite_values"] = nonfinite_values(b.x);
+    j["nonfinite_values"] = count_nonfinite(b.x);  // each makes every statistic it enters non-finite
     if (b.has_mask()) j["pad_fraction"] = b.pad_fraction();
     if (!b.lengths.empty()) j["lengths"] = b.lengths;
     return j;
@@ -185,6 +176,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
     std::set<std::string> warned_nonfinite;
     const std::vector<std::string>& notes = checked.notes;
 
+    // Output buffers pass from point to point like the batches (analysis/output_pool.hpp).
+    OutputPool outputs;
+    OutputPoolScope use_outputs(outputs);
     Loaded previous = std::move(checked.last);
     for (std::size_t k = 0; k < selected.size(); ++k) {
         const SweepPoint& pt = *selected[k];
