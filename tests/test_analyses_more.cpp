@@ -7,6 +7,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "analysis/batch_ops.hpp"
+#include "analysis/common.hpp"
 #include "analysis_util.hpp"
 
 using namespace normlab_test;
@@ -30,6 +31,47 @@ normlab::Batch make(const std::vector<double>& v, const normlab::Shape& s, std::
 }
 
 }  // namespace
+
+TEST_CASE("output pool: a step's buffers pass to the next step of the same size and dtype") {
+    // What lets sweep points write into warm memory: the run installs a pool, and each
+    // forward step takes a free output of its size from it and gives it back when done.
+    auto batch = [](std::size_t rows, normlab::DType dtype = normlab::DType::float32) {
+        normlab::Batch b;
+        b.name = "x";
+        b.channel_axis = 1;
+        xt::xarray<double> v = xt::xarray<double>::from_shape({rows, 64});
+        for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = std::sin(static_cast<double>(i)) * 3 + 1;
+        b.x = normlab::Tensor::from_double(v, dtype);
+        return b;
+    };
+    normlab::NormDef d;
+    d.name = "ln";
+    d.type = normlab::NormType::layernorm;
+    d.normalized_shape = std::vector<long long>{64};
+    const normlab::Batch b4 = batch(4), b5 = batch(5);
+    const xt::xarray<float> expect = normlab::apply_norm(d, normlab::DType::float32, b4).fwd.y.f32;
+    CHECK(normlab::current_output_pool() == nullptr);
+    normlab::OutputPool pool;
+    {
+        normlab::OutputPoolScope scope(pool);
+        CHECK(normlab::current_output_pool() == &pool);
+        const float* first = nullptr;
+        {
+            normlab::Step s = normlab::apply_norm(d, normlab::DType::float32, b4);
+            first = s.fwd.y.f32.data();
+        }
+        normlab::Step other = normlab::apply_norm(d, normlab::DType::float32, b5);  // another size: fresh
+        CHECK(other.fwd.y.f32.data() != first);
+        normlab::Step again = normlab::apply_norm(d, normlab::DType::float32, b4);
+        CHECK(again.fwd.y.f32.data() == first);
+        CHECK(again.fwd.y.f32 == expect);  // the same bits in recycled memory
+        // another dtype, same element count: fresh
+        normlab::Step dbl = normlab::apply_norm(d, normlab::DType::float64, batch(4, normlab::DType::float64));
+        CHECK(dbl.fwd.y.dtype == normlab::DType::float64);
+        CHECK(dbl.fwd.y.f64.size() == 4 * 64);
+    }
+    CHECK(normlab::current_output_pool() == nullptr);
+}
 
 TEST_CASE("invariance: which norm is invariant to which scale and shift (the textbook table)") {
     json data = {{"img", {{"source", "gaussian"}, {"shape", {6, 4, 3, 3}}, {"mean", 2}, {"std", 3}}}};
