@@ -4,10 +4,14 @@
 Run with Debian's interpreter, which has python3-torch (1.13) and python3-numpy:
     /usr/bin/python3 scripts/bench_torch.py [--norm layernorm,...] [--shape 32,64,512]...
                                             [--threads 1,2] [--repeat 20] [--json]
+                                            [--dtype float32|float64] [--channels-last]
 Figures: median steady-state time of F.layer_norm / rms-norm composite / F.group_norm /
 F.instance_norm / F.batch_norm(training=True) into a preallocated output where the op has
 an out= form (otherwise torch allocates, as in real use), GB/s counting one read of the
 input and one write of the output, and a plain copy (torch.Tensor.copy_) of the same bytes.
+Weights are ones and biases zeros, as `normlab bench` uses. --channels-last stores 4-D
+inputs in torch.channels_last memory format (N, H, W, C in memory; the shape stays
+N, C, H, W), the layout `normlab bench --channel-axis -1` measures on shape N, H, W, C.
 """
 import argparse
 import json
@@ -27,19 +31,24 @@ CASES = [
 
 def op(norm, x):
     c = x.shape[1]
+    d = x.shape[-1]
+    ones = lambda n: torch.ones(n, dtype=x.dtype)  # parameters made once, outside the timed call
+    zeros = lambda n: torch.zeros(n, dtype=x.dtype)
     if norm == "layernorm":
-        return lambda: F.layer_norm(x, (x.shape[-1],), torch.ones(x.shape[-1]), torch.zeros(x.shape[-1]))
+        w, b = ones(d), zeros(d)
+        return lambda: F.layer_norm(x, (d,), w, b)
     if norm == "rmsnorm":  # torch 1.13 has no RMSNorm: the usual composite
-        w = torch.ones(x.shape[-1])
+        w = ones(d)
         eps = torch.finfo(x.dtype).eps
         return lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
     if norm == "groupnorm":
-        return lambda: F.group_norm(x, 32, torch.ones(c), torch.zeros(c))
+        w, b = ones(c), zeros(c)
+        return lambda: F.group_norm(x, 32, w, b)
     if norm == "instancenorm":
         return lambda: F.instance_norm(x)
     if norm == "batchnorm":
-        rm, rv = torch.zeros(c), torch.ones(c)
-        return lambda: F.batch_norm(x, rm, rv, torch.ones(c), torch.zeros(c), training=True)
+        rm, rv, w, b = zeros(c), ones(c), ones(c), zeros(c)
+        return lambda: F.batch_norm(x, rm, rv, w, b, training=True)
     raise ValueError(norm)
 
 
@@ -59,6 +68,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--norm", help="comma-separated norm types, as for normlab bench (default: all)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--channels-last", action="store_true",
+                    help="4-D inputs in torch.channels_last memory format")
     ap.add_argument("--shape", action="append", help="input shape, e.g. 32,64,512 (repeatable; "
                     "default: the default benchmark suite of normlab bench)")
     a = ap.parse_args()
@@ -76,13 +88,16 @@ def main():
     for th in [int(t) for t in a.threads.split(",")]:
         torch.set_num_threads(th)
         for norm, shape in cases:
-            x = torch.rand(shape) * 4 - 2
+            x = torch.rand(shape, dtype=getattr(torch, a.dtype)) * 4 - 2
+            if a.channels_last and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
             nbytes = x.numel() * x.element_size()
             t = median_ms(op(norm, x), a.repeat)
             dst = torch.empty_like(x)
             tc = median_ms(lambda: dst.copy_(x), a.repeat)
             gbs, cgbs = 2 * nbytes / (t * 1e6), 2 * nbytes / (tc * 1e6)
-            row = {"norm": norm, "shape": list(shape), "dtype": "float32", "threads": th, "median_ms": t,
+            row = {"norm": norm, "shape": list(shape), "dtype": a.dtype, "threads": th, "median_ms": t,
+                   "channels_last": bool(a.channels_last and x.dim() == 4),
                    "gb_per_s": gbs, "copy_gb_per_s": cgbs, "fraction_of_copy": gbs / cgbs, "state": "steady",
                    "framework": "torch " + torch.__version__}
             if a.json:
