@@ -56,6 +56,19 @@ double peak_rss_mib() {
     return std::numeric_limits<double>::quiet_NaN();
 }
 
+// Median time of f() over `repeat` calls after one untimed call.
+template <class F>
+double median_ms(unsigned repeat, F&& f) {
+    f();
+    std::vector<double> times;
+    for (unsigned r = 0; r < repeat; ++r) {
+        auto t0 = Clock::now();
+        f();
+        times.push_back(ms(t0, Clock::now()));
+    }
+    return median(times);
+}
+
 // Median time of copying `bytes` between two warm buffers with `threads` threads of the
 // same OpenMP team the engine uses (a thread start per copy would cost more than copying
 // a small batch): the machine's achievable bandwidth for this size, the yardstick for the
@@ -75,27 +88,7 @@ double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
             std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
         }
     };
-    once();
-    std::vector<double> times;
-    for (unsigned r = 0; r < repeat; ++r) {
-        auto t0 = Clock::now();
-        once();
-        times.push_back(ms(t0, Clock::now()));
-    }
-    return median(times);
-}
-
-// Median time of f() over `repeat` calls after one untimed call.
-template <class F>
-double median_ms(unsigned repeat, F&& f) {
-    f();
-    std::vector<double> times;
-    for (unsigned r = 0; r < repeat; ++r) {
-        auto t0 = Clock::now();
-        f();
-        times.push_back(ms(t0, Clock::now()));
-    }
-    return median(times);
+    return median_ms(repeat, once);
 }
 
 // The two phases of a forward timed on their own: the batch moments (one read of x), and
