@@ -24,16 +24,15 @@ namespace normlab {
 /// Register width the CPU runs the sums with, in doubles: 8, 4 or 2 (checked once).
 int lane_width();
 
-/// Vector types of W doubles and of W floats (converted to doubles), and of 2W floats.
+/// Vector types of W doubles and of W floats (converted to doubles).
 template <int W>
 struct Lanes {
     typedef double D __attribute__((vector_size(8 * W)));
     typedef float Half __attribute__((vector_size(4 * W)));
-    typedef float F __attribute__((vector_size(8 * W)));
 };
 
-/// Logical lanes of the double sums, and of the rough float sum.
-constexpr int kDoubleLanes = 16, kFloatLanes = 32;
+/// Logical lanes of the double sums.
+constexpr int kDoubleLanes = 16;
 
 /// Register r of a block of kDoubleLanes values at p, as doubles (exact for float).
 template <int W, class T>
@@ -50,7 +49,7 @@ NORMLAB_INLINE inline void load_lanes(const T* p, int r, typename Lanes<W>::D& v
 /// The fixed tree over logical lanes: lane j + n/2 onto lane j until one is left.
 template <class V>
 NORMLAB_INLINE inline double fold_lanes(const V* regs, int n) {
-    double l[kFloatLanes];
+    double l[kDoubleLanes];
     std::memcpy(l, regs, sizeof(double) * static_cast<std::size_t>(n));
     for (int h = n / 2; h >= 1; h /= 2)
         for (int j = 0; j < h; ++j) l[j] += l[j + h];
@@ -100,29 +99,6 @@ NORMLAB_INLINE inline void lane_deviation_sums(const T* x, std::size_t n, double
     }
     s1 += fold_lanes(a1, kDoubleLanes) + t1;
     s2 += fold_lanes(a2, kDoubleLanes) + t2;
-}
-
-/// The sum of a run of floats in float lanes (2W per register), then in double: a rough
-/// figure, four times cheaper than double lanes, for uses that take its error out later.
-/// Not finite when a lane overflows.
-template <int W>
-NORMLAB_INLINE inline double lane_rough_sum(const float* x, std::size_t n) {
-    constexpr int R = kFloatLanes / (2 * W);
-    typename Lanes<W>::F acc[R] = {};
-    std::size_t k = 0;
-    for (; k + kFloatLanes <= n; k += kFloatLanes)
-        for (int r = 0; r < R; ++r) {
-            typename Lanes<W>::F v;
-            std::memcpy(&v, x + k + r * 2 * W, sizeof v);
-            acc[r] += v;
-        }
-    float l[kFloatLanes];
-    std::memcpy(l, acc, sizeof l);
-    for (int h = kFloatLanes / 2; h >= 1; h /= 2)  // a tree, not a chain of 32 dependent adds
-        for (int j = 0; j < h; ++j) l[j] += l[j + h];
-    double s = static_cast<double>(l[0]);
-    for (; k < n; ++k) s += static_cast<double>(x[k]);
-    return s;
 }
 
 }  // namespace normlab

@@ -63,11 +63,7 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
             s.touch(r.a);
             double sum = 0, cnt = 0;
             if (!m) {
-                // float data: a rough sum is enough to centre pass 2, which takes its error out
-                if constexpr (std::is_same_v<T, float>)
-                    if (center) sum = lane_rough_sum<W>(xp, r.n);
-                if (!center) sum = lane_sum<W, true>(xp, r.n);
-                else if (!std::isfinite(sum) || !std::is_same_v<T, float>) sum = lane_sum<W, false>(xp, r.n);
+                sum = center ? lane_sum<W, false>(xp, r.n) : lane_sum<W, true>(xp, r.n);
                 cnt = static_cast<double>(r.n);
             } else {
                 for (std::size_t k = 0; k < r.n; ++k) {
@@ -97,14 +93,16 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
         }
     });
     if (center) {
-        // Pass 2 about mu = sum/n, rounded to float for float data: x - mu is then a
+        // Pass 2 about mu = sum/n rounded to float: for float data x - mu is then a
         // difference of two floats, exact in double unless their exponents differ by more
         // than 29, so the correction s1/n restores the mean's digits even for rows whose
-        // mean is near 0 next to their spread, and whatever error the sum had. (float64
-        // data keeps the double mu.)
+        // mean is near 0 next to their spread, and whatever error the sum had. float64 data
+        // take the same steps (the same values give the same bits in either dtype), with
+        // the double mu where it lies beyond float's range.
         for (std::size_t a : s.touched) {
             const double mu = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
-            s.sum[a] = std::is_same_v<T, float> ? static_cast<double>(static_cast<float>(mu)) : mu;
+            const double muf = static_cast<double>(static_cast<float>(mu));
+            s.sum[a] = std::isfinite(muf) || !std::isfinite(mu) ? muf : mu;
         }
         w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
             const T* xp = x + r.x;
