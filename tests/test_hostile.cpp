@@ -539,9 +539,11 @@ TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier
             ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", "long.json", "--out", "out", (char*)nullptr);
             ::_exit(98);
         }
-        // Wait until the staging folder holds saved arrays, then interrupt.
+        // Wait until the staging folder holds saved arrays, then interrupt. The run checks
+        // all 20000 points before it computes one: under the sanitizers on a loaded machine
+        // that alone took over 30 s, so the wait allows two minutes.
         bool staged = false;
-        for (int i = 0; i < 600 && !staged; ++i) {
+        for (int i = 0; i < 2400 && !staged; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
             for (const auto& e : fs::directory_iterator(dir))
                 if (e.path().filename().string().find(".out.normlab-staging-") == 0 && fs::exists(e.path() / "arrays"))
