@@ -2,6 +2,7 @@
 #include "norm/moments.hpp"
 
 #include "norm/lanes.hpp"
+#include "norm/moments_rows.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -13,14 +14,6 @@
 namespace normlab {
 
 namespace {
-
-// s + e == a + b exactly, |e| <= ulp(s)/2 (Knuth's TwoSum, TAOCP vol. 2, 4.2.2; needs
-// round-to-nearest and no contraction, as the module is built).
-NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
-    s = a + b;
-    const double bb = s - a;
-    e = (a - (s - bb)) + (b - bb);
-}
 
 // Per-thread scratch, indexed by statistic; `touched` lists the statistics a chunk used.
 // Every entry is back to zero after a chunk, so one scratch serves all calls of a thread.
@@ -277,6 +270,7 @@ int lane_width() {
 
 void chunk_moments(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                    std::size_t stats, std::vector<Partial>& out) {
+    if (w.run_stride_a() == 0) return chunk_moments_rows(x, mask, w, c, center, stats, out);
     chunk_moments_any(x, mask, w, c, center, stats, out);
 }
 

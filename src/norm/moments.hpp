@@ -44,6 +44,14 @@ Axes short_suffix(const Shape& xs, const Axes& reduced);
 /// `axes` without the ones in `drop`.
 Axes without(const Axes& axes, const Axes& drop);
 
+/// s + e == a + b exactly, |e| <= ulp(s)/2 (Knuth's TwoSum, TAOCP vol. 2, 4.2.2; needs
+/// round-to-nearest and no contraction, as the module is built).
+NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
+    s = a + b;
+    const double bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+}
+
 /// Biased variance m2/count; count 0 (fully masked) gives NaN.
 double biased_var(double m2, double count);
 

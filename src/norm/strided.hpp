@@ -59,6 +59,8 @@ class Walk {
 public:
     Walk(const Shape& xs, const Strides& sa, const Strides& sb, std::size_t chunk_elems);
     std::size_t num_chunks() const { return m_chunks; }
+    /// Operand A's stride along every run (0: each run lies in one statistic).
+    std::size_t run_stride_a() const { return m_da.empty() ? 0 : m_da[0]; }
     /// Calls f(Run) for every run (or piece of a run) of chunk c, in memory order.
     template <class F>
     NORMLAB_INLINE inline void chunk(std::size_t c, F&& f) const;

@@ -1,0 +1,161 @@
+// One-pass shifted moments of float runs, each in one statistic (moments_rows.hpp).
+#include "norm/moments_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "norm/lanes.hpp"
+
+namespace normlab {
+
+namespace {
+
+// Per-thread sums, indexed by statistic; back to zero after every chunk, so one scratch
+// serves all calls of a thread. `state`: 0 untouched in this chunk, 1 touched with no real
+// element yet (fully masked so far), 2 shift known.
+struct RowScratch {
+    std::vector<double> s1, s2, count;
+    std::vector<float> shift;
+    std::vector<char> state;
+    std::vector<std::size_t> touched;
+};
+
+RowScratch& row_scratch(std::size_t stats) {
+    thread_local RowScratch s;
+    if (s.s1.size() < stats) {
+        for (auto* v : {&s.s1, &s.s2, &s.count}) v->resize(stats);
+        s.shift.resize(stats);
+        s.state.resize(stats);
+    }
+    return s;
+}
+
+// One block of kDoubleLanes elements at p into the lane accumulators.
+template <int W, bool Center>
+NORMLAB_INLINE inline void shifted_block(const float* p, double k, typename Lanes<W>::D* a1,
+                                         typename Lanes<W>::D* a2) {
+    constexpr int R = kDoubleLanes / W;
+    for (int r = 0; r < R; ++r) {
+        typename Lanes<W>::D d;
+        load_lanes<W>(p, r, d);
+        if constexpr (Center) {
+            d -= k;
+            a1[r] += d;
+        }
+        a2[r] += d * d;
+    }
+}
+
+// s1 += sum(x - k), s2 += sum((x - k)^2) over a contiguous run (k = 0 without centring).
+template <int W, bool Center>
+NORMLAB_INLINE inline void shifted_sums(const float* x, std::size_t n, float k, double& s1, double& s2) {
+    constexpr int R = kDoubleLanes / W;
+    typename Lanes<W>::D a1[R] = {}, a2[R] = {};
+    const double kd = static_cast<double>(k);
+    std::size_t i = 0;
+    for (; i + kDoubleLanes <= n; i += kDoubleLanes) shifted_block<W, Center>(x + i, kd, a1, a2);
+    if (i < n) {  // the short last block, padded with k: its lanes add exact zeros
+        float tail[kDoubleLanes];
+        std::fill(tail, tail + kDoubleLanes, k);
+        std::memcpy(tail, x + i, (n - i) * sizeof(float));
+        shifted_block<W, Center>(tail, kd, a1, a2);
+    }
+    if constexpr (Center) s1 += fold_lanes(a1, kDoubleLanes);
+    s2 += fold_lanes(a2, kDoubleLanes);
+}
+
+// The same sums over the real elements of a masked run (mask m, stride dm), element k of the
+// run in logical lane k % kDoubleLanes as in shifted_sums: all ones give the same bits.
+NORMLAB_INLINE inline void shifted_sums_masked(const float* x, std::size_t n, const std::uint8_t* m, std::size_t dm,
+                                               bool center, float k, double& s1, double& s2, double& count) {
+    double l1[kDoubleLanes] = {}, l2[kDoubleLanes] = {};
+    double cnt = 0;
+    const double kd = center ? static_cast<double>(k) : 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!m[i * dm]) continue;
+        const double d = static_cast<double>(x[i]) - kd;
+        l1[i % kDoubleLanes] += d;
+        l2[i % kDoubleLanes] += d * d;
+        cnt += 1;
+    }
+    if (center) s1 += fold_lanes(l1, kDoubleLanes);
+    s2 += fold_lanes(l2, kDoubleLanes);
+    count += cnt;
+}
+
+// The moments of statistic a from its shifted sums (moments_rows.hpp).
+Partial finish(std::size_t a, double n, float k, double s1, double s2, bool center) {
+    if (!center || n == 0) return {a, n, 0.0, 0.0, center ? 0.0 : s2};
+    const double q = s1 / n;
+    const double q_lo = std::fma(-q, n, s1) / n;  // s1 - q n is exact: what the division dropped
+    double m1, e1, mean, lo;
+    two_sum(static_cast<double>(k), q, m1, e1);
+    two_sum(m1, e1 + q_lo, mean, lo);
+    // s2 >= s1^2/n exactly; rounding may undercut it by an ulp (NaN passes through).
+    const double m2 = s2 - s1 * q;
+    return {a, n, mean, lo, m2 < 0 ? 0.0 : m2};
+}
+
+template <int W>
+NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c,
+                                           bool center, RowScratch& s, std::vector<Partial>& out) {
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+        const float* xp = x + r.x;
+        const std::size_t a = r.a;
+        if (!s.state[a]) s.state[a] = 1, s.touched.push_back(a);
+        if (m && r.db == 0 && !m[r.b]) return;  // the whole run is padding
+        const bool masked = m && r.db != 0;
+        if (s.state[a] == 1) {  // the shift: the statistic's first real element
+            std::size_t first = 0;
+            if (masked)
+                while (first < r.n && !m[r.b + first * r.db]) ++first;
+            if (first == r.n) return;
+            s.shift[a] = center ? xp[first] : 0.0f;
+            s.state[a] = 2;
+        }
+        if (masked) {
+            shifted_sums_masked(xp, r.n, m + r.b, r.db, center, s.shift[a], s.s1[a], s.s2[a], s.count[a]);
+            return;
+        }
+        if (center) shifted_sums<W, true>(xp, r.n, s.shift[a], s.s1[a], s.s2[a]);
+        else shifted_sums<W, false>(xp, r.n, 0.0f, s.s1[a], s.s2[a]);
+        s.count[a] += static_cast<double>(r.n);
+    });
+    for (std::size_t a : s.touched) {
+        out.push_back(finish(a, s.count[a], s.shift[a], s.s1[a], s.s2[a], center));
+        s.s1[a] = s.s2[a] = s.count[a] = 0;
+        s.state[a] = 0;
+    }
+    s.touched.clear();
+}
+
+// One instance per register width, each compiled for its instruction set (as moments.cpp).
+void chunk_rows_generic(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c, bool center,
+                        std::size_t stats, std::vector<Partial>& out) {
+    chunk_rows_impl<2>(x, m, w, c, center, row_scratch(stats), out);
+}
+#if NORMLAB_LANE_DISPATCH
+NORMLAB_TARGET_AVX2 void chunk_rows_avx2(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c,
+                                         bool center, std::size_t stats, std::vector<Partial>& out) {
+    chunk_rows_impl<4>(x, m, w, c, center, row_scratch(stats), out);
+}
+NORMLAB_TARGET_AVX512 void chunk_rows_avx512(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c,
+                                             bool center, std::size_t stats, std::vector<Partial>& out) {
+    chunk_rows_impl<8>(x, m, w, c, center, row_scratch(stats), out);
+}
+#endif
+
+}  // namespace
+
+void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                        std::size_t stats, std::vector<Partial>& out) {
+#if NORMLAB_LANE_DISPATCH
+    static const int width = lane_width();
+    if (width == 8) return chunk_rows_avx512(x, mask, w, c, center, stats, out);
+    if (width == 4) return chunk_rows_avx2(x, mask, w, c, center, stats, out);
+#endif
+    chunk_rows_generic(x, mask, w, c, center, stats, out);
+}
+
+}  // namespace normlab

@@ -1,0 +1,31 @@
+#pragma once
+// One-pass moments of float runs (internal to norm/): the chunk kernel for walks whose runs
+// each lie in one statistic, the layouts of reductions over trailing axes (LayerNorm,
+// RMSNorm, InstanceNorm, GroupNorm in (N, C, ...)) and BatchNorm's planes in (N, C, ...).
+#include <cstdint>
+#include <vector>
+
+#include "norm/moments.hpp"
+
+namespace normlab {
+
+/// chunk_moments for float storage (float32, float16 and bfloat16 data) when operand A's
+/// stride along the runs of w is 0, so each run belongs to one statistic. One read of the
+/// data, shifted by K, the first real element of the statistic in the chunk ("shifted data",
+/// Chan, Golub and LeVeque 1983, "Algorithms for computing the sample variance", Am. Stat.
+/// 37(3); Welford 1962 for the shift):
+///   s1 = sum(x - K), s2 = sum((x - K)^2)   in double, 16 fixed logical lanes
+///   mean = K + s1/n (to about 100 bits: mean + mean_lo), m2 = s2 - s1^2/n
+/// x - K is a difference of two floats, exact in double unless their exponents differ by
+/// more than 28. K is an element of the statistic, so (K - mean)^2 <= n var: the
+/// cancellation in m2 costs at most a factor n on double's rounding (about 2^-53 n of var),
+/// far below what float32 outputs see. The division s1/n is done with its remainder
+/// (fma(-q, n, s1), exact), so the mean keeps the digits of s1 even when K is far from it.
+/// Without centring (RMSNorm) K = 0 and m2 = s2, the plain sum of squares. A run's element
+/// k + j of each block of 16 goes to logical lane j on every instruction set (lanes.hpp), a
+/// short block is padded with K (adding exact zeros), and a masked run takes the same lanes
+/// element by element, so a mask of ones gives the bits of no mask.
+void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
+                        std::size_t stats, std::vector<Partial>& out);
+
+}  // namespace normlab
