@@ -11,6 +11,7 @@
 
 #include "norm/moments.hpp"
 #include "norm/normalize.hpp"
+#include "norm/normalize_stream.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -66,6 +67,8 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
     args.mean = mean;
     args.mean_lo = lo;
     args.rstd = rstd;
+    // Large float-path outputs go past the caches (normalize_stream.hpp).
+    const bool stream = f32 && out.y.size() * sizeof(T) >= kStreamBytes;
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
         thread_local std::vector<Partial> parts;
         parts.clear();
@@ -78,6 +81,9 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
             bcount[p.stat] = p.count;
             var[p.stat] = spec_var(spec, v, p.count);
             rstd[p.stat] = spec_rstd(spec, var[p.stat]);
+        }
+        if constexpr (std::is_same_v<T, float>) {
+            if (stream) return normalize_chunk_f32_stream(x, y, wn, c, args);
         }
         normalize_any(x, y, wn, c, args, f32);
     });

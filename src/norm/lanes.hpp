@@ -56,6 +56,28 @@ NORMLAB_INLINE inline double fold_lanes(const V* regs, int n) {
     return l[0];
 }
 
+/// The fixed tree (fold_lanes) within one register of W lanes: halves added as vectors.
+template <int W>
+NORMLAB_INLINE inline double fold_register(typename Lanes<W>::D v) {
+    if constexpr (W == 2) {
+        return v[0] + v[1];
+    } else {
+        typename Lanes<W / 2>::D half[2];
+        std::memcpy(half, &v, sizeof half);
+        return fold_register<W / 2>(half[0] + half[1]);
+    }
+}
+
+/// fold_lanes over the kDoubleLanes / W registers of a lane sum, with vector additions: the
+/// tree's steps span whole registers, then halves of one, so it adds the same lanes in the
+/// same order (the same bits) without going through memory.
+template <int W>
+NORMLAB_INLINE inline double fold_registers(typename Lanes<W>::D* regs) {
+    for (int h = kDoubleLanes / W / 2; h >= 1; h /= 2)
+        for (int r = 0; r < h; ++r) regs[r] += regs[r + h];
+    return fold_register<W>(regs[0]);
+}
+
 /// sum(x) (sum(x^2) when Square) over a contiguous run, in double.
 template <int W, bool Square, class T>
 NORMLAB_INLINE inline double lane_sum(const T* x, std::size_t n) {

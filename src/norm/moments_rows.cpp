@@ -61,8 +61,8 @@ NORMLAB_INLINE inline void shifted_sums(const float* x, std::size_t n, float k, 
         std::memcpy(tail, x + i, (n - i) * sizeof(float));
         shifted_block<W, Center>(tail, kd, a1, a2);
     }
-    if constexpr (Center) s1 += fold_lanes(a1, kDoubleLanes);
-    s2 += fold_lanes(a2, kDoubleLanes);
+    if constexpr (Center) s1 += fold_registers<W>(a1);
+    s2 += fold_registers<W>(a2);
 }
 
 // The same sums over the real elements of a masked run (mask m, stride dm), element k of the

@@ -1,5 +1,7 @@
 #include "norm/normalize.hpp"
 
+#include "norm/normalize_f32.hpp"
+
 #include <vector>
 
 namespace normlab {
@@ -55,19 +57,6 @@ NORMLAB_INLINE inline void normalize_double(const T* x, T* y, const Walk& w, std
     });
 }
 
-// The float path's constants, each rounded once from double (normalize.hpp): the mean
-// m + ml split into three floats. m - hi is exact in double, and so is r - lo.
-struct MeanParts {
-    float hi, lo, lo2;
-};
-NORMLAB_INLINE inline MeanParts split_mean(double m, double ml) {
-    const float hi = static_cast<float>(m);
-    const double r = (m - static_cast<double>(hi)) + ml;
-    const float lo = static_cast<float>(r);
-    return {hi, lo, static_cast<float>(r - static_cast<double>(lo))};
-}
-NORMLAB_INLINE inline float fold(double rstd, double scale) { return static_cast<float>(rstd * scale); }
-
 // Per-element constants of a run whose statistic or parameter varies along it, in float.
 // Within a chunk, channels-last runs repeat the same statistics and parameters (BatchNorm
 // (N, H, W, C): every run is the same C channels), so a run reuses the previous one's.
@@ -86,16 +75,7 @@ RunConstants& run_constants() {
     return rc;
 }
 
-// (((x - hi) - lo) - lo2) * a + b, with the mean's parts one value for the run or one per
-// element, and a, b likewise: the compiler vectorises each form.
-NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m, float a,
-                                             float b) {
-    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a + b;
-}
-NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m,
-                                             const float* a, const float* b) {
-    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a[k] + b[k];
-}
+// (((x - hi) - lo) - lo2) * a + b with everything per element (channels last).
 NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, const RunConstants& c) {
     const float *hi = c.hi.data(), *lo = c.lo.data(), *lo2 = c.lo2.data(), *a = c.a.data(), *b = c.b.data();
     for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - hi[k]) - lo[k]) - lo2[k]) * a[k] + b[k];
@@ -125,28 +105,9 @@ NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const W
     w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
         const float* xp = x + r.x;
         float* yp = y + r.x;
-        const bool one_a = r.da == 0 && (r.db == 0 || args.uniform_scale);
-        const bool one_b = r.db == 0 || args.uniform_shift;
         if (r.da == 0) {
-            const MeanParts m = split_mean(mean[r.a], mlo[r.a]);
-            if (one_a && one_b) {  // planes; rows without affine parameters
-                normalize_run_f32(xp, yp, r.n, m, fold(rstd[r.a], scale[r.b]), shift[r.b]);
-                return;
-            }
-            // LayerNorm/RMSNorm rows with a weight: a per element of the row, folded as it
-            // goes (a separate folding loop into a buffer cost 15% more).
-            const double rs = rstd[r.a];
-            if (r.db == 1) {
-                const double* sc = scale + r.b;
-                const float* sh = shift + r.b;
-                for (std::size_t k = 0; k < r.n; ++k)
-                    yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * fold(rs, sc[k]) + sh[k];
-                return;
-            }
             rc.reserve(r.n);
-            for (std::size_t k = 0; k < r.n; ++k) rc.a[k] = fold(rs, scale[r.b + k * r.db]);
-            for (std::size_t k = 0; k < r.n; ++k) rc.b[k] = shift[r.b + k * r.db];
-            normalize_run_f32(xp, yp, r.n, m, rc.a.data(), rc.b.data());
+            normalize_stat_run_f32(xp, yp, r, args, rc.a.data(), rc.b.data());
             return;
         }
         // Statistics along the run (channels last): everything per element.

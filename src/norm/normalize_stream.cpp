@@ -1,0 +1,78 @@
+// The float path's output with streaming stores (normalize_stream.hpp).
+#include "norm/normalize_stream.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "norm/lanes.hpp"
+#include "norm/normalize_f32.hpp"
+
+#if NORMLAB_LANE_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace normlab {
+
+namespace {
+
+// Elements per block: the block's output, and its parameters where they are gathered, stay
+// in L1 (12 KiB).
+constexpr std::size_t kBlock = 1024;
+
+#if NORMLAB_LANE_DISPATCH
+// dst[k] = src[k] for k < n, the aligned middle with streaming stores of the widest register.
+NORMLAB_TARGET_AVX512 void stream_avx512(float* dst, const float* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 64; ++k) dst[k] = src[k];
+    for (; k + 16 <= n; k += 16) _mm512_stream_ps(dst + k, _mm512_loadu_ps(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+NORMLAB_TARGET_AVX2 void stream_avx2(float* dst, const float* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 32; ++k) dst[k] = src[k];
+    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+void stream_sse(float* dst, const float* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 16; ++k) dst[k] = src[k];
+    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+#endif
+
+void stream_floats(float* dst, const float* src, std::size_t n) {
+#if NORMLAB_LANE_DISPATCH
+    static const int width = lane_width();
+    if (width == 8) return stream_avx512(dst, src, n);
+    if (width == 4) return stream_avx2(dst, src, n);
+    return stream_sse(dst, src, n);
+#else
+    std::memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+// The block's arithmetic, one instance per instruction set (as normalize_chunk_f32).
+NORMLAB_VECTOR_CLONES void normalize_block(const float* xp, float* out, const Run& r, const NormalizeArgs& args,
+                                           float* a_buf, float* b_buf) {
+    normalize_stat_run_f32(xp, out, r, args, a_buf, b_buf);
+}
+
+}  // namespace
+
+void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
+    alignas(64) float out[kBlock], a_buf[kBlock], b_buf[kBlock];
+    w.chunk(c, [&](const Run& r) {
+        for (std::size_t k = 0; k < r.n; k += kBlock) {
+            const Run b{r.x + k, r.a, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
+            normalize_block(x + b.x, out, b, args, a_buf, b_buf);
+            stream_floats(y + b.x, out, b.n);
+        }
+    });
+#if NORMLAB_LANE_DISPATCH
+    _mm_sfence();
+#endif
+}
+
+}  // namespace normlab
