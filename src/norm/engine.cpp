@@ -31,19 +31,27 @@ double spec_rstd(const NormSpec& spec, double var) {
 }
 
 // One chunk's output with the arithmetic `f32` selects (float lanes for float32 data, else
-// double: normalize.hpp).
+// double: normalize.hpp), with streaming stores when `stream` (normalize_stream.hpp).
 template <class T>
 NORMLAB_INLINE inline void normalize_any(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args,
-                                         bool f32) {
+                                         bool f32, bool stream) {
     if constexpr (std::is_same_v<T, float>) {
+        if (f32 && stream) return normalize_chunk_f32_stream(x, y, w, c, args);
         if (f32) return normalize_chunk_f32(x, y, w, c, args);
     }
     normalize_chunk(x, y, w, c, args);
 }
 
+// Whether the float path writes y past the caches: outputs of kStreamBytes and more, on
+// walks whose runs each lie in one statistic (normalize_chunk_f32_stream).
+bool streams(const Walk& w, std::size_t bytes, bool f32) {
+    return f32 && w.run_stride_a() == 0 && bytes >= kStreamBytes;
+}
+
 template <class T>
-void normalize_impl(const T* x, T* y, const Walk& w, const NormalizeArgs& args, bool f32) {
-    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { normalize_any(x, y, w, c, args, f32); });
+void normalize_impl(const T* x, T* y, const Walk& w, const NormalizeArgs& args, bool f32, std::size_t count) {
+    const bool stream = streams(w, count * sizeof(T), f32);
+    parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { normalize_any(x, y, w, c, args, f32, stream); });
 }
 
 // Statistics and output in one pass over memory, for walks whose chunks hold whole
@@ -67,8 +75,7 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
     args.mean = mean;
     args.mean_lo = lo;
     args.rstd = rstd;
-    // Large float-path outputs go past the caches (normalize_stream.hpp).
-    const bool stream = f32 && out.y.size() * sizeof(T) >= kStreamBytes;
+    const bool stream = streams(wn, out.y.size() * sizeof(T), f32);
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
         thread_local std::vector<Partial> parts;
         parts.clear();
@@ -82,10 +89,7 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
             var[p.stat] = spec_var(spec, v, p.count);
             rstd[p.stat] = spec_rstd(spec, var[p.stat]);
         }
-        if constexpr (std::is_same_v<T, float>) {
-            if (stream) return normalize_chunk_f32_stream(x, y, wn, c, args);
-        }
-        normalize_any(x, y, wn, c, args, f32);
+        normalize_any(x, y, wn, c, args, f32, stream);
     });
 }
 
@@ -211,8 +215,8 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         sn = broadcast_strides(xs, fs);
     }
     Walk w(xs, sn, sb, kChunk);
-    if (x.dtype == DType::float64) normalize_impl(x.f64.data(), out.y.f64.data(), w, args, false);
-    else normalize_impl(x.f32.data(), out.y.f32.data(), w, args, f32);
+    if (x.dtype == DType::float64) normalize_impl(x.f64.data(), out.y.f64.data(), w, args, false, x.size());
+    else normalize_impl(x.f32.data(), out.y.f32.data(), w, args, f32, x.size());
     if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
 }
 
