@@ -97,31 +97,63 @@ Partial finish(std::size_t a, double n, float k, double s1, double s2, bool cent
     return {a, n, mean, lo, m2 < 0 ? 0.0 : m2};
 }
 
+// The shift lies more than 4 standard deviations from the mean: s1 q = n (K - mean)^2 against
+// m2 = n var. Then s2 is mostly n (K - mean)^2, and its rounding and that of s1 grow with it.
+bool far_shift(double s1, double s2, double n) {
+    const double q = s1 / n;
+    return s1 * q > 16 * (s2 - s1 * q);
+}
+
 template <int W>
 NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c,
                                            bool center, RowScratch& s, std::vector<Partial>& out) {
-    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
-        const float* xp = x + r.x;
-        const std::size_t a = r.a;
-        if (!s.state[a]) s.state[a] = 1, s.touched.push_back(a);
-        if (m && r.db == 0 && !m[r.b]) return;  // the whole run is padding
-        const bool masked = m && r.db != 0;
-        if (s.state[a] == 1) {  // the shift: the statistic's first real element
-            std::size_t first = 0;
-            if (masked)
-                while (first < r.n && !m[r.b + first * r.db]) ++first;
-            if (first == r.n) return;
-            s.shift[a] = center ? xp[first] : 0.0f;
-            s.state[a] = 2;
+    // state 3: the statistic is summed again, about the shift set after the first walk.
+    auto walk = [&](bool again) NORMLAB_INLINE {
+        w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
+            const float* xp = x + r.x;
+            const std::size_t a = r.a;
+            if (again) {
+                if (s.state[a] != 3) return;
+            } else if (!s.state[a]) {
+                s.state[a] = 1, s.touched.push_back(a);
+            }
+            if (m && r.db == 0 && !m[r.b]) return;  // the whole run is padding
+            const bool masked = m && r.db != 0;
+            if (s.state[a] == 1) {  // the shift: the statistic's first real element
+                std::size_t first = 0;
+                if (masked)
+                    while (first < r.n && !m[r.b + first * r.db]) ++first;
+                if (first == r.n) return;
+                s.shift[a] = center ? xp[first] : 0.0f;
+                s.state[a] = 2;
+            }
+            if (masked) {
+                shifted_sums_masked(xp, r.n, m + r.b, r.db, center, s.shift[a], s.s1[a], s.s2[a], s.count[a]);
+                return;
+            }
+            if (center) shifted_sums<W, true>(xp, r.n, s.shift[a], s.s1[a], s.s2[a]);
+            else shifted_sums<W, false>(xp, r.n, 0.0f, s.s1[a], s.s2[a]);
+            s.count[a] += static_cast<double>(r.n);
+        });
+    };
+    walk(false);
+    if (center) {
+        // A first element far out (an outlier) makes a poor shift: those statistics are
+        // summed once more about their mean rounded to float, as the corrected two-pass does
+        // (moments.cpp). A deterministic choice, so every thread count and instruction set
+        // takes it alike.
+        bool again = false;
+        for (std::size_t a : s.touched) {
+            if (s.state[a] != 2 || !far_shift(s.s1[a], s.s2[a], s.count[a])) continue;
+            const float k = static_cast<float>(static_cast<double>(s.shift[a]) + s.s1[a] / s.count[a]);
+            if (!std::isfinite(k) || k == s.shift[a]) continue;
+            s.shift[a] = k;
+            s.s1[a] = s.s2[a] = s.count[a] = 0;
+            s.state[a] = 3;
+            again = true;
         }
-        if (masked) {
-            shifted_sums_masked(xp, r.n, m + r.b, r.db, center, s.shift[a], s.s1[a], s.s2[a], s.count[a]);
-            return;
-        }
-        if (center) shifted_sums<W, true>(xp, r.n, s.shift[a], s.s1[a], s.s2[a]);
-        else shifted_sums<W, false>(xp, r.n, 0.0f, s.s1[a], s.s2[a]);
-        s.count[a] += static_cast<double>(r.n);
-    });
+        if (again) walk(true);
+    }
     for (std::size_t a : s.touched) {
         out.push_back(finish(a, s.count[a], s.shift[a], s.s1[a], s.s2[a], center));
         s.s1[a] = s.s2[a] = s.count[a] = 0;

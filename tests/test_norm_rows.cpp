@@ -1,0 +1,222 @@
+// The one-pass shifted moments of float runs (src/norm/moments_rows.hpp) and the streaming
+// writer of large outputs (src/norm/normalize_stream.hpp), through the engine's public
+// functions: against a long double reference, with the shift at its worst (an outlier as
+// the first element), rows that do not fill the last block of 16 lanes, masks, single
+// elements, and outputs large enough to be streamed.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <xtensor/xrandom.hpp>
+#include <xtensor/xview.hpp>
+
+#include "norm/engine.hpp"
+
+using namespace normlab;
+
+namespace {
+
+/// Mean and biased variance of one float row in long double, two-pass with correction.
+struct Ref {
+    long double mean = 0, var = 0;
+};
+Ref reference(const float* x, std::size_t n, const std::uint8_t* m = nullptr) {
+    long double sum = 0, count = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        if (!m || m[i]) sum += x[i], count += 1;
+    Ref r;
+    r.mean = sum / count;
+    long double dev = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        if (!m || m[i]) dev += x[i] - r.mean;
+    r.mean += dev / count;
+    for (std::size_t i = 0; i < n; ++i)
+        if (!m || m[i]) r.var += (x[i] - r.mean) * (x[i] - r.mean);
+    r.var /= count;
+    return r;
+}
+
+/// Rows of n values, mean mu and std sd, whose first element is mu + outlier * sd.
+Tensor rows(std::size_t count, std::size_t n, double mu, double sd, double outlier) {
+    xt::xarray<double> v = xt::random::randn<double>({count, n}) * sd + mu;
+    for (std::size_t r = 0; r < count; ++r) v(r, 0) = mu + outlier * sd;
+    return Tensor::from_double(v, DType::float32);
+}
+
+NormSpec row_spec(bool center) {
+    NormSpec s;
+    s.reduction_axes = {1};
+    s.param_axes = {1};
+    s.center = center;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("one-pass moments: an outlier as the first element (the shift) keeps mean and variance") {
+    // The shift K is the row's first element. Where it lies more than 4 std from the mean,
+    // the row is summed again about its mean rounded to float, so s2 <= 17 m2 and m2 loses
+    // a few bits to cancellation, never the factor n an outlier first would cost. Bounds:
+    // the variance within 8 n 2^-53 of itself, the mean within 8 2^-53 (|mean| + std).
+    // Summed about the outlier alone, rows like these miss both (mean 1e4 std 1 with a first
+    // element 1e4 std out, n = 5000: variance off by 1.7e-11, twice the bound).
+    xt::random::seed(31);
+    struct Row { double mu, sd; };
+    for (Row row : {Row{1e4, 1}, Row{0, 1}, Row{5, 1e-3}, Row{-300, 30}, Row{1e3, 1e-2}})
+        for (double outlier : {0.0, 50.0, 1e4, -1e6})
+            for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{16}, std::size_t{17},
+                                  std::size_t{768}, std::size_t{5000}, std::size_t{40000}}) {
+                CAPTURE(row.mu);
+                CAPTURE(row.sd);
+                CAPTURE(outlier);
+                CAPTURE(n);
+                Tensor x = rows(3, n, row.mu, row.sd, outlier);
+                Moments m = compute_moments(x, {1}, true);
+                const double eps = std::numeric_limits<double>::epsilon();
+                for (std::size_t r = 0; r < 3; ++r) {
+                    const Ref ref = reference(x.f32.data() + r * n, n);
+                    const long double mean = static_cast<long double>(m.mean(r, 0)) + m.mean_lo(r, 0);
+                    const long double scale = std::fabs(ref.mean) + std::sqrt(ref.var);
+                    CHECK(std::fabs(static_cast<double>(mean - ref.mean)) <= 8 * eps * static_cast<double>(scale));
+                    CHECK(std::fabs(static_cast<double>(m.var(r, 0) - ref.var)) <=
+                          8 * static_cast<double>(n) * eps * static_cast<double>(ref.var));
+                    CHECK(m.count(r, 0) == static_cast<double>(n));
+                }
+                // and the forward's float path stays within the contract on every element
+                if (n < 2) continue;
+                ForwardResult f = forward(x, row_spec(true));
+                for (std::size_t r = 0; r < 3; ++r) {
+                    const Ref ref = reference(x.f32.data() + r * n, n);
+                    const long double rstd = 1.0L / std::sqrt(ref.var + 1e-5L);
+                    double worst = 0;
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const double want = static_cast<double>((x.f32(r, i) - ref.mean) * rstd);
+                        const double ulp = std::nextafter(static_cast<float>(std::fabs(want)), INFINITY) -
+                                           static_cast<float>(std::fabs(want));
+                        worst = std::max(worst, std::fabs(f.y.f32(r, i) - want) / ulp);
+                    }
+                    CHECK(worst <= 3.0);
+                }
+            }
+}
+
+TEST_CASE("one-pass moments: a mask of ones gives the bits of no mask; a partial mask the real elements'") {
+    xt::random::seed(32);
+    for (std::size_t n : {std::size_t{5}, std::size_t{16}, std::size_t{33}, std::size_t{768}}) {
+        CAPTURE(n);
+        Tensor x = rows(4, n, 1e3, 2, 0);
+        for (bool center : {true, false}) {
+            CAPTURE(center);
+            xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>({std::size_t{4}, n});
+            Moments plain = compute_moments(x, {1}, center), masked = compute_moments(x, {1}, center, &ones);
+            CHECK(plain.mean == masked.mean);
+            CHECK(plain.mean_lo == masked.mean_lo);
+            CHECK(plain.var == masked.var);
+            // Row 0: every other element; row 1: the first three padded, so the shift is the
+            // fourth; row 2: all padding (count 0, NaN); row 3: only the last element.
+            xt::xarray<std::uint8_t> mk = xt::zeros<std::uint8_t>({std::size_t{4}, n});
+            for (std::size_t i = 0; i < n; ++i) {
+                mk(0, i) = i % 2 == 0;
+                mk(1, i) = i >= 3;
+            }
+            mk(3, n - 1) = 1;
+            Moments m = compute_moments(x, {1}, center, &mk);
+            for (std::size_t r : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+                CAPTURE(r);
+                Ref ref = reference(x.f32.data() + r * n, n, mk.data() + r * n);
+                if (!center) {  // the mean square: the "variance" without centring
+                    long double sq = 0, cnt = 0;
+                    for (std::size_t i = 0; i < n; ++i)
+                        if (mk(r, i)) sq += static_cast<long double>(x.f32(r, i)) * x.f32(r, i), cnt += 1;
+                    ref = {0, sq / cnt};
+                }
+                CHECK(m.mean(r, 0) + m.mean_lo(r, 0) == doctest::Approx(static_cast<double>(ref.mean)).epsilon(1e-15));
+                CHECK(m.var(r, 0) == doctest::Approx(static_cast<double>(ref.var)).epsilon(1e-12));
+            }
+            CHECK(m.count(2, 0) == 0);
+            CHECK(std::isnan(m.mean(2, 0)));
+            CHECK(std::isnan(m.var(2, 0)));
+            CHECK(m.count(3, 0) == 1);
+            if (center) {
+                CHECK(m.mean(3, 0) == x.f32(3, n - 1));
+                CHECK(m.var(3, 0) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("one-pass moments: a single element and a constant row give their value and variance 0") {
+    xt::random::seed(33);
+    xt::xarray<double> values = xt::zeros<double>({std::size_t{3}, std::size_t{1}});
+    values(0, 0) = 1e4 + 0.25;
+    values(1, 0) = -3.5;
+    Tensor one = Tensor::from_double(values, DType::float32);
+    Moments m = compute_moments(one, {1}, true);
+    for (std::size_t r = 0; r < 3; ++r) {
+        CHECK(m.mean(r, 0) == one.f32(r, 0));
+        CHECK(m.mean_lo(r, 0) == 0);
+        CHECK(m.var(r, 0) == 0);
+    }
+    Tensor flat = Tensor::from_double(xt::ones<double>({std::size_t{2}, std::size_t{37}}) * 12345.678, DType::float32);
+    Moments c = compute_moments(flat, {1}, true);
+    CHECK(c.mean(0, 0) == flat.f32(0, 0));
+    CHECK(c.var(1, 0) == 0);
+    ForwardResult f = forward(flat, row_spec(true));
+    for (float y : f.y.f32) CHECK(y == 0.0f);
+}
+
+TEST_CASE("outputs of 8 MiB and more (written with streaming stores) have the bits of the cached writer") {
+    // Each statistic's output depends on its own elements alone, so a slice of a large batch,
+    // normalised on its own (a small output, plain stores), must give the same bits as the
+    // same elements inside the large one. Rows of 1000 (no multiple of the 16-float store)
+    // with LayerNorm and an affine; GroupNorm planes; and the two-phase walk with given
+    // statistics (BatchNorm in eval mode, (N, C, H, W)).
+    xt::random::seed(34);
+    {
+        const std::size_t rows_n = 2200, d = 1000;  // 8.4 MB of float32
+        Tensor big = Tensor::from_double(xt::random::randn<double>({rows_n, d}) * 3.0 + 7.0, DType::float32);
+        xt::xarray<double> w = xt::random::randn<double>({d}), b = xt::random::randn<double>({d});
+        ForwardInputs in;
+        in.weight = &w;
+        in.bias = &b;
+        NormSpec spec = row_spec(true);
+        ForwardResult fb = forward(big, spec, in);
+        Tensor small = Tensor::from_double(xt::view(big.to_double(), xt::range(1100, 1200), xt::all()), DType::float32);
+        ForwardResult fs = forward(small, spec, in);
+        CHECK(std::memcmp(fs.y.f32.data(), fb.y.f32.data() + 1100 * d, 100 * d * sizeof(float)) == 0);
+    }
+    {
+        const Shape xs{260, 4, 2, 32, 32};  // GroupNorm's (N, G, C/G, H, W) view, 8.5 MB
+        Tensor big = Tensor::from_double(xt::random::randn<double>(xs) - 2.0, DType::float32);
+        NormSpec spec;
+        spec.reduction_axes = {2, 3, 4};
+        spec.param_axes = {1, 2};
+        xt::xarray<double> w = xt::random::randn<double>({std::size_t{4}, std::size_t{2}});
+        ForwardInputs in;
+        in.weight = &w;
+        ForwardResult fb = forward(big, spec, in);
+        Tensor small = Tensor::from_double(xt::view(big.to_double(), xt::range(5, 6)), DType::float32);
+        ForwardResult fs = forward(small, spec, in);
+        const std::size_t per = 4 * 2 * 32 * 32;
+        CHECK(std::memcmp(fs.y.f32.data(), fb.y.f32.data() + 5 * per, per * sizeof(float)) == 0);
+    }
+    {
+        const Shape xs{50, 3, 130, 130};  // BatchNorm planes, given statistics: 10 MB
+        Tensor big = Tensor::from_double(xt::random::randn<double>(xs) * 0.5, DType::float32);
+        NormSpec spec;
+        spec.reduction_axes = {0, 2, 3};
+        spec.param_axes = {1};
+        xt::xarray<double> mean = xt::zeros<double>({1, 3, 1, 1}), var = xt::ones<double>({1, 3, 1, 1});
+        mean(0, 0, 0, 0) = 0.1, mean(0, 1, 0, 0) = -0.2, var(0, 2, 0, 0) = 2.5;
+        ForwardInputs in;
+        in.given_mean = &mean;
+        in.given_var = &var;
+        ForwardResult fb = forward(big, spec, in);
+        Tensor small = Tensor::from_double(xt::view(big.to_double(), xt::range(17, 19)), DType::float32);
+        ForwardResult fs = forward(small, spec, in);
+        const std::size_t per = 3 * 130 * 130;
+        CHECK(std::memcmp(fs.y.f32.data(), fb.y.f32.data() + 17 * per, 2 * per * sizeof(float)) == 0);
+    }
+}
