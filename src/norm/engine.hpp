@@ -85,10 +85,14 @@ unsigned engine_threads();
 
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
-/// walked in cache-sized chunks; within a chunk each statistic gets a corrected two-pass
-/// mean and sum of squared deviations in double (Chan, Golub and LeVeque 1983), and chunks
-/// are merged with their pairwise update (1979) - no E[x^2]-E[x]^2 cancellation (case B08),
-/// whatever x's dtype; the mean is kept to about 100 bits (mean + mean_lo). When the
+/// walked in cache-sized chunks; within a chunk each statistic gets its mean and sum of
+/// squared deviations in double, and chunks are merged with the pairwise update of Chan,
+/// Golub and LeVeque (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever x's dtype;
+/// the mean is kept to about 100 bits (mean + mean_lo). Within a chunk, float data whose
+/// runs each lie in one statistic (reductions over trailing axes, BatchNorm planes) take
+/// one read, shifted by the statistic's first element (moments_rows.hpp); the rest a
+/// corrected two-pass (Chan, Golub and LeVeque 1983). Both are within a few units of
+/// double's rounding of the exact moments, not bit for bit the same. When the
 /// trailing reduced axes hold fewer than 32 elements and other reduced axes lie outside
 /// them (GroupNorm with channels last), moments are first taken per element of those axes
 /// and then merged the same way, so the walk runs along whole channels. A statistic with
@@ -114,7 +118,8 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// compute_moments followed by the same formula. Results are bit-identical for every
 /// thread count, and a value depends only on its own input, statistic and parameters.
 /// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh
-/// memory. var + eps = 0 gives rstd = inf and a non-finite y, reported by the caller (never
+/// memory. Float-path outputs of 8 MiB and more are written with streaming stores, past the
+/// caches (the same bits; normalize_stream.hpp). var + eps = 0 gives rstd = inf and a non-finite y, reported by the caller (never
 /// replaced silently). Throws InputError when weight/bias/given statistics/mask have the
 /// wrong shape.
 void forward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,

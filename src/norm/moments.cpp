@@ -90,8 +90,7 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
         // difference of two floats, exact in double unless their exponents differ by more
         // than 29, so the correction s1/n restores the mean's digits even for rows whose
         // mean is near 0 next to their spread, and whatever error the sum had. float64 data
-        // take the same steps (the same values give the same bits in either dtype), with
-        // the double mu where it lies beyond float's range.
+        // take the same steps, with the double mu where it lies beyond float's range.
         for (std::size_t a : s.touched) {
             const double mu = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
             const double muf = static_cast<double>(static_cast<float>(mu));

@@ -21,11 +21,12 @@ struct Partial {
 };
 
 /// The moments of every statistic that chunk c of walk w touches (operand A: statistics,
-/// operand B: the mask, or null), appended to `out` in the order first touched. Corrected
-/// two-pass in double while the chunk is in cache (Chan, Golub and LeVeque 1983, "Algorithms
-/// for computing the sample variance", Am. Stat. 37(3)): mu = sum/n, then s1 = sum(x - mu)
-/// and s2 = sum((x - mu)^2), mean = mu + s1/n and m2 = s2 - s1^2/n. Eight independent
-/// accumulators per sum, in a fixed order.
+/// operand B: the mask, or null), appended to `out` in the order first touched. float data
+/// on walks whose runs each lie in one statistic: one-pass shifted sums (moments_rows.hpp).
+/// Otherwise a corrected two-pass in double while the chunk is in cache (Chan, Golub and
+/// LeVeque 1983, "Algorithms for computing the sample variance", Am. Stat. 37(3)): mu =
+/// sum/n, then s1 = sum(x - mu) and s2 = sum((x - mu)^2), mean = mu + s1/n and m2 = s2 -
+/// s1^2/n. Sums in 16 fixed logical lanes (lanes.hpp), in a fixed order.
 void chunk_moments(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                    std::size_t stats, std::vector<Partial>& out);
 void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
