@@ -25,6 +25,7 @@ namespace normlab {
 namespace sk = stack_kernels;
 using stack_buffers::kNaN;
 using stack_buffers::shaped;
+using stack_buffers::take;
 using stack_buffers::values;
 
 namespace {
@@ -70,37 +71,42 @@ const Tensor& Stack::norm_backward(const Tensor& x, const StepResult& st, const 
 }
 
 template <class T>
-void Stack::branch_backward(std::size_t l, const Tensor& z, const BlockTrace& bt, const T* df, T* dz,
+void Stack::branch_backward(std::size_t l, const Tensor& z, const BlockTrace& bt, const T* df, Tensor& dz,
                             StackGrads& g, bool keep) {
     const std::size_t R = m_rows, D = m_features, H = m_hidden;
     const T* zp = values<T>(z).data();
+    // Each product's new array replaces the buffer it is moved into (kernels.hpp); a weight
+    // gradient is summarised, and copied into its layer's slot only when kept.
+    auto weight_grad = [&](const xt::xarray<T>& dw, Tensor& kept, double& norm) {
+        norm = sk::frobenius<T>(dw.data(), dw.size());
+        if (keep) std::copy(dw.begin(), dw.end(), values<T>(kept).data() + l * dw.size());
+    };
     switch (m_def.block) {
         case BlockKind::linear: {
-            T* dw = keep ? values<T>(g.dw).data() + l * D * D : shaped<T>(m_dw, {D, D}, m_dtype);
-            sk::matmul<T>(zp, R, D, true, df, R, D, false, dw);
-            sk::matmul<T>(df, R, D, false, values<T>(m_weights.w).data() + l * D * D, D, D, true, dz);
-            g.grad_w_norm[l] = sk::frobenius<T>(dw, D * D);
+            const T* w = values<T>(m_weights.w).data() + l * D * D;
+            weight_grad(sk::matmul<T>(zp, R, D, true, df, R, D, false), g.dw, g.grad_w_norm[l]);
+            take<T>(dz, sk::matmul<T>(df, R, D, false, w, D, D, true), m_shape, m_dtype);
             break;
         }
         case BlockKind::ffn: {
             const T* a = values<T>(bt.a).data();
+            const T* w1 = values<T>(m_weights.w1).data() + l * D * H;
+            const T* w2 = values<T>(m_weights.w2).data() + l * H * D;
             T* h = shaped<T>(m_h, {R, H}, m_dtype);
-            T* dh = shaped<T>(m_dh, {R, H}, m_dtype);
             sk::activate<T>(static_cast<int>(m_def.activation), a, h, R * H);
-            T* dw2 = keep ? values<T>(g.dw2).data() + l * H * D : shaped<T>(m_dw, {H, D}, m_dtype);
-            sk::matmul<T>(h, R, H, true, df, R, D, false, dw2);
-            g.grad_w_norm[l] = sk::frobenius<T>(dw2, H * D);
-            sk::matmul<T>(df, R, D, false, values<T>(m_weights.w2).data() + l * H * D, H, D, true, dh);
+            weight_grad(sk::matmul<T>(h, R, H, true, df, R, D, false), g.dw2, g.grad_w_norm[l]);
+            take<T>(m_dh, sk::matmul<T>(df, R, D, false, w2, H, D, true), {R, H}, m_dtype);
+            T* dh = values<T>(m_dh).data();
             sk::activate_backward<T>(static_cast<int>(m_def.activation), a, dh, R * H);
-            T* dw1 = keep ? values<T>(g.dw1).data() + l * D * H : shaped<T>(m_dw, {D, H}, m_dtype);
-            sk::matmul<T>(zp, R, D, true, dh, R, H, false, dw1);
-            g.grad_w1_norm[l] = sk::frobenius<T>(dw1, D * H);
-            sk::matmul<T>(dh, R, H, false, values<T>(m_weights.w1).data() + l * D * H, D, H, true, dz);
+            weight_grad(sk::matmul<T>(zp, R, D, true, dh, R, H, false), g.dw1, g.grad_w1_norm[l]);
+            take<T>(dz, sk::matmul<T>(dh, R, H, false, w1, D, H, true), m_shape, m_dtype);
             break;
         }
-        case BlockKind::identity:
-            for (std::size_t i = 0; i < R * D; ++i) dz[i] = df[i];
+        case BlockKind::identity: {
+            T* dzp = shaped<T>(dz, m_shape, m_dtype);
+            std::copy(df, df + R * D, dzp);
             break;
+        }
     }
 }
 
@@ -143,7 +149,6 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
 
     T* gp = shaped<T>(m_g, m_shape, m_dtype);  // d loss / d x_l
     T* gn = shaped<T>(m_gn, m_shape, m_dtype); // d loss / d x_{l-1}
-    T* dz = shaped<T>(m_dz, m_shape, m_dtype);
     const T* dyp = values<T>(dy).data();
     if (tr.has_final) {
         double unused;
@@ -161,8 +166,8 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
         double& gn_norm = g.grad_gamma_norm[l];
         switch (m_def.placement) {
             case Placement::pre: {
-                branch_backward<T>(l, bt.norm.fwd.y, bt, gp, dz, g, keep);
-                const Tensor& dx = norm_backward<T>(xin, bt.norm, dz, gn_norm, &g.dgamma, &g.dbeta, l);
+                branch_backward<T>(l, bt.norm.fwd.y, bt, gp, m_dz, g, keep);
+                const Tensor& dx = norm_backward<T>(xin, bt.norm, values<T>(m_dz).data(), gn_norm, &g.dgamma, &g.dbeta, l);
                 sk::residual<T>(gp, values<T>(dx).data(), T(1), gn, n);
                 break;
             }
@@ -170,8 +175,8 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
             case Placement::deepnorm: {
                 const Tensor& ds = norm_backward<T>(bt.s, bt.norm, gp, gn_norm, &g.dgamma, &g.dbeta, l);
                 const T* dsp = values<T>(ds).data();
-                branch_backward<T>(l, xin, bt, dsp, dz, g, keep);
-                sk::residual<T>(dsp, dz, alpha, gn, n);
+                branch_backward<T>(l, xin, bt, dsp, m_dz, g, keep);
+                sk::residual<T>(dsp, values<T>(m_dz).data(), alpha, gn, n);
                 break;
             }
             case Placement::sandwich: {
@@ -179,14 +184,14 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
                 const Tensor& df = norm_backward<T>(bt.s, bt.norm2, gp, unused, &g.dgamma2, &g.dbeta2, l);
                 T* dfp = shaped<T>(m_f, m_shape, m_dtype);
                 std::copy(values<T>(df).begin(), values<T>(df).end(), dfp);
-                branch_backward<T>(l, bt.norm.fwd.y, bt, dfp, dz, g, keep);
-                const Tensor& dx = norm_backward<T>(xin, bt.norm, dz, gn_norm, &g.dgamma, &g.dbeta, l);
+                branch_backward<T>(l, bt.norm.fwd.y, bt, dfp, m_dz, g, keep);
+                const Tensor& dx = norm_backward<T>(xin, bt.norm, values<T>(m_dz).data(), gn_norm, &g.dgamma, &g.dbeta, l);
                 sk::residual<T>(gp, values<T>(dx).data(), T(1), gn, n);
                 break;
             }
             case Placement::none:
-                branch_backward<T>(l, xin, bt, gp, dz, g, keep);
-                sk::residual<T>(gp, dz, T(1), gn, n);
+                branch_backward<T>(l, xin, bt, gp, m_dz, g, keep);
+                sk::residual<T>(gp, values<T>(m_dz).data(), T(1), gn, n);
                 break;
             case Placement::norm_only: {
                 const Tensor& dx = norm_backward<T>(xin, bt.norm, gp, gn_norm, &g.dgamma, &g.dbeta, l);

@@ -2,6 +2,7 @@
 // Typed access to a Tensor's storage, buffer reuse and the engine's thread count, for the
 // stack's passes.
 #include <limits>
+#include <utility>
 
 #include "norm/engine.hpp"
 #include "tensor/tensor.hpp"
@@ -29,6 +30,16 @@ T* shaped(Tensor& t, const Shape& shape, DType dtype) {
         else v.resize(shape);
     }
     return v.data();
+}
+
+/// Makes v, reshaped to `shape` (same element count), t's storage in `dtype`: a product's
+/// new array (stack_kernels::matmul) takes the place of the buffer it replaces, uncopied.
+template <class T>
+void take(Tensor& t, xt::xarray<T>&& v, const Shape& shape, DType dtype) {
+    t.dtype = dtype;
+    auto& dst = values<T>(t);
+    dst = std::move(v);
+    dst.reshape(shape);
 }
 
 /// Runs the norm engine on one thread for its lifetime, then restores the thread count.

@@ -4,23 +4,23 @@
 #include <cmath>
 #include <limits>
 
-#include <xtensor-blas/xblas.hpp>
+#include <xtensor-blas/xlinalg.hpp>
 #include <xtensor/xadapt.hpp>
+#include <xtensor/xmanipulation.hpp>
 
 namespace normlab::stack_kernels {
 
 template <class T>
-void matmul(const T* a, std::size_t a_rows, std::size_t a_cols, bool trans_a, const T* b,
-            std::size_t b_rows, std::size_t b_cols, bool trans_b, T* c, T beta) {
-    const std::size_t m = trans_a ? a_cols : a_rows;
-    const std::size_t n = trans_b ? b_rows : b_cols;
-    // Adaptors over the caller's buffers: no copies; gemm reads their row-major strides.
-    auto A = xt::adapt(const_cast<T*>(a), a_rows * a_cols, xt::no_ownership(),
-                       std::array<std::size_t, 2>{a_rows, a_cols});
-    auto B = xt::adapt(const_cast<T*>(b), b_rows * b_cols, xt::no_ownership(),
-                       std::array<std::size_t, 2>{b_rows, b_cols});
-    auto C = xt::adapt(c, m * n, xt::no_ownership(), std::array<std::size_t, 2>{m, n});
-    xt::blas::gemm(A, B, C, trans_a, trans_b, T(1), beta);
+xt::xarray<T> matmul(const T* a, std::size_t a_rows, std::size_t a_cols, bool trans_a, const T* b,
+                     std::size_t b_rows, std::size_t b_cols, bool trans_b) {
+    // Adaptors over the caller's buffers: no copies. xt::transpose gives a strided view of
+    // dynamic layout, which dot passes to gemm as the same buffer with its transpose flag.
+    const auto A = xt::adapt(a, a_rows * a_cols, xt::no_ownership(), std::array<std::size_t, 2>{a_rows, a_cols});
+    const auto B = xt::adapt(b, b_rows * b_cols, xt::no_ownership(), std::array<std::size_t, 2>{b_rows, b_cols});
+    if (trans_a && trans_b) return xt::linalg::dot(xt::transpose(A), xt::transpose(B));
+    if (trans_a) return xt::linalg::dot(xt::transpose(A), B);
+    if (trans_b) return xt::linalg::dot(A, xt::transpose(B));
+    return xt::linalg::dot(A, B);
 }
 
 namespace {
@@ -112,8 +112,8 @@ double frobenius(const T* x, std::size_t n) {
 }
 
 #define NORMLAB_STACK_KERNELS(T)                                                                      \
-    template void matmul<T>(const T*, std::size_t, std::size_t, bool, const T*, std::size_t,          \
-                            std::size_t, bool, T*, T);                                                \
+    template xt::xarray<T> matmul<T>(const T*, std::size_t, std::size_t, bool, const T*, std::size_t, \
+                                     std::size_t, bool);                                              \
     template void activate<T>(int, const T*, T*, std::size_t);                                        \
     template void activate_backward<T>(int, const T*, T*, std::size_t);                               \
     template void residual<T>(const T*, const T*, T, T*, std::size_t);                                \

@@ -4,16 +4,23 @@
 // activations and their derivatives, residual sums and root-mean-squares.
 #include <cstddef>
 
+#include <xtensor/xarray.hpp>
+
 namespace normlab::stack_kernels {
 
-/// C = op(A) @ op(B) + beta * C, with op(M) = M or M^T. A is stored (a_rows, a_cols), B
-/// (b_rows, b_cols), C (m, n) where m, n are op(A)'s rows and op(B)'s columns; all
-/// row-major and contiguous. Runs xt::blas::gemm (xtensor-blas; the routine xt::linalg::dot
-/// calls for 2-D operands), which takes transposes and an existing result buffer, so the
-/// backward pass forms x^T @ dy without copying x^T and writes into buffers it reuses.
+/// op(A) @ op(B) as a new row-major (m, n) array, with op(M) = M or M^T: A is stored
+/// (a_rows, a_cols), B (b_rows, b_cols), both row-major and contiguous, and m, n are
+/// op(A)'s rows and op(B)'s columns. Runs xt::linalg::dot (xtensor-blas, OpenBLAS's gemm)
+/// on adaptors over the caller's buffers, a transposed operand as xt::transpose of its
+/// adaptor: xtensor-blas 0.20 hands that strided view to gemm with its transpose flag
+/// (dot's view_eval keeps any view with a data interface whose layout is dynamic), so
+/// neither x^T @ dy nor dy @ W^T copies an operand. dot allocates its result; callers
+/// move it into the buffer it replaces, so no copy follows either. A and B must not be
+/// the same buffer with one of them transposed: dot then takes a syrk path that assumes
+/// op(A) @ op(B) is A^T A or A A^T.
 template <class T>
-void matmul(const T* a, std::size_t a_rows, std::size_t a_cols, bool trans_a, const T* b,
-            std::size_t b_rows, std::size_t b_cols, bool trans_b, T* c, T beta = T(0));
+xt::xarray<T> matmul(const T* a, std::size_t a_rows, std::size_t a_cols, bool trans_a, const T* b,
+                     std::size_t b_rows, std::size_t b_cols, bool trans_b);
 
 /// h = act(a) elementwise over n values; act 0 relu, 1 gelu (tanh form), 2 identity (the
 /// order of stack.hpp's Activation).

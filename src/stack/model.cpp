@@ -1,5 +1,6 @@
 #include "stack/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -16,6 +17,7 @@ namespace normlab {
 namespace sk = stack_kernels;
 using stack_buffers::kNaN;
 using stack_buffers::shaped;
+using stack_buffers::take;
 using stack_buffers::values;
 
 namespace {
@@ -147,26 +149,32 @@ void Stack::run_norm(NormLayer& layer, const Tensor& in, StepResult& out) {
 }
 
 template <class T>
-void Stack::branch(std::size_t l, const Tensor& z, BlockTrace& bt, T* f) {
+void Stack::branch(std::size_t l, const Tensor& z, BlockTrace& bt, Tensor& f) {
     const std::size_t R = m_rows, D = m_features, H = m_hidden;
     const T* zp = values<T>(z).data();
+    // Each product's new array replaces the buffer it is moved into (kernels.hpp).
     switch (m_def.block) {
-        case BlockKind::linear:
-            sk::matmul<T>(zp, R, D, false, values<T>(m_weights.w).data() + l * D * D, D, D, false, f);
-            break;
-        case BlockKind::ffn: {
-            T* a = shaped<T>(bt.a, {R, H}, m_dtype);
-            T* h = shaped<T>(m_h, {R, H}, m_dtype);
-            sk::matmul<T>(zp, R, D, false, values<T>(m_weights.w1).data() + l * D * H, D, H, false, a);
-            sk::activate<T>(static_cast<int>(m_def.activation), a, h, R * H);
-            sk::matmul<T>(h, R, H, false, values<T>(m_weights.w2).data() + l * H * D, H, D, false, f);
+        case BlockKind::linear: {
+            const T* w = values<T>(m_weights.w).data() + l * D * D;
+            take<T>(f, sk::matmul<T>(zp, R, D, false, w, D, D, false), m_shape, m_dtype);
             break;
         }
-        case BlockKind::identity:
-            for (std::size_t i = 0; i < R * D; ++i) f[i] = zp[i];
+        case BlockKind::ffn: {
+            const T* w1 = values<T>(m_weights.w1).data() + l * D * H;
+            const T* w2 = values<T>(m_weights.w2).data() + l * H * D;
+            take<T>(bt.a, sk::matmul<T>(zp, R, D, false, w1, D, H, false), {R, H}, m_dtype);
+            T* h = shaped<T>(m_h, {R, H}, m_dtype);
+            sk::activate<T>(static_cast<int>(m_def.activation), values<T>(bt.a).data(), h, R * H);
+            take<T>(f, sk::matmul<T>(h, R, H, false, w2, H, D, false), m_shape, m_dtype);
             break;
+        }
+        case BlockKind::identity: {
+            T* fp = shaped<T>(f, m_shape, m_dtype);
+            std::copy(zp, zp + R * D, fp);
+            break;
+        }
     }
-    bt.branch_rms = sk::rms_rows<T>(f, R, D, m_row_mask.data());
+    bt.branch_rms = sk::rms_rows<T>(values<T>(f).data(), R, D, m_row_mask.data());
 }
 
 template <class T>
@@ -189,15 +197,14 @@ void Stack::forward_impl(const Tensor& x, StackTrace& trace) {
             case Placement::pre: {
                 bt.norm_in_rms = sk::rms_rows<T>(xp, R, D, rm);
                 run_norm(m_norms[l], xin, bt.norm);
-                T* f = shaped<T>(m_f, m_shape, m_dtype);
-                branch<T>(l, bt.norm.fwd.y, bt, f);
-                sk::residual<T>(xp, f, T(1), shaped<T>(xout, m_shape, m_dtype), n);
+                branch<T>(l, bt.norm.fwd.y, bt, m_f);
+                sk::residual<T>(xp, values<T>(m_f).data(), T(1), shaped<T>(xout, m_shape, m_dtype), n);
                 break;
             }
             case Placement::post:
             case Placement::deepnorm: {
-                T* s = shaped<T>(bt.s, m_shape, m_dtype);
-                branch<T>(l, xin, bt, s);
+                branch<T>(l, xin, bt, bt.s);
+                T* s = values<T>(bt.s).data();
                 sk::residual<T>(xp, s, alpha, s, n);
                 bt.norm_in_rms = sk::rms_rows<T>(s, R, D, rm);
                 run_norm(m_norms[l], bt.s, bt.norm);
@@ -207,16 +214,14 @@ void Stack::forward_impl(const Tensor& x, StackTrace& trace) {
             case Placement::sandwich: {
                 bt.norm_in_rms = sk::rms_rows<T>(xp, R, D, rm);
                 run_norm(m_norms[l], xin, bt.norm);
-                T* s = shaped<T>(bt.s, m_shape, m_dtype);
-                branch<T>(l, bt.norm.fwd.y, bt, s);
+                branch<T>(l, bt.norm.fwd.y, bt, bt.s);
                 run_norm(m_norms2[l], bt.s, bt.norm2);
                 sk::residual<T>(xp, values<T>(bt.norm2.fwd.y).data(), T(1), shaped<T>(xout, m_shape, m_dtype), n);
                 break;
             }
             case Placement::none: {
-                T* f = shaped<T>(m_f, m_shape, m_dtype);
-                branch<T>(l, xin, bt, f);
-                sk::residual<T>(xp, f, T(1), shaped<T>(xout, m_shape, m_dtype), n);
+                branch<T>(l, xin, bt, m_f);
+                sk::residual<T>(xp, values<T>(m_f).data(), T(1), shaped<T>(xout, m_shape, m_dtype), n);
                 break;
             }
             case Placement::norm_only:

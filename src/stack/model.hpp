@@ -130,11 +130,14 @@ public:
 
 private:
     template <class T> void forward_impl(const Tensor& x, StackTrace& trace);
-    template <class T> void branch(std::size_t l, const Tensor& z, BlockTrace& bt, T* f);
+    /// F(z) of block l into f (data shape, the run dtype); ffn keeps its pre-activation in bt.a.
+    template <class T> void branch(std::size_t l, const Tensor& z, BlockTrace& bt, Tensor& f);
     template <class T> void backward_impl(const StackTrace& trace, const Tensor& dy, StackGrads& g,
                                           const StackGradOptions& opts);
+    /// d loss / d z of block l's branch into dz (data shape) from df = d loss / d F, and
+    /// the weight gradients' norms (with `keep`, the gradients themselves) into g.
     template <class T> void branch_backward(std::size_t l, const Tensor& z, const BlockTrace& bt,
-                                            const T* df, T* dz, StackGrads& g, bool keep);
+                                            const T* df, Tensor& dz, StackGrads& g, bool keep);
     /// dx of one norm instance: x its input, st its forward, dy the upstream gradient in T;
     /// writes the parameter gradients' norms/tensors for layer slot l of `dgamma`/`dbeta`.
     template <class T> const Tensor& norm_backward(const Tensor& x, const StepResult& st, const T* dy,
@@ -155,7 +158,7 @@ private:
     xt::xarray<std::uint8_t> m_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
     std::vector<unsigned char> m_row_mask;
     Tensor m_f, m_h;                      ///< scratch: F's output, the ffn's activation
-    Tensor m_g, m_gn, m_dz, m_dh, m_dw;   ///< backward scratch: d/dx_l, d/dx_{l-1}, d/dz, d/dh, one layer's dW
+    Tensor m_g, m_gn, m_dz, m_dh;        ///< backward scratch: d/dx_l, d/dx_{l-1}, d/dz, d/dh
     xt::xarray<double> m_dyd;             ///< the norms' upstream gradient in double
     BackwardResult m_nb;                  ///< the norm backward's result buffers
 };
