@@ -212,6 +212,8 @@ int main(int argc, char** argv) {
                 while (std::getline(ss, t, ',')) v.push_back(t);
                 return v;
             };
+            if (bench_cmd->count("--repeat"))
+                bench.repeat = static_cast<unsigned>(integer_option("bench --repeat", bench_repeat, 1, 1000000));
             if (bench_stack) {
                 stack_bench.json = bench.json;
                 if (bench_cmd->count("--repeat")) stack_bench.repeat = bench.repeat;
@@ -222,8 +224,6 @@ int main(int argc, char** argv) {
             bench.norms = split(bench_norms);
             if (bench_cmd->count("--channel-axis"))
                 bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
-            if (bench_cmd->count("--repeat"))
-                bench.repeat = static_cast<unsigned>(integer_option("bench --repeat", bench_repeat, 1, 1000000));
             if (bench_cmd->count("--num-groups"))
                 bench.num_groups = static_cast<unsigned>(integer_option("bench --num-groups", bench_groups, 1, 1u << 30));
             if (bench_cmd->count("--threads") && split(bench_threads).empty())
