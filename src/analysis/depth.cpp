@@ -5,7 +5,11 @@
 // gradient does not shrink with depth, pre-LN's shrinks like 1/sqrt(L)) and Wang et al.
 // 2022 (DeepNorm keeps the residual stream at unit scale). With train_steps, the running
 // statistics the training passes leave behind are compared with the batch statistics,
-// layer by layer (the eval/train drift of BatchNorm chains).
+// layer by layer (the eval/train drift of BatchNorm chains). With draws K > 1 every number
+// is the mean over K independent draws of the weights and the projection: Theorem 1 is a
+// statement about the expectation at initialisation, and one draw of a layer's weights
+// moves its gradient by several percent.
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -26,6 +30,7 @@ struct Options {
     enum class Loss { projection, mean_square, npy } loss = Loss::projection;
     std::string loss_path;       ///< npy: as written in the config
     long long train_steps = 0;
+    long long draws = 1;         ///< independent draws of weights and r the rows average
     bool save_activations = false, save_gradients = false;
 };
 
@@ -53,6 +58,9 @@ Options read_options(const AnalysisSpec& spec) {
     o.train_steps = r.integer("train_steps", 0);
     if (o.train_steps < 0 || o.train_steps > 1000000)
         r.at("train_steps").fail("train_steps must be in [0, 1000000], but got " + std::to_string(o.train_steps));
+    o.draws = r.integer("draws", 1);
+    if (o.draws < 1 || o.draws > 10000)
+        r.at("draws").fail("draws must be in [1, 10000], but got " + std::to_string(o.draws));
     if (auto save = r.strings("save")) {
         for (std::size_t i = 0; i < save->size(); ++i) {
             const std::string& w = (*save)[i];
@@ -61,13 +69,22 @@ Options read_options(const AnalysisSpec& spec) {
             else r.at("save").child(i).fail("unknown array \"" + w + "\" (expected \"activations\" or \"gradients\")");
         }
     }
+    if (o.draws > 1 && (o.save_activations || o.save_gradients))
+        r.at("save").fail("save writes the arrays of one draw, but draws is " + std::to_string(o.draws) +
+                          " and the rows are means over the draws: save with draws 1");
     r.finish();
     return o;
 }
 
+// The seed of draw k: the run seed for the first (draws 1 gives the single-draw numbers),
+// an independent stream for each further one.
+std::uint64_t draw_seed(std::uint64_t run_seed, long long k) {
+    return k == 0 ? run_seed : derive_seed(run_seed, "depth/draw/" + std::to_string(k));
+}
+
 // The loss's r for data `dn` (projection: seeded standard normal of the data's shape, the
 // same for every stack; npy: the given array, which must have the data's shape).
-xt::xarray<double> projection(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
+xt::xarray<double> projection(const AnalysisSpec& spec, std::uint64_t seed, const Options& o,
                               const std::string& dn, const Shape& shape) {
     if (o.loss == Options::Loss::npy) {
         std::filesystem::path p(o.loss_path);
@@ -86,7 +103,7 @@ xt::xarray<double> projection(const AnalysisSpec& spec, const AnalysisContext& c
         return r;
     }
     xt::xarray<double> r = xt::xarray<double>::from_shape(shape);
-    Rng rng(derive_seed(ctx.seed, "depth/r/" + dn));
+    Rng rng(derive_seed(seed, "depth/r/" + dn));
     for (auto& v : r) v = rng.normal();
     return r;
 }
@@ -139,8 +156,52 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
         for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
-        if (o.loss == Options::Loss::npy) projection(spec, ctx, o, dn, b.x.shape());
+        if (o.loss == Options::Loss::npy) projection(spec, ctx.seed, o, dn, b.x.shape());
     }
+}
+
+// The number columns of one stack's rows (resid_rms ... eval_train_ratio), per layer.
+using LayerValues = std::array<double, 9>;
+
+// One draw of stack `def` on batch b: its weights and the projection from `seed`.
+std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
+                                  const StackDef& def, const std::string& dn, const std::string& sn,
+                                  const Batch& b, std::uint64_t seed) {
+    const Shape shape = b.x.shape();
+    const xt::xarray<double> r = projection(spec, seed, o, dn, shape);
+    Stack s(def, make_stack_weights(def, shape.back(), ctx.dtype, seed), shape, ctx.dtype, dn);
+    StackTrace tr;
+    // K training passes update the running statistics; the last one (or the only one,
+    // K = 0) is the train-mode pass the gradients go back through.
+    const long long passes = std::max<long long>(1, o.train_steps);
+    for (long long k = 0; k < passes; ++k) s.forward(b.x, b.mask, tr);
+    const auto& rm = s.row_mask();
+    StackGrads g;
+    s.backward(tr, loss_gradient(o, r, tr.y(), rm), g, {o.save_gradients, o.save_gradients});
+    std::vector<double> ratio(def.layers + 1, kNaN);
+    if (o.train_steps > 0) {
+        Stack ev = s.eval_copy();
+        StackTrace etr;
+        ev.forward(b.x, b.mask, etr);
+        for (std::size_t l = 0; l <= def.layers; ++l) ratio[l] = rms(etr.x[l], rm) / rms(tr.x[l], rm);
+    }
+    const double rms0 = rms(tr.x[0], rm);
+    std::vector<LayerValues> out(def.layers + 1);
+    for (std::size_t l = 0; l <= def.layers; ++l) {
+        const double x_rms = rms(tr.x[l], rm);
+        const BlockTrace* bt = l > 0 ? &tr.blocks[l - 1] : nullptr;
+        out[l] = {x_rms, x_rms / rms0, bt ? bt->branch_rms : kNaN, bt ? bt->norm_in_rms : kNaN, g.grad_x_rms[l],
+                  bt ? g.grad_w_norm[l - 1] : kNaN, bt ? g.grad_w1_norm[l - 1] : kNaN,
+                  bt ? g.grad_gamma_norm[l - 1] : kNaN, ratio[l]};
+    }
+    if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
+    if (o.save_gradients) {
+        ctx.save(dn, sn, "gradients", stacked(g.dx), ctx.dtype);
+        for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"grad_w", &g.dw},
+                                      {"grad_w1", &g.dw1}, {"grad_w2", &g.dw2}})
+            if (w->size() > 0 && !w->shape().empty()) ctx.save(dn, sn, name, w->to_double(), ctx.dtype);
+    }
+    return out;
 }
 
 Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
@@ -149,44 +210,20 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     t.columns = depth_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        const Shape shape = b.x.shape();
         for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
-        const xt::xarray<double> r = projection(spec, ctx, o, dn, shape);
         for (const auto& sn : spec.stacks) {
             const StackDef& def = ctx.stack(sn);
-            Stack s(def, make_stack_weights(def, shape.back(), ctx.dtype, ctx.seed), shape, ctx.dtype, dn);
-            StackTrace tr;
-            // K training passes update the running statistics; the last one (or the only
-            // one, K = 0) is the train-mode pass the gradients go back through.
-            const long long passes = std::max<long long>(1, o.train_steps);
-            for (long long k = 0; k < passes; ++k) s.forward(b.x, b.mask, tr);
-            const auto& rm = s.row_mask();
-            StackGrads g;
-            s.backward(tr, loss_gradient(o, r, tr.y(), rm), g, {o.save_gradients, o.save_gradients});
-            std::vector<double> ratio(def.layers + 1, kNaN);
-            if (o.train_steps > 0) {
-                Stack ev = s.eval_copy();
-                StackTrace etr;
-                ev.forward(b.x, b.mask, etr);
-                for (std::size_t l = 0; l <= def.layers; ++l) ratio[l] = rms(etr.x[l], rm) / rms(tr.x[l], rm);
+            std::vector<LayerValues> mean(def.layers + 1, LayerValues{});
+            for (long long k = 0; k < o.draws; ++k) {
+                const auto v = one_draw(spec, ctx, o, def, dn, sn, b, draw_seed(ctx.seed, k));
+                for (std::size_t l = 0; l <= def.layers; ++l)
+                    for (std::size_t c = 0; c < mean[l].size(); ++c) mean[l][c] += v[l][c] / static_cast<double>(o.draws);
             }
-            const double rms0 = rms(tr.x[0], rm);
             const std::string norm = def.has_norm() ? def.norm.name : "";
             for (std::size_t l = 0; l <= def.layers; ++l) {
-                const double x_rms = rms(tr.x[l], rm);
-                const bool block = l > 0;
-                const BlockTrace* bt = block ? &tr.blocks[l - 1] : nullptr;
-                t.add_row({dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers),
-                           static_cast<long long>(l), x_rms, x_rms / rms0, block ? bt->branch_rms : kNaN,
-                           block ? bt->norm_in_rms : kNaN, g.grad_x_rms[l], block ? g.grad_w_norm[l - 1] : kNaN,
-                           block ? g.grad_w1_norm[l - 1] : kNaN, block ? g.grad_gamma_norm[l - 1] : kNaN, ratio[l]});
-            }
-            if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
-            if (o.save_gradients) {
-                ctx.save(dn, sn, "gradients", stacked(g.dx), ctx.dtype);
-                for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"grad_w", &g.dw},
-                                              {"grad_w1", &g.dw1}, {"grad_w2", &g.dw2}})
-                    if (w->size() > 0 && !w->shape().empty()) ctx.save(dn, sn, name, w->to_double(), ctx.dtype);
+                const LayerValues& m = mean[l];
+                t.add_row({dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers), o.draws,
+                           static_cast<long long>(l), m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]});
             }
         }
     }
@@ -200,7 +237,7 @@ AnalysisType depth_analysis() {
     a.name = "depth";
     a.summary = "residual stacks layer by layer: residual scale, branch and norm-input rms, gradients of x_l, W_l "
                 "and the norm weight; eval/train drift after training passes";
-    a.columns = {"data",        "stack",       "placement",    "norm",         "layers",
+    a.columns = {"data",        "stack",       "placement",    "norm",         "layers",      "draws",
                  "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
                  "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "eval_train_ratio"};
     a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";
@@ -209,7 +246,7 @@ AnalysisType depth_analysis() {
     a.figure.series = {"data", "stack", "layers"};
     a.figure.metrics = {{"grad_w_norm", "||d loss / d W_l|| (ffn: W2)"}, {"resid_growth", "rms(x_l) / rms(x_0)"}};
     a.figure.log = true;
-    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"save", ""}};
+    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", ""}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.work_bytes = [](const AnalysisSpec& spec, const std::map<std::string, StackDef>& stacks, const Shape& shape,
