@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <xtensor/xnpy.hpp>
 
 #include "cli_util.hpp"
@@ -305,7 +306,9 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
         {"norm does not fit", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "normalized_shape": [5]}}, "stacks": {"s": {"layers": 1, "placement": "pre", "norm": "ln"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
          "/norms/ln/normalized_shape: layernorm \"ln\" on data \"x\": given normalized_shape=[5]"},
         {"half precision", R"({"name": "bad", "dtype": "float16", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
-         "stacks run in float32 or float64"},
+         "stacks run in float32 or float64, but the run's dtype is float16 (a stack's products go through OpenBLAS, which has no half-precision matrix product)"},
+        {"bfloat16", R"({"name": "bad", "dtype": "bfloat16", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
+         "stacks run in float32 or float64, but the run's dtype is bfloat16"},
         {"norms instead of stacks", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "axes": [-1]}}, "analyses": [{"type": "depth", "data": ["x"], "norms": ["ln"]}]})",
          "/analyses/0: missing required key \"stacks\""},
         {"stacks in a norm analysis", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "axes": [-1]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"], "stacks": ["s"]}]})",
@@ -332,5 +335,28 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
             CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
             CHECK(!fs::exists(out));
         }
+    }
+}
+
+TEST_CASE("bench --stack: the passes asked for, every figure finite, and exit 2 for what it cannot run") {
+    // Small sizes: this checks what the bench prints and refuses, not how fast it is.
+    auto r = run_normlab("bench --stack --layers 2 --rows 16 --features 8 --hidden 16 --repeat 2 --dtype float64 --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j.at("dtype") == "float64");
+    CHECK(j.at("layers") == 2);
+    for (const char* k : {"median_s", "gflops", "dot_gflops", "fraction", "activations_mib", "peak_rss_mib"}) {
+        INFO(k);
+        CHECK(std::isfinite(j.at(k).get<double>()));
+        CHECK(j.at(k).get<double>() > 0);
+    }
+    auto t = run_normlab("bench --stack --layers 2 --rows 16 --features 8 --hidden 16 --repeat 2 --dtype float32");
+    REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+    CHECK(t.out.find("forward+backward, 2 timed passes") != std::string::npos);
+    for (const std::string bad : {"--placement sideways", "--stack-norm groupnorm", "--dtype float16"}) {
+        INFO(bad);
+        auto b = run_normlab("bench --stack --layers 2 --rows 16 --features 8 --hidden 16 --repeat 1 " + bad);
+        CHECK(b.exit_code == 2);
+        CHECK(b.out.empty());
     }
 }
