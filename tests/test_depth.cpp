@@ -360,3 +360,38 @@ TEST_CASE("bench --stack: the passes asked for, every figure finite, and exit 2 
         CHECK(b.out.empty());
     }
 }
+
+TEST_CASE("an ffn with the identity activation is the linear block with W = W1 W2, row for row") {
+    const fs::path dir = fresh_dir("depth_ffn_identity");
+    const std::size_t L = 2, D = 4, H = 3;
+    xt::xarray<double> w1 = xt::zeros<double>({L, D, H}), w2 = xt::zeros<double>({L, H, D}), w = xt::zeros<double>({L, D, D});
+    for (std::size_t i = 0; i < w1.size(); ++i) w1.data()[i] = std::sin(1.3 * double(i) + 0.2);
+    for (std::size_t i = 0; i < w2.size(); ++i) w2.data()[i] = std::cos(0.7 * double(i));
+    for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t i = 0; i < D; ++i)
+            for (std::size_t j = 0; j < D; ++j)
+                for (std::size_t h = 0; h < H; ++h) w(l, i, j) += w1(l, i, h) * w2(l, h, j);
+    for (const auto& [name, a] : {std::pair<const char*, const xt::xarray<double>*>{"w1", &w1}, {"w2", &w2}, {"w", &w}}) {
+        std::ofstream f(dir / (std::string(name) + ".npy"), std::ios::binary);
+        f << xt::dump_npy(*a);
+    }
+    write_text(dir / "f.json", R"({"name": "f", "dtype": "float64", "data": {"x": {"source": "gaussian", "shape": [6, 4]}},
+      "norms": {"ln": {"type": "layernorm", "axes": [-1]}},
+      "stacks": {"ffn": {"layers": 2, "placement": "post", "norm": "ln", "block": "ffn", "hidden": 3, "activation": "identity",
+                         "weights": {"w1": {"npy": "w1.npy"}, "w2": {"npy": "w2.npy"}}},
+                 "lin": {"layers": 2, "placement": "post", "norm": "ln", "block": "linear", "weights": {"w": {"npy": "w.npy"}}}},
+      "analyses": [{"type": "depth", "data": ["x"], "stacks": ["ffn", "lin"]}]})");
+    auto r = run_normlab("run " + (dir / "f.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto rows = read_csv(dir / "out" / "depth.csv");
+    for (long long l = 0; l <= 2; ++l)
+        for (const char* c : {"resid_rms", "grad_x_rms"}) {
+            INFO("layer " << l << " " << c);
+            CHECK(num(row(rows, "ffn", 2, l), c) == doctest::Approx(num(row(rows, "lin", 2, l), c)).epsilon(1e-12));
+        }
+    for (long long l = 1; l <= 2; ++l)
+        for (const char* c : {"branch_rms", "norm_in_rms", "grad_gamma_norm"}) {
+            INFO("layer " << l << " " << c);
+            CHECK(num(row(rows, "ffn", 2, l), c) == doctest::Approx(num(row(rows, "lin", 2, l), c)).epsilon(1e-12));
+        }
+}
