@@ -8,6 +8,7 @@
 #include <xtensor/xreducer.hpp>
 #include <xtensor/xview.hpp>
 
+#include "norm/channels_last.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
@@ -314,6 +315,11 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
     struct Case { Shape shape; Axes reduced, params; };
     std::vector<Case> cases = {{{3, 40000}, {1}, {1}}, {{5000, 7}, {1}, {1}}, {{64, 33, 17}, {0, 1}, {2}},
                                {{4, 6, 50, 50}, {0, 2, 3}, {1}}, {{6, 30, 30, 4, 3}, {1, 2, 4}, {3, 4}},
+                               // channels last with 64 channels: BatchNorm over 45 blocks of
+                               // rows, InstanceNorm and GroupNorm one sample at a time (3
+                               // samples: not a multiple of 2 threads, a multiple of 3)
+                               {{8, 30, 48, 64}, {0, 1, 2}, {3}}, {{3, 40, 40, 64}, {1, 2}, {3}},
+                               {{6, 40, 40, 32, 2}, {1, 2, 4}, {3, 4}},
                                // one element per statistic (GroupNorm with num_groups = C and
                                // spatial size 1): rows longer than a chunk
                                {{3, 10000, 1}, {2}, {1, 2}}, {{5, 5000, 1}, {2}, {1, 2}}};
@@ -358,16 +364,61 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
     }
 }
 
+TEST_CASE("channels-last kernels give the same bits with every register width") {
+    // AVX-512, AVX2 and SSE2 versions of the kernels (as far as this CPU has them), on 64
+    // channels, on 20 and 3 (registers that end mid-row), in float32 and float64.
+    xt::random::seed(14);
+    struct Case { Shape shape; Axes reduced, params; };
+    const std::vector<Case> cases = {{{8, 30, 48, 64}, {0, 1, 2}, {3}}, {{4, 40, 40, 64}, {1, 2}, {3}},
+                                     {{6, 40, 40, 32, 2}, {1, 2, 4}, {3, 4}}, {{6, 30, 30, 20}, {0, 1, 2}, {3}},
+                                     {{5, 30, 30, 3}, {1, 2}, {3}}};
+    for (const auto& c : cases)
+        for (DType dtype : {DType::float32, DType::float64})
+            for (Compute compute : {Compute::float32, Compute::float64}) {
+                CAPTURE(format_shape(c.shape));
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(compute == Compute::float32);
+                Tensor t = Tensor::from_double(xt::random::randn<double>(c.shape) * 3.0 + 1e3, dtype);
+                xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+                ForwardInputs in;
+                in.weight = &w;
+                in.bias = &w;
+                NormSpec spec;
+                spec.reduction_axes = c.reduced;
+                spec.param_axes = c.params;
+                spec.compute = compute;
+                set_channels_last_width(0);
+                const ForwardResult ref = forward(t, spec, in);
+                for (int width : {4, 2}) {
+                    CAPTURE(width);
+                    set_channels_last_width(width);
+                    const ForwardResult r = forward(t, spec, in);
+                    if (dtype == DType::float32) CHECK(r.y.f32 == ref.y.f32);
+                    else CHECK(r.y.f64 == ref.y.f64);
+                    CHECK(r.mean == ref.mean);
+                    CHECK(r.mean_lo == ref.mean_lo);
+                    CHECK(r.var == ref.var);
+                }
+                set_channels_last_width(0);
+            }
+}
+
 TEST_CASE("the one-pass forward gives the bits of compute_moments plus the normalize formula") {
     // Statistics over trailing blocks (LayerNorm rows, RMSNorm, InstanceNorm planes,
     // GroupNorm's (N, G, C/G, H, W) view) are computed and applied chunk by chunk in one
-    // pass; a 40000-element row is larger than a chunk and takes the two-phase path. Both
-    // arithmetics of engine.hpp, element by element.
+    // pass; a 40000-element row is larger than a chunk and takes the two-phase path. So are
+    // channels-last InstanceNorm and GroupNorm, one sample at a time. Both arithmetics of
+    // engine.hpp, element by element.
     xt::random::seed(12);
     struct Case { Shape shape; Axes reduced, params; bool center; };
     std::vector<Case> cases = {{{200, 768}, {1}, {1}, true},       {{200, 768}, {1}, {1}, false},
                                {{4, 6, 50, 50}, {2, 3}, {1}, true}, {{4, 3, 2, 30, 30}, {2, 3, 4}, {1, 2}, true},
-                               {{2, 40000}, {1}, {1}, true}};
+                               {{2, 40000}, {1}, {1}, true},
+                               // channels last: one sample at a time (InstanceNorm, GroupNorm),
+                               // and BatchNorm's two phases, with 64 channels and with 20
+                               // (vectors that start mid-row)
+                               {{4, 30, 30, 64}, {1, 2}, {3}, true}, {{4, 20, 20, 16, 4}, {1, 2, 4}, {3, 4}, true},
+                               {{6, 30, 30, 20}, {0, 1, 2}, {3}, true}, {{4, 30, 30, 64}, {1, 2}, {3}, false}};
     for (const auto& c : cases) {
         CAPTURE(format_shape(c.shape));
         CAPTURE(c.center);

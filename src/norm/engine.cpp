@@ -9,6 +9,7 @@
 
 #include <xtensor/xbroadcast.hpp>
 
+#include "norm/channels_last.hpp"
 #include "norm/moments.hpp"
 #include "norm/normalize.hpp"
 #include "norm/normalize_stream.hpp"
@@ -181,6 +182,39 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         return;
     }
 
+    // Statistics along the contiguous innermost axes (channels last): the kernels across
+    // channels (channels_last.hpp), one outer group at a time where there are enough groups.
+    const bool plain = x.dtype == DType::float32 || x.dtype == DType::float64;
+    const auto cl = plain && !in.mask ? channels_last_layout(xs, spec.reduction_axes, spec.param_axes) : std::nullopt;
+    if (cl && !given && channels_last_fuses(*cl)) {
+        for (auto* a : {&out.batch.mean, &out.batch.mean_lo, &out.batch.var, &out.batch.count}) {
+            ensure_shape(*a, ss);
+            std::fill(a->begin(), a->end(), 0.0);
+        }
+        for (auto* a : {&out.mean, &out.mean_lo, &out.var}) ensure_shape(*a, ss);
+        const RawMoments raw{out.batch.count.data(), out.batch.mean.data(), out.batch.mean_lo.data(),
+                             out.batch.var.data()};
+        args.mean = out.mean.data();
+        args.mean_lo = out.mean_lo.data();
+        args.rstd = out.rstd.data();
+        // The arithmetic of compute_moments followed by the lines below, per group.
+        const FinishStats finish = [&](std::size_t first, std::size_t n) {
+            for (std::size_t i = first; i < first + n; ++i) {
+                const double v = biased_var(raw.m2[i], raw.count[i]);
+                raw.m2[i] = v;
+                out.mean.data()[i] = raw.mean[i];
+                out.mean_lo.data()[i] = raw.mean_lo[i];
+                out.var.data()[i] = spec_var(spec, v, raw.count[i]);
+                out.rstd.data()[i] = spec_rstd(spec, out.var.data()[i]);
+            }
+        };
+        if (x.dtype == DType::float64)
+            channels_last_forward(x.f64.data(), out.y.f64.data(), *cl, spec.center, raw, args, false, finish);
+        else
+            channels_last_forward(x.f32.data(), out.y.f32.data(), *cl, spec.center, raw, args, f32, finish);
+        return;
+    }
+
     if (given) {
         out.mean = *in.given_mean;
         out.mean_lo = xt::zeros<double>(ss);
@@ -201,6 +235,11 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     args.mean = out.mean.data();
     args.mean_lo = out.mean_lo.data();
     args.rstd = out.rstd.data();
+    if (cl) {
+        if (x.dtype == DType::float64) channels_last_normalize(x.f64.data(), out.y.f64.data(), *cl, args, false);
+        else channels_last_normalize(x.f32.data(), out.y.f32.data(), *cl, args, f32);
+        return;
+    }
     Strides sn = sa;
     xt::xarray<double> mean_e, lo_e, rstd_e;
     const Axes suffix = short_suffix(xs, spec.reduction_axes);

@@ -1,7 +1,7 @@
 normlab_module(normlab_norm
   SOURCES norm/engine.cpp norm/moments.cpp norm/moments_rows.cpp norm/normalize.cpp norm/normalize_stream.cpp norm/backward.cpp norm/strided.cpp norm/presets.cpp
-          norm/replicas.cpp
+          norm/replicas.cpp norm/channels_last.cpp
   DEPS normlab_tensor OpenMP::OpenMP_CXX)
 # a*b+c must round twice in every kernel and every instruction-set version of it
-# (moments.cpp, moments_rows.cpp, normalize.cpp, backward.cpp), FMA or not.
+# (moments.cpp, moments_rows.cpp, normalize.cpp, backward.cpp, channels_last.cpp), FMA or not.
 target_compile_options(normlab_norm PRIVATE -ffp-contract=off)

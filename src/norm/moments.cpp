@@ -1,6 +1,7 @@
 // Batch moments: the chunk kernel, the merge of chunks, compute_moments.
 #include "norm/moments.hpp"
 
+#include "norm/channels_last.hpp"
 #include "norm/lanes.hpp"
 #include "norm/moments_rows.hpp"
 
@@ -139,35 +140,6 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
     s.range_n = 0;
 }
 
-// Merges partial moments (count pc, mean pmean + plo, sum of squared deviations pm2) into
-// statistic j of the running arrays (Chan, Golub, LeVeque 1979):
-//   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
-//   M2 = M2a + M2b + delta^2 * na * nb / n,
-// with the means kept as two doubles (mean_a's high parts are close, so their difference
-// is exact). The first part of a statistic is taken as it is (the update would round it).
-void merge_partial(double* count, double* mean, double* lo, double* m2, std::size_t j, double pc, double pmean,
-                   double plo, double pm2, bool center) {
-    const double na = count[j], n = na + pc;
-    if (pc == 0) return;
-    if (na == 0) {
-        mean[j] = pmean;
-        lo[j] = plo;
-        m2[j] = pm2;
-    } else if (center) {
-        const double delta = (pmean - mean[j]) + (plo - lo[j]);
-        double s, e;
-        two_sum(mean[j], delta * pc / n, s, e);
-        two_sum(s, lo[j] + e, mean[j], lo[j]);
-        m2[j] += pm2 + delta * delta * na * pc / n;
-    } else {
-        m2[j] += pm2;
-    }
-    count[j] = n;
-}
-
-// Runs shorter than this many elements make the walk's per-run work dominate.
-constexpr std::size_t kShortRun = 32;
-
 // Merged moments per statistic before they are finished: count, mean (+ mean_lo) and the
 // sum of squared deviations (in `var`), all in the keep-dims statistics shape.
 template <class T>
@@ -184,6 +156,11 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
     double* m2 = out.var.data();
     double* count = out.count.data();
 
+    if (!mask)
+        if (const auto cl = channels_last_layout(xs, reduced, {})) {
+            channels_last_moments(x, *cl, center, RawMoments{count, mean, lo, m2});
+            return out;
+        }
     const Axes suffix = short_suffix(xs, reduced);
     if (!suffix.empty()) {
         // Finer statistics, then merged over the suffix axes in row-major order.

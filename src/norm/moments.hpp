@@ -38,6 +38,9 @@ void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std
 /// moments are final and its output can be written while it is in cache. 0 otherwise.
 std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced);
 
+/// Runs shorter than this many elements make the walk's per-run work dominate.
+constexpr std::size_t kShortRun = 32;
+
 /// The trailing reduced axes whose statistics are taken first and merged after (GroupNorm
 /// with channels last: (N, H, W, G, C/G) over H, W and C/G gives per-channel moments merged
 /// over C/G), so the walks run along whole channels; empty when the walk is fine as it is.
@@ -51,6 +54,35 @@ NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
     s = a + b;
     const double bb = s - a;
     e = (a - (s - bb)) + (b - bb);
+}
+
+/// Merges partial moments (count pc, mean pmean + plo, sum of squared deviations pm2; the
+/// plain sum of squares when not centring) into statistic j of the running arrays (Chan,
+/// Golub and LeVeque 1979, "Updating formulae and a pairwise algorithm for computing sample
+/// variances"):
+///   n = na + nb, delta = mean_b - mean_a, mean = mean_a + delta * nb / n,
+///   M2 = M2a + M2b + delta^2 * na * nb / n,
+/// with the means kept as two doubles (mean_a's high parts are close, so their difference
+/// is exact). The first part of a statistic (count 0 so far) is taken as it is: the arrays
+/// start at zero.
+inline void merge_partial(double* count, double* mean, double* lo, double* m2, std::size_t j, double pc, double pmean,
+                   double plo, double pm2, bool center) {
+    const double na = count[j], n = na + pc;
+    if (pc == 0) return;
+    if (na == 0) {
+        mean[j] = pmean;
+        lo[j] = plo;
+        m2[j] = pm2;
+    } else if (center) {
+        const double delta = (pmean - mean[j]) + (plo - lo[j]);
+        double s, e;
+        two_sum(mean[j], delta * pc / n, s, e);
+        two_sum(s, lo[j] + e, mean[j], lo[j]);
+        m2[j] += pm2 + delta * delta * na * pc / n;
+    } else {
+        m2[j] += pm2;
+    }
+    count[j] = n;
 }
 
 /// Biased variance m2/count; count 0 (fully masked) gives NaN.

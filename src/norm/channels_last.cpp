@@ -1,0 +1,565 @@
+// Channels-last kernels: the layout, the moments across channels, the output as one stream
+// with per-channel constants, and the forward one outer group at a time.
+#include "norm/channels_last.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "norm/lanes.hpp"
+#include "norm/moments.hpp"
+#include "norm/normalize_f32.hpp"
+#include "norm/parallel.hpp"
+
+#if NORMLAB_LANE_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace normlab {
+
+namespace {
+
+// Rows at the start of a block whose mean is the shift K of the block's sums.
+constexpr std::size_t kPilotRows = 16;
+// Channels of one moments chunk: wider rows are cut into blocks of channels.
+constexpr std::size_t kChunkChannels = 2048;
+// Per-channel constants are stored kWrap entries past C (entry C + k repeats entry k mod C),
+// so a vector of up to kWrap lanes starting at any channel reads them contiguously.
+constexpr std::size_t kWrap = 16;
+
+// The shift K of a block: its pilot mean rounded to float, so that for float data x - K is
+// a difference of two floats, exact in double; the double mean where float's range ends
+// (the same choice as the corrected two-pass in moments.cpp).
+NORMLAB_INLINE inline double shift_of(double mu) {
+    const double f = static_cast<double>(static_cast<float>(mu));
+    return std::isfinite(f) || !std::isfinite(mu) ? f : mu;
+}
+
+// Register j of a row at p as doubles. GCC 12 splits the conversion of 8 floats to 8
+// doubles into four instructions; the AVX-512 one is a single instruction (exact either way).
+#if NORMLAB_LANE_DISPATCH
+NORMLAB_TARGET_AVX512 inline void widen8(const float* p, __m512d& v) { v = _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }
+#endif
+template <int W, class T>
+NORMLAB_INLINE inline void load_row(const T* p, int j, typename Lanes<W>::D& v) {
+#if NORMLAB_LANE_DISPATCH
+    if constexpr (W == 8 && std::is_same_v<T, float>) return widen8(p + j * W, reinterpret_cast<__m512d&>(v));
+#endif
+    load_lanes<W>(p, j, v);
+}
+
+// The first n < W values at p as doubles, the other lanes 0.
+template <int W, class T>
+NORMLAB_INLINE inline void load_part(const T* p, std::size_t n, typename Lanes<W>::D& v) {
+    T t[W] = {};
+    std::memcpy(t, p, n * sizeof(T));
+    for (int k = 0; k < W; ++k) v[k] = static_cast<double>(t[k]);
+}
+
+// Moments of NR registers of W channels (and, when Tail, one register of `tail` < W more)
+// over n rows of stride C starting at x: mean, mean_lo and m2 per channel. Each channel's
+// sums are one chain over the rows in order, so any W gives the same bits.
+template <int W, int NR, bool Tail, class T>
+NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t n, std::size_t tail, bool center,
+                                         double* mean, double* lo, double* m2) {
+    using V = typename Lanes<W>::D;
+    constexpr int R = NR + (Tail ? 1 : 0);
+    auto load = [&](const T* row, int j, V& v) NORMLAB_INLINE {
+        if (Tail && j == NR) load_part<W>(row + NR * W, tail, v);
+        else load_row<W>(row, j, v);
+    };
+    V k[R], s1[R], s2[R];
+    for (int j = 0; j < R; ++j) k[j] = s1[j] = s2[j] = V{};
+    if (center) {
+        const std::size_t p = std::min(n, kPilotRows);
+        for (std::size_t r = 0; r < p; ++r)
+            for (int j = 0; j < R; ++j) {
+                V v;
+                load(x + r * C, j, v);
+                k[j] += v;
+            }
+        const double pn = static_cast<double>(p);
+        for (int j = 0; j < R; ++j)
+            for (int e = 0; e < W; ++e) k[j][e] = shift_of(k[j][e] / pn);
+    }
+    for (std::size_t r = 0; r < n; ++r)
+        for (int j = 0; j < R; ++j) {
+            V d;
+            load(x + r * C, j, d);
+            d -= k[j];
+            s1[j] += d;
+            s2[j] += d * d;
+        }
+    const double cnt = static_cast<double>(n);
+    const std::size_t lanes = static_cast<std::size_t>(NR * W) + (Tail ? tail : 0);
+    for (int j = 0; j < R; ++j)
+        for (int e = 0; e < W; ++e) {
+            const std::size_t c = static_cast<std::size_t>(j * W + e);
+            if (c >= lanes) break;
+            if (center) {
+                // mean = K + s1/n, with TwoSum keeping what rounding drops; s2 >= s1^2/n
+                // exactly, rounding may undercut it by an ulp (NaN passes through).
+                const double corr = s1[j][e] / cnt;
+                two_sum(k[j][e], corr, mean[c], lo[c]);
+                const double v = s2[j][e] - s1[j][e] * corr;
+                m2[c] = v < 0 ? 0.0 : v;
+            } else {
+                mean[c] = lo[c] = 0;
+                m2[c] = s2[j][e];
+            }
+        }
+}
+
+// The channels left after the full blocks: `full` < NR + 1 registers and `tail` channels.
+template <int W, int NR, class T>
+NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n, std::size_t full, std::size_t tail,
+                                        bool center, double* mean, double* lo, double* m2) {
+    if constexpr (NR > 0) {
+        if (full < static_cast<std::size_t>(NR)) return rest_moments<W, NR - 1>(x, C, n, full, tail, center, mean, lo, m2);
+        if (!tail) return block_moments<W, NR, false>(x, C, n, 0, center, mean, lo, m2);
+    }
+    if (tail) block_moments<W, NR, true>(x, C, n, tail, center, mean, lo, m2);
+}
+
+// Registers of sums per block of channels: three arrays of them (K, s1, s2) stay in the 32
+// AVX-512 or 16 AVX2/SSE2 vector registers.
+template <int W>
+constexpr int kRegs = W == 8 ? 8 : 4;
+
+// Moments of channels [0, cw) of n rows of stride C at x.
+template <int W, class T>
+NORMLAB_INLINE inline void chunk_moments_cl(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center,
+                                            double* mean, double* lo, double* m2) {
+    constexpr std::size_t block = static_cast<std::size_t>(kRegs<W> * W);
+    std::size_t c = 0;
+    for (; c + block <= cw; c += block)
+        block_moments<W, kRegs<W>, false>(x + c, C, n, 0, center, mean + c, lo + c, m2 + c);
+    if (c < cw)
+        rest_moments<W, kRegs<W> - 1>(x + c, C, n, (cw - c) / W, (cw - c) % W, center, mean + c, lo + c, m2 + c);
+}
+
+// Per-channel constants of one outer group, kWrap entries past C (see kWrap). The float
+// path's: the mean's three float parts, a = fl(rstd * scale), b = fl(shift); the double
+// arithmetic's: mean, mean_lo, rstd * scale and shift.
+struct GroupConstants {
+    std::vector<float> hi, lo, lo2, a, b;
+    std::vector<double> mean, mlo, da, db;
+};
+
+void build_constants(const ChannelsLast& l, std::size_t o, const NormalizeArgs& args, bool f32, GroupConstants& k) {
+    const std::size_t C = l.channels, n = C + kWrap;
+    if (f32) {
+        for (auto* v : {&k.hi, &k.lo, &k.lo2, &k.a, &k.b}) v->resize(n);
+    } else {
+        for (auto* v : {&k.mean, &k.mlo, &k.da, &k.db}) v->resize(n);
+    }
+    for (std::size_t e = 0; e < n; ++e) {
+        const std::size_t c = e % C, s = o * l.stats + l.stat[c], p = l.param[c];
+        if (f32) {
+            const MeanParts m = split_mean(args.mean[s], args.mean_lo[s]);
+            k.hi[e] = m.hi, k.lo[e] = m.lo, k.lo2[e] = m.lo2;
+            k.a[e] = fold(args.rstd[s], args.scale[p]);
+            k.b[e] = args.shift_f[p];
+        } else {
+            k.mean[e] = args.mean[s], k.mlo[e] = args.mean_lo[s];
+            k.da[e] = args.rstd[s] * args.scale[p];
+            k.db[e] = args.shift[p];
+        }
+    }
+}
+
+// Non-temporal stores of one vector register (aligned to its size): outputs too large to
+// stay in cache go around it, so they neither evict the input (which BatchNorm's second
+// pass and the next call read again) nor cost a read of each line before it is written.
+#if NORMLAB_LANE_DISPATCH
+NORMLAB_TARGET_AVX512 inline void stream_vector(float* p, __m512 v) { _mm512_stream_ps(p, v); }
+NORMLAB_TARGET_AVX2 inline void stream_vector(float* p, __m256 v) { _mm256_stream_ps(p, v); }
+inline void stream_vector(float* p, __m128 v) { _mm_stream_ps(p, v); }
+#endif
+
+template <bool Stream, class V, class T>
+NORMLAB_INLINE inline void put(T* p, const V& v) {
+#if NORMLAB_LANE_DISPATCH
+    if constexpr (Stream && sizeof(V) == 64) return stream_vector(reinterpret_cast<float*>(p), (__m512)v);
+    if constexpr (Stream && sizeof(V) == 32) return stream_vector(reinterpret_cast<float*>(p), (__m256)v);
+    if constexpr (Stream && sizeof(V) == 16) return stream_vector(reinterpret_cast<float*>(p), (__m128)v);
+#endif
+    std::memcpy(p, &v, sizeof v);
+}
+
+// The float path over n elements of whole rows at x (channel 0 first): y = (((x - hi) -
+// lo) - lo2) * a + b per element, the same expression as normalize_chunk_f32, in vectors of
+// 2W floats whose channels start at phase ph.
+NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::size_t c) {
+    return (((x - k.hi[c]) - k.lo[c]) - k.lo2[c]) * k.a[c] + k.b[c];
+}
+
+template <int W, bool Stream>
+NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, std::size_t C, const GroupConstants& k) {
+    typedef float F __attribute__((vector_size(8 * W)));
+    constexpr std::size_t WF = 2 * W;
+    const float *hi = k.hi.data(), *lo = k.lo.data(), *lo2 = k.lo2.data(), *a = k.a.data(), *b = k.b.data();
+    const std::size_t step = WF % C;
+    std::size_t i = 0, ph = 0;
+    if (Stream)
+        for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % sizeof(F) != 0; ++i) {
+            y[i] = f32_value(x[i], k, ph);
+            if (++ph == C) ph = 0;
+        }
+    for (; i + WF <= n; i += WF) {
+        F v, h, l, l2, va, vb;
+        std::memcpy(&v, x + i, sizeof v);
+        std::memcpy(&h, hi + ph, sizeof h);
+        std::memcpy(&l, lo + ph, sizeof l);
+        std::memcpy(&l2, lo2 + ph, sizeof l2);
+        std::memcpy(&va, a + ph, sizeof va);
+        std::memcpy(&vb, b + ph, sizeof vb);
+        put<Stream>(y + i, (((v - h) - l) - l2) * va + vb);
+        ph += step;
+        if (ph >= C) ph -= C;
+    }
+    for (; i < n; ++i) {
+        y[i] = f32_value(x[i], k, ph);
+        if (++ph == C) ph = 0;
+    }
+}
+
+// Double arithmetic over n elements of whole rows: y = ((x - mean) - mean_lo) * (rstd *
+// scale) + shift rounded once to T, as normalize_chunk, in pairs of registers of W doubles.
+template <class T>
+NORMLAB_INLINE inline T double_value(T x, const GroupConstants& k, std::size_t c) {
+    return static_cast<T>(((static_cast<double>(x) - k.mean[c]) - k.mlo[c]) * k.da[c] + k.db[c]);
+}
+
+template <int W, bool Stream, class T>
+NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k) {
+    using V = typename Lanes<W>::D;
+    using H = typename Lanes<W>::Half;
+    constexpr std::size_t WF = 2 * W;
+    const double *m = k.mean.data(), *ml = k.mlo.data(), *a = k.da.data(), *b = k.db.data();
+    const std::size_t step = WF % C;
+    std::size_t i = 0, ph = 0;
+    if (Stream)
+        for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % (8 * W) != 0; ++i) {
+            y[i] = double_value(x[i], k, ph);
+            if (++ph == C) ph = 0;
+        }
+    for (; i + WF <= n; i += WF) {
+        V r[2];
+        for (int h = 0; h < 2; ++h) {
+            V v, vm, vl, va, vb;
+            load_row<W>(x + i, h, v);
+            std::memcpy(&vm, m + ph + h * W, sizeof vm);
+            std::memcpy(&vl, ml + ph + h * W, sizeof vl);
+            std::memcpy(&va, a + ph + h * W, sizeof va);
+            std::memcpy(&vb, b + ph + h * W, sizeof vb);
+            r[h] = ((v - vm) - vl) * va + vb;
+        }
+        if constexpr (std::is_same_v<T, float>) {
+            typedef float F __attribute__((vector_size(8 * W)));
+            const H h0 = __builtin_convertvector(r[0], H), h1 = __builtin_convertvector(r[1], H);
+            F f;
+            std::memcpy(&f, &h0, sizeof h0);
+            std::memcpy(reinterpret_cast<char*>(&f) + sizeof h0, &h1, sizeof h1);
+            put<Stream>(y + i, f);
+        } else {
+            put<Stream>(y + i, r[0]);
+            put<Stream>(y + i + W, r[1]);
+        }
+        ph += step;
+        if (ph >= C) ph -= C;
+    }
+    for (; i < n; ++i) {
+        y[i] = double_value(x[i], k, ph);
+        if (++ph == C) ph = 0;
+    }
+}
+
+template <int W, class T>
+NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k, bool f32,
+                                     bool stream) {
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+        if (f32) {
+            if (stream) range_f32<W, true>(x, y, n, C, k);
+            else range_f32<W, false>(x, y, n, C, k);
+            done = true;
+        }
+    }
+    if (!done && stream) range_double<W, true>(x, y, n, C, k);
+    else if (!done) range_double<W, false>(x, y, n, C, k);
+#if NORMLAB_LANE_DISPATCH
+    if (stream) _mm_sfence();  // the streamed lines reach memory before the region's barrier
+#endif
+}
+
+// One instance of each kernel per register width, compiled for its instruction set. The
+// kernels are vectorised by hand; GCC 12's loop vectoriser, let loose on their row loops
+// (widths 2 and 4 with a channel tail), changed the order of the sums of squares, so the
+// bits no longer matched the other widths: it is off here.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NORMLAB_HAND_VECTORISED __attribute__((optimize("no-tree-loop-vectorize")))
+#else
+#define NORMLAB_HAND_VECTORISED
+#endif
+template <class T>
+struct Kernels {
+    void (*moments)(const T*, std::size_t, std::size_t, std::size_t, bool, double*, double*, double*);
+    void (*range)(const T*, T*, std::size_t, std::size_t, const GroupConstants&, bool, bool);
+};
+
+template <class T>
+NORMLAB_HAND_VECTORISED void moments_generic(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center, double* m, double* lo,
+                     double* m2) {
+    chunk_moments_cl<2>(x, C, cw, n, center, m, lo, m2);
+}
+template <class T>
+NORMLAB_HAND_VECTORISED void range_generic(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k, bool f32, bool stream) {
+    range_any<2>(x, y, n, C, k, f32, stream);
+}
+#if NORMLAB_LANE_DISPATCH
+template <class T>
+NORMLAB_TARGET_AVX2 NORMLAB_HAND_VECTORISED void moments_avx2(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center, double* m,
+                                      double* lo, double* m2) {
+    chunk_moments_cl<4>(x, C, cw, n, center, m, lo, m2);
+}
+template <class T>
+NORMLAB_TARGET_AVX2 NORMLAB_HAND_VECTORISED void range_avx2(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k, bool f32,
+                                    bool stream) {
+    range_any<4>(x, y, n, C, k, f32, stream);
+}
+template <class T>
+NORMLAB_TARGET_AVX512 NORMLAB_HAND_VECTORISED void moments_avx512(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center,
+                                          double* m, double* lo, double* m2) {
+    chunk_moments_cl<8>(x, C, cw, n, center, m, lo, m2);
+}
+template <class T>
+NORMLAB_TARGET_AVX512 NORMLAB_HAND_VECTORISED void range_avx512(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k,
+                                        bool f32, bool stream) {
+    range_any<8>(x, y, n, C, k, f32, stream);
+}
+#endif
+
+std::atomic<int> g_width{0};  // 0: the CPU's (lane_width)
+
+template <class T>
+const Kernels<T>& kernels() {
+    static const Kernels<T> generic{moments_generic<T>, range_generic<T>};
+#if NORMLAB_LANE_DISPATCH
+    static const Kernels<T> avx2{moments_avx2<T>, range_avx2<T>}, avx512{moments_avx512<T>, range_avx512<T>};
+    static const int cpu = lane_width();
+    const int w = g_width.load(std::memory_order_relaxed);
+    const int use = w > 0 && w < cpu ? w : cpu;
+    if (use == 8) return avx512;
+    if (use == 4) return avx2;
+#endif
+    return generic;
+}
+
+// Whether outputs of this many bytes (input and output together) go around the cache:
+// when they would not fit in the last-level cache anyway.
+bool streams(std::size_t bytes) {
+    static const std::size_t llc = [] {
+        long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        return v > 0 ? static_cast<std::size_t>(v) : std::size_t{8} << 20;
+    }();
+    return bytes > llc;
+}
+
+// How the moments cut the data: blocks of rows (about kChunk elements) by blocks of
+// channels (at most kChunkChannels), fixed by the shape alone.
+struct Plan {
+    std::size_t cw = 1, ncb = 1, rb = 1, nrb = 1;
+    std::size_t per_group() const { return ncb * nrb; }
+};
+
+Plan plan_of(const ChannelsLast& l) {
+    Plan p;
+    const std::size_t C = l.channels, R = l.rows;
+    p.cw = std::min(C, kChunkChannels);
+    p.ncb = (C + p.cw - 1) / p.cw;
+    const std::size_t target = std::max<std::size_t>(1, kChunk / p.cw);
+    p.nrb = (R + target - 1) / target;
+    p.rb = (R + p.nrb - 1) / p.nrb;
+    return p;
+}
+
+// Partial moments of chunk `i` of group o (row block i / ncb, channel block i % ncb): mean,
+// mean_lo and m2 of its channels at q, q + cw and q + 2 cw.
+template <class T>
+void chunk_of_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_t o, std::size_t i, bool center,
+                    double* q) {
+    const std::size_t C = l.channels, b = i / p.ncb, c0 = (i % p.ncb) * p.cw, r0 = b * p.rb;
+    kernels<T>().moments(x + (o * l.rows + r0) * C + c0, C, std::min(p.cw, C - c0), std::min(p.rb, l.rows - r0),
+                         center, q, q + p.cw, q + 2 * p.cw);
+}
+
+// Per-channel sums of one group while its chunks are merged.
+struct Fine {
+    std::vector<double> count, mean, lo, m2;
+    void reset(std::size_t C) {
+        for (auto* v : {&count, &mean, &lo, &m2}) v->assign(C, 0.0);
+    }
+};
+
+// Merges group o's chunk partials (at parts, in chunk order) per channel, then the channels
+// into their statistics in channel order.
+void merge_group(const ChannelsLast& l, const Plan& p, std::size_t o, const double* parts, bool center, Fine& f,
+                 const RawMoments& out) {
+    const std::size_t C = l.channels;
+    f.reset(C);
+    for (std::size_t i = 0; i < p.per_group(); ++i) {
+        const double* q = parts + i * 3 * p.cw;
+        const std::size_t c0 = (i % p.ncb) * p.cw, cw = std::min(p.cw, C - c0);
+        const double n = static_cast<double>(std::min(p.rb, l.rows - (i / p.ncb) * p.rb));
+        for (std::size_t k = 0; k < cw; ++k)
+            merge_partial(f.count.data(), f.mean.data(), f.lo.data(), f.m2.data(), c0 + k, n, q[k], q[p.cw + k],
+                          q[2 * p.cw + k], center);
+    }
+    for (std::size_t c = 0; c < C; ++c)
+        merge_partial(out.count, out.mean, out.mean_lo, out.m2, o * l.stats + l.stat[c], f.count[c], f.mean[c], f.lo[c],
+                      f.m2[c], center);
+}
+
+template <class T>
+void moments_impl(const T* x, const ChannelsLast& l, bool center, const RawMoments& out) {
+    const Plan p = plan_of(l);
+    const std::size_t stride = 3 * p.cw, per = p.per_group(), chunks = l.outer * per;
+    thread_local std::vector<double> scratch;  // the calling thread's, kept between calls
+    if (scratch.size() < chunks * stride) scratch.resize(chunks * stride);
+    double* parts = scratch.data();
+    parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
+        chunk_of_group(x, l, p, c / per, c % per, center, parts + c * stride);
+    });
+    thread_local Fine fine;
+    for (std::size_t o = 0; o < l.outer; ++o) merge_group(l, p, o, parts + o * per * stride, center, fine, out);
+}
+
+// Constants of the group a thread worked on last, valid for one call (`epoch`).
+struct CachedConstants {
+    GroupConstants k;
+    std::size_t epoch = 0, group = 0;
+};
+std::atomic<std::size_t> g_epoch{0};
+
+template <class T>
+void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32) {
+    const Plan p = plan_of(l);
+    const std::size_t C = l.channels, epoch = ++g_epoch;
+    const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
+    parallel_chunks(l.outer * p.nrb, [&](std::size_t c, std::size_t) {
+        thread_local CachedConstants cache;
+        const std::size_t o = c / p.nrb, r0 = (c % p.nrb) * p.rb, n = std::min(p.rb, l.rows - r0);
+        if (cache.epoch != epoch || cache.group != o) {
+            build_constants(l, o, a, f32, cache.k);
+            cache.epoch = epoch, cache.group = o;
+        }
+        const std::size_t at = (o * l.rows + r0) * C;
+        kernels<T>().range(x + at, y + at, n * C, C, cache.k, f32, stream);
+    });
+}
+
+template <class T>
+void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const RawMoments& raw, const NormalizeArgs& a,
+                  bool f32, const FinishStats& finish) {
+    const Plan p = plan_of(l);
+    const std::size_t C = l.channels, per = p.per_group(), stride = 3 * p.cw;
+    const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
+    parallel_chunks(l.outer, [&](std::size_t o, std::size_t) {
+        thread_local std::vector<double> parts;
+        thread_local Fine fine;
+        thread_local GroupConstants k;
+        if (parts.size() < per * stride) parts.resize(per * stride);
+        for (std::size_t i = 0; i < per; ++i) chunk_of_group(x, l, p, o, i, center, parts.data() + i * stride);
+        merge_group(l, p, o, parts.data(), center, fine, raw);
+        finish(o * l.stats, l.stats);
+        build_constants(l, o, a, f32, k);
+        const std::size_t at = o * l.rows * C;
+        kernels<T>().range(x + at, y + at, l.rows * C, C, k, f32, stream);
+    });
+}
+
+}  // namespace
+
+std::optional<ChannelsLast> channels_last_layout(const Shape& xs, const Axes& reduced, const Axes& params) {
+    auto has = [](const Axes& a, std::size_t d) { return std::find(a.begin(), a.end(), d) != a.end(); };
+    std::vector<std::size_t> dims;  // axes of size > 1
+    for (std::size_t d = 0; d < xs.size(); ++d)
+        if (xs[d] > 1) dims.push_back(d);
+    // Channels: the trailing axes back to the last kept one and the kept ones before it.
+    std::size_t i = dims.size(), short_block = 1;
+    bool kept = false;
+    for (; i > 0; --i) {
+        const bool r = has(reduced, dims[i - 1]);
+        if (r && kept) break;
+        if (r) short_block *= xs[dims[i - 1]];
+        else kept = true;
+    }
+    if (!kept || short_block >= kShortRun) return std::nullopt;
+    std::size_t j = i;  // rows: the reduced axes right before the channels
+    while (j > 0 && has(reduced, dims[j - 1])) --j;
+    if (j == i) return std::nullopt;
+    for (std::size_t k = 0; k < j; ++k)
+        if (has(reduced, dims[k])) return std::nullopt;
+    for (auto a : params)
+        if (xs[a] > 1 && a < dims[i]) return std::nullopt;
+
+    ChannelsLast l;
+    for (std::size_t k = 0; k < j; ++k) l.outer *= xs[dims[k]];
+    for (std::size_t k = j; k < i; ++k) l.rows *= xs[dims[k]];
+    for (std::size_t k = i; k < dims.size(); ++k) {
+        l.channels *= xs[dims[k]];
+        if (!has(reduced, dims[k])) l.stats *= xs[dims[k]];
+    }
+    const Strides sa = broadcast_strides(xs, keepdims_shape(xs, reduced)), sb = param_strides(xs, params);
+    std::vector<std::size_t> idx(dims.size() - i, 0);
+    for (std::size_t c = 0; c < l.channels; ++c) {
+        std::size_t s = 0, p = 0;
+        for (std::size_t k = 0; k < idx.size(); ++k) s += idx[k] * sa[dims[i + k]], p += idx[k] * sb[dims[i + k]];
+        l.stat.push_back(s);
+        l.param.push_back(p);
+        l.per_channel = l.per_channel && s == c;
+        for (std::size_t k = idx.size(); k-- > 0;)
+            if (++idx[k] < xs[dims[i + k]]) break;
+            else idx[k] = 0;
+    }
+    return l;
+}
+
+void channels_last_moments(const float* x, const ChannelsLast& l, bool center, const RawMoments& out) {
+    moments_impl(x, l, center, out);
+}
+void channels_last_moments(const double* x, const ChannelsLast& l, bool center, const RawMoments& out) {
+    moments_impl(x, l, center, out);
+}
+
+void channels_last_normalize(const float* x, float* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32) {
+    normalize_impl(x, y, l, a, f32);
+}
+void channels_last_normalize(const double* x, double* y, const ChannelsLast& l, const NormalizeArgs& a, bool) {
+    normalize_impl(x, y, l, a, false);
+}
+
+void set_channels_last_width(int w) { g_width.store(w, std::memory_order_relaxed); }
+
+bool channels_last_fuses(const ChannelsLast& l) {
+    const std::size_t t = engine_threads();
+    return l.outer > 1 && (l.outer % t == 0 || l.outer >= 4 * t);
+}
+
+void channels_last_forward(const float* x, float* y, const ChannelsLast& l, bool center, const RawMoments& raw,
+                           const NormalizeArgs& a, bool f32, const FinishStats& finish) {
+    forward_impl(x, y, l, center, raw, a, f32, finish);
+}
+void channels_last_forward(const double* x, double* y, const ChannelsLast& l, bool center, const RawMoments& raw,
+                           const NormalizeArgs& a, bool, const FinishStats& finish) {
+    forward_impl(x, y, l, center, raw, a, false, finish);
+}
+
+}  // namespace normlab
