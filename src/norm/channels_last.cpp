@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <type_traits>
 
 #include "norm/lanes.hpp"
@@ -182,6 +184,16 @@ NORMLAB_TARGET_AVX2 inline void stream_vector(float* p, __m256 v) { _mm256_strea
 inline void stream_vector(float* p, __m128 v) { _mm_stream_ps(p, v); }
 #endif
 
+// Orders a thread's streamed stores before whatever follows (the parallel region's end):
+// once per thread, as a fence per chunk stalled the stores it waited for.
+inline void fence_streams(bool stream) {
+#if NORMLAB_LANE_DISPATCH
+    if (stream) _mm_sfence();
+#else
+    (void)stream;
+#endif
+}
+
 template <bool Stream, class V, class T>
 NORMLAB_INLINE inline void put(T* p, const V& v) {
 #if NORMLAB_LANE_DISPATCH
@@ -199,10 +211,46 @@ NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::siz
     return (((x - k.hi[c]) - k.lo[c]) - k.lo2[c]) * k.a[c] + k.b[c];
 }
 
+// Spans of C = NV * 2W elements starting at channel ph (< 2W): the constants of a span stay
+// in registers.
+template <int W, int NV, bool Stream>
+NORMLAB_INLINE inline void rows_f32(const float* x, float* y, std::size_t rows, std::size_t ph,
+                                    const GroupConstants& k) {
+    typedef float F __attribute__((vector_size(8 * W)));
+    constexpr std::size_t WF = 2 * W, C = NV * WF;
+    F h[NV], l[NV], l2[NV], va[NV], vb[NV];
+    for (int j = 0; j < NV; ++j) {
+        std::memcpy(&h[j], k.hi.data() + ph + j * WF, sizeof(F));
+        std::memcpy(&l[j], k.lo.data() + ph + j * WF, sizeof(F));
+        std::memcpy(&l2[j], k.lo2.data() + ph + j * WF, sizeof(F));
+        std::memcpy(&va[j], k.a.data() + ph + j * WF, sizeof(F));
+        std::memcpy(&vb[j], k.b.data() + ph + j * WF, sizeof(F));
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+        for (int j = 0; j < NV; ++j) {
+            F v;
+            std::memcpy(&v, x + r * C + j * WF, sizeof v);
+            put<Stream>(y + r * C + j * WF, (((v - h[j]) - l[j]) - l2[j]) * va[j] + vb[j]);
+        }
+}
+
 template <int W, bool Stream>
 NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, std::size_t C, const GroupConstants& k) {
     typedef float F __attribute__((vector_size(8 * W)));
     constexpr std::size_t WF = 2 * W;
+    if (C % WF == 0 && C <= 4 * WF) {
+        // Up to the first aligned element one at a time, then whole spans of C from there.
+        std::size_t i = 0;
+        if (Stream)
+            for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % sizeof(F) != 0; ++i) y[i] = f32_value(x[i], k, i);
+        const std::size_t rows = (n - i) / C, ph = i;
+        if (C == WF) rows_f32<W, 1, Stream>(x + i, y + i, rows, ph, k);
+        else if (C == 2 * WF) rows_f32<W, 2, Stream>(x + i, y + i, rows, ph, k);
+        else if (C == 3 * WF) rows_f32<W, 3, Stream>(x + i, y + i, rows, ph, k);
+        else rows_f32<W, 4, Stream>(x + i, y + i, rows, ph, k);
+        for (i += rows * C; i < n; ++i) y[i] = f32_value(x[i], k, i % C);
+        return;
+    }
     const float *hi = k.hi.data(), *lo = k.lo.data(), *lo2 = k.lo2.data(), *a = k.a.data(), *b = k.b.data();
     const std::size_t step = WF % C;
     std::size_t i = 0, ph = 0;
@@ -293,9 +341,6 @@ NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_
     }
     if (!done && stream) range_double<W, true>(x, y, n, C, k);
     else if (!done) range_double<W, false>(x, y, n, C, k);
-#if NORMLAB_LANE_DISPATCH
-    if (stream) _mm_sfence();  // the streamed lines reach memory before the region's barrier
-#endif
 }
 
 // One instance of each kernel per register width, compiled for its instruction set. The
@@ -361,14 +406,31 @@ const Kernels<T>& kernels() {
     return generic;
 }
 
-// Whether outputs of this many bytes (input and output together) go around the cache:
-// when they would not fit in the last-level cache anyway.
+// The last-level cache of CPU 0 in bytes, as sysfs describes it (glibc's sysconf reports
+// 320 MiB on the development VM, whose L3 is 32 MiB); sysconf, then 8 MiB, where sysfs says
+// nothing.
+std::size_t last_level_cache() {
+    std::size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; ++i) {
+        const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+        std::ifstream level(dir + "level"), size(dir + "size");
+        int lv = 0;
+        std::size_t kib = 0;
+        char unit = 0;
+        if (!(level >> lv) || !(size >> kib >> unit)) continue;
+        const std::size_t bytes = kib << (unit == 'M' ? 20 : unit == 'K' ? 10 : 0);
+        if (lv > best_level || (lv == best_level && bytes > best)) best = bytes, best_level = lv;
+    }
+    if (best > 0) return best;
+    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? static_cast<std::size_t>(v) : std::size_t{8} << 20;
+}
+
+// Whether outputs go around the cache when input and output together take `bytes`: when
+// they would not fit in the last-level cache anyway.
 bool streams(std::size_t bytes) {
-    static const std::size_t llc = [] {
-        long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        return v > 0 ? static_cast<std::size_t>(v) : std::size_t{8} << 20;
-    }();
+    static const std::size_t llc = last_level_cache();
     return bytes > llc;
 }
 
@@ -453,15 +515,21 @@ void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs
     const Plan p = plan_of(l);
     const std::size_t C = l.channels, epoch = ++g_epoch;
     const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
-    parallel_chunks(l.outer * p.nrb, [&](std::size_t c, std::size_t) {
+    // Each thread takes a contiguous range of blocks (the output is elementwise: the split
+    // changes no bit) and fences its streamed stores once.
+    const std::size_t blocks = l.outer * p.nrb, parts = std::min<std::size_t>(engine_threads(), blocks);
+    parallel_chunks(parts, [&](std::size_t t, std::size_t) {
         thread_local CachedConstants cache;
-        const std::size_t o = c / p.nrb, r0 = (c % p.nrb) * p.rb, n = std::min(p.rb, l.rows - r0);
-        if (cache.epoch != epoch || cache.group != o) {
-            build_constants(l, o, a, f32, cache.k);
-            cache.epoch = epoch, cache.group = o;
+        for (std::size_t c = blocks * t / parts; c < blocks * (t + 1) / parts; ++c) {
+            const std::size_t o = c / p.nrb, r0 = (c % p.nrb) * p.rb, n = std::min(p.rb, l.rows - r0);
+            if (cache.epoch != epoch || cache.group != o) {
+                build_constants(l, o, a, f32, cache.k);
+                cache.epoch = epoch, cache.group = o;
+            }
+            const std::size_t at = (o * l.rows + r0) * C;
+            kernels<T>().range(x + at, y + at, n * C, C, cache.k, f32, stream);
         }
-        const std::size_t at = (o * l.rows + r0) * C;
-        kernels<T>().range(x + at, y + at, n * C, C, cache.k, f32, stream);
+        fence_streams(stream);
     });
 }
 
@@ -471,17 +539,25 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
     const Plan p = plan_of(l);
     const std::size_t C = l.channels, per = p.per_group(), stride = 3 * p.cw;
     const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
-    parallel_chunks(l.outer, [&](std::size_t o, std::size_t) {
+    const std::size_t threads = std::min<std::size_t>(engine_threads(), l.outer);
+    // Each thread takes a contiguous range of groups: a group's moments, then its output
+    // while the group is still in cache. (Taking the next group's moments between the
+    // blocks of this one's output, to overlap arithmetic and stores, was measured slower:
+    // the two groups no longer fit in L2 together.)
+    parallel_chunks(threads, [&](std::size_t t, std::size_t) {
         thread_local std::vector<double> parts;
         thread_local Fine fine;
         thread_local GroupConstants k;
         if (parts.size() < per * stride) parts.resize(per * stride);
-        for (std::size_t i = 0; i < per; ++i) chunk_of_group(x, l, p, o, i, center, parts.data() + i * stride);
-        merge_group(l, p, o, parts.data(), center, fine, raw);
-        finish(o * l.stats, l.stats);
-        build_constants(l, o, a, f32, k);
-        const std::size_t at = o * l.rows * C;
-        kernels<T>().range(x + at, y + at, l.rows * C, C, k, f32, stream);
+        for (std::size_t o = l.outer * t / threads; o < l.outer * (t + 1) / threads; ++o) {
+            for (std::size_t i = 0; i < per; ++i) chunk_of_group(x, l, p, o, i, center, parts.data() + i * stride);
+            merge_group(l, p, o, parts.data(), center, fine, raw);
+            finish(o * l.stats, l.stats);
+            build_constants(l, o, a, f32, k);
+            const std::size_t at = o * l.rows * C;
+            kernels<T>().range(x + at, y + at, l.rows * C, C, k, f32, stream);
+        }
+        fence_streams(stream);
     });
 }
 
