@@ -2,20 +2,17 @@
 // with per-channel constants, and the forward one outer group at a time.
 #include "norm/channels_last.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <string>
 #include <type_traits>
 
 #include "norm/lanes.hpp"
 #include "norm/moments.hpp"
 #include "norm/normalize_f32.hpp"
+#include "norm/normalize_stream.hpp"
 #include "norm/parallel.hpp"
 
 #if NORMLAB_LANE_DISPATCH
@@ -42,19 +39,6 @@ NORMLAB_INLINE inline double shift_of(double mu) {
     return std::isfinite(f) || !std::isfinite(mu) ? f : mu;
 }
 
-// Register j of a row at p as doubles. GCC 12 splits the conversion of 8 floats to 8
-// doubles into four instructions; the AVX-512 one is a single instruction (exact either way).
-#if NORMLAB_LANE_DISPATCH
-NORMLAB_TARGET_AVX512 inline void widen8(const float* p, __m512d& v) { v = _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }
-#endif
-template <int W, class T>
-NORMLAB_INLINE inline void load_row(const T* p, int j, typename Lanes<W>::D& v) {
-#if NORMLAB_LANE_DISPATCH
-    if constexpr (W == 8 && std::is_same_v<T, float>) return widen8(p + j * W, reinterpret_cast<__m512d&>(v));
-#endif
-    load_lanes<W>(p, j, v);
-}
-
 // The first n < W values at p as doubles, the other lanes 0.
 template <int W, class T>
 NORMLAB_INLINE inline void load_part(const T* p, std::size_t n, typename Lanes<W>::D& v) {
@@ -73,7 +57,7 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
     constexpr int R = NR + (Tail ? 1 : 0);
     auto load = [&](const T* row, int j, V& v) NORMLAB_INLINE {
         if (Tail && j == NR) load_part<W>(row + NR * W, tail, v);
-        else load_row<W>(row, j, v);
+        else load_lanes<W>(row, j, v);
     };
     V k[R], s1[R], s2[R];
     for (int j = 0; j < R; ++j) k[j] = s1[j] = s2[j] = V{};
@@ -287,7 +271,7 @@ NORMLAB_INLINE inline T double_value(T x, const GroupConstants& k, std::size_t c
 template <int W, bool Stream, class T>
 NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k) {
     using V = typename Lanes<W>::D;
-    using H = typename Lanes<W>::Half;
+    typedef float H __attribute__((vector_size(4 * W)));
     constexpr std::size_t WF = 2 * W;
     const double *m = k.mean.data(), *ml = k.mlo.data(), *a = k.da.data(), *b = k.db.data();
     const std::size_t step = WF % C;
@@ -301,7 +285,7 @@ NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::si
         V r[2];
         for (int h = 0; h < 2; ++h) {
             V v, vm, vl, va, vb;
-            load_row<W>(x + i, h, v);
+            load_lanes<W>(x + i, h, v);
             std::memcpy(&vm, m + ph + h * W, sizeof vm);
             std::memcpy(&vl, ml + ph + h * W, sizeof vl);
             std::memcpy(&va, a + ph + h * W, sizeof va);
@@ -406,33 +390,9 @@ const Kernels<T>& kernels() {
     return generic;
 }
 
-// The last-level cache of CPU 0 in bytes, as sysfs describes it (glibc's sysconf reports
-// 320 MiB on the development VM, whose L3 is 32 MiB); sysconf, then 8 MiB, where sysfs says
-// nothing.
-std::size_t last_level_cache() {
-    std::size_t best = 0;
-    int best_level = 0;
-    for (int i = 0; i < 8; ++i) {
-        const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-        std::ifstream level(dir + "level"), size(dir + "size");
-        int lv = 0;
-        std::size_t kib = 0;
-        char unit = 0;
-        if (!(level >> lv) || !(size >> kib >> unit)) continue;
-        const std::size_t bytes = kib << (unit == 'M' ? 20 : unit == 'K' ? 10 : 0);
-        if (lv > best_level || (lv == best_level && bytes > best)) best = bytes, best_level = lv;
-    }
-    if (best > 0) return best;
-    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? static_cast<std::size_t>(v) : std::size_t{8} << 20;
-}
-
-// Whether outputs go around the cache when input and output together take `bytes`: when
-// they would not fit in the last-level cache anyway.
-bool streams(std::size_t bytes) {
-    static const std::size_t llc = last_level_cache();
-    return bytes > llc;
-}
+// Whether an output of `bytes` goes around the cache: the engine's threshold
+// (normalize_stream.hpp).
+bool streams(std::size_t bytes) { return bytes >= kStreamBytes; }
 
 // How the moments cut the data: blocks of rows (about kChunk elements) by blocks of
 // channels (at most kChunkChannels), fixed by the shape alone.
@@ -514,7 +474,7 @@ template <class T>
 void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32) {
     const Plan p = plan_of(l);
     const std::size_t C = l.channels, epoch = ++g_epoch;
-    const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
+    const bool stream = streams(sizeof(T) * l.outer * l.rows * C);
     // Each thread takes a contiguous range of blocks (the output is elementwise: the split
     // changes no bit) and fences its streamed stores once.
     const std::size_t blocks = l.outer * p.nrb, parts = std::min<std::size_t>(engine_threads(), blocks);
@@ -538,7 +498,7 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
                   bool f32, const FinishStats& finish) {
     const Plan p = plan_of(l);
     const std::size_t C = l.channels, per = p.per_group(), stride = 3 * p.cw;
-    const bool stream = streams(2 * sizeof(T) * l.outer * l.rows * C);
+    const bool stream = streams(sizeof(T) * l.outer * l.rows * C);
     const std::size_t threads = std::min<std::size_t>(engine_threads(), l.outer);
     // Each thread takes a contiguous range of groups: a group's moments, then its output
     // while the group is still in cache. (Taking the next group's moments between the
