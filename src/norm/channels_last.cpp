@@ -106,7 +106,8 @@ template <int W, int NR, class T>
 NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n, std::size_t full, std::size_t tail,
                                         bool center, double* mean, double* lo, double* m2) {
     if constexpr (NR > 0) {
-        if (full < static_cast<std::size_t>(NR)) return rest_moments<W, NR - 1>(x, C, n, full, tail, center, mean, lo, m2);
+        if (full < static_cast<std::size_t>(NR))
+            return rest_moments<W, NR - 1>(x, C, n, full, tail, center, mean, lo, m2);
         if (!tail) return block_moments<W, NR, false>(x, C, n, 0, center, mean, lo, m2);
     }
     if (tail) block_moments<W, NR, true>(x, C, n, tail, center, mean, lo, m2);
@@ -342,36 +343,27 @@ struct Kernels {
     void (*range)(const T*, T*, std::size_t, std::size_t, const GroupConstants&, bool, bool);
 };
 
-template <class T>
-NORMLAB_HAND_VECTORISED void moments_generic(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center, double* m, double* lo,
-                     double* m2) {
-    chunk_moments_cl<2>(x, C, cw, n, center, m, lo, m2);
-}
-template <class T>
-NORMLAB_HAND_VECTORISED void range_generic(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k, bool f32, bool stream) {
-    range_any<2>(x, y, n, C, k, f32, stream);
-}
+// The kernels' signatures: a moments chunk (x, C, channels, rows, centre, mean, mean_lo,
+// m2) and an output range (x, y, elements, C, constants, float path, streaming).
+#define NORMLAB_CL_MOMENTS(name, W, attrs)                                                                   \
+    template <class T>                                                                                       \
+    attrs NORMLAB_HAND_VECTORISED void name(const T* x, std::size_t C, std::size_t cw, std::size_t n,        \
+                                            bool center, double* m, double* lo, double* m2) {                \
+        chunk_moments_cl<W>(x, C, cw, n, center, m, lo, m2);                                                 \
+    }
+#define NORMLAB_CL_RANGE(name, W, attrs)                                                                     \
+    template <class T>                                                                                       \
+    attrs NORMLAB_HAND_VECTORISED void name(const T* x, T* y, std::size_t n, std::size_t C,                  \
+                                            const GroupConstants& k, bool f32, bool stream) {                \
+        range_any<W>(x, y, n, C, k, f32, stream);                                                            \
+    }
+NORMLAB_CL_MOMENTS(moments_generic, 2, )
+NORMLAB_CL_RANGE(range_generic, 2, )
 #if NORMLAB_LANE_DISPATCH
-template <class T>
-NORMLAB_TARGET_AVX2 NORMLAB_HAND_VECTORISED void moments_avx2(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center, double* m,
-                                      double* lo, double* m2) {
-    chunk_moments_cl<4>(x, C, cw, n, center, m, lo, m2);
-}
-template <class T>
-NORMLAB_TARGET_AVX2 NORMLAB_HAND_VECTORISED void range_avx2(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k, bool f32,
-                                    bool stream) {
-    range_any<4>(x, y, n, C, k, f32, stream);
-}
-template <class T>
-NORMLAB_TARGET_AVX512 NORMLAB_HAND_VECTORISED void moments_avx512(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center,
-                                          double* m, double* lo, double* m2) {
-    chunk_moments_cl<8>(x, C, cw, n, center, m, lo, m2);
-}
-template <class T>
-NORMLAB_TARGET_AVX512 NORMLAB_HAND_VECTORISED void range_avx512(const T* x, T* y, std::size_t n, std::size_t C, const GroupConstants& k,
-                                        bool f32, bool stream) {
-    range_any<8>(x, y, n, C, k, f32, stream);
-}
+NORMLAB_CL_MOMENTS(moments_avx2, 4, NORMLAB_TARGET_AVX2)
+NORMLAB_CL_RANGE(range_avx2, 4, NORMLAB_TARGET_AVX2)
+NORMLAB_CL_MOMENTS(moments_avx512, 8, NORMLAB_TARGET_AVX512)
+NORMLAB_CL_RANGE(range_avx512, 8, NORMLAB_TARGET_AVX512)
 #endif
 
 std::atomic<int> g_width{0};  // 0: the CPU's (lane_width)
