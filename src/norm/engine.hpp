@@ -92,10 +92,12 @@ unsigned engine_threads();
 /// runs each lie in one statistic (reductions over trailing axes, BatchNorm planes) take
 /// one read, shifted by the statistic's first element (moments_rows.hpp); the rest a
 /// corrected two-pass (Chan, Golub and LeVeque 1983). Both are within a few units of
-/// double's rounding of the exact moments, not bit for bit the same. When the
-/// trailing reduced axes hold fewer than 32 elements and other reduced axes lie outside
-/// them (GroupNorm with channels last), moments are first taken per element of those axes
-/// and then merged the same way, so the walk runs along whole channels. A statistic with
+/// double's rounding of the exact moments, not bit for bit the same. Statistics that vary
+/// along the innermost axes (channels last: BatchNorm, InstanceNorm and GroupNorm in (N, H,
+/// W, C)), without a mask, take kernels across channels (channels_last.hpp): one read with
+/// per-channel sums shifted by the mean of each block's first rows, channels of a GroupNorm
+/// group merged the same way; with a mask, GroupNorm with channels last also takes
+/// moments per channel first and merges them per group. A statistic with
 /// count 0 (fully masked) gets mean and var NaN. Throws InputError on a mask whose shape
 /// does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
@@ -115,7 +117,8 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// block of 2 to 16 Ki elements (reduction over trailing axes: LayerNorm, RMSNorm,
 /// InstanceNorm, GroupNorm) and there is no mask or given statistics, each cache-sized
 /// chunk gets its statistics and its output in one pass over memory - the same bits as
-/// compute_moments followed by the same formula. Results are bit-identical for every
+/// compute_moments followed by the same formula; so do channels-last InstanceNorm and
+/// GroupNorm, one sample at a time. Results are bit-identical for every
 /// thread count, and a value depends only on its own input, statistic and parameters.
 /// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh
 /// memory. Float-path outputs of 8 MiB and more are written with streaming stores, past the
