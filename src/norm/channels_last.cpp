@@ -329,9 +329,10 @@ NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_
 }
 
 // One instance of each kernel per register width, compiled for its instruction set. The
-// kernels are vectorised by hand; GCC 12's loop vectoriser, let loose on their row loops
-// (widths 2 and 4 with a channel tail), changed the order of the sums of squares, so the
-// bits no longer matched the other widths: it is off here.
+// kernels are vectorised by hand; GCC 12's loop vectoriser, let loose on their row loops,
+// changed the sums of squares of the SSE2 version (float64 data, channels ending mid-
+// register: 3, 20, 100), so its bits no longer matched the AVX2 and AVX-512 versions: it
+// is off here.
 #if defined(__GNUC__) && !defined(__clang__)
 #define NORMLAB_HAND_VECTORISED __attribute__((optimize("no-tree-loop-vectorize")))
 #else
