@@ -423,23 +423,33 @@ struct Fine {
     }
 };
 
-// Merges group o's chunk partials (at parts, in chunk order) per channel, then the channels
-// into their statistics in channel order.
-void merge_group(const ChannelsLast& l, const Plan& p, std::size_t o, const double* parts, bool center, Fine& f,
-                 const RawMoments& out) {
-    const std::size_t C = l.channels;
-    f.reset(C);
+// Merges one group's chunk partials (at parts, in chunk order) per channel, for channels
+// [ca, cb) into f.
+void merge_chunks(const ChannelsLast& l, const Plan& p, const double* parts, bool center, std::size_t ca,
+                  std::size_t cb, Fine& f) {
     for (std::size_t i = 0; i < p.per_group(); ++i) {
         const double* q = parts + i * 3 * p.cw;
-        const std::size_t c0 = (i % p.ncb) * p.cw, cw = std::min(p.cw, C - c0);
+        const std::size_t c0 = (i % p.ncb) * p.cw, c1 = std::min(c0 + p.cw, l.channels);
         const double n = static_cast<double>(std::min(p.rb, l.rows - (i / p.ncb) * p.rb));
-        for (std::size_t k = 0; k < cw; ++k)
-            merge_partial(f.count.data(), f.mean.data(), f.lo.data(), f.m2.data(), c0 + k, n, q[k], q[p.cw + k],
-                          q[2 * p.cw + k], center);
+        for (std::size_t c = std::max(c0, ca); c < std::min(c1, cb); ++c)
+            merge_partial(f.count.data(), f.mean.data(), f.lo.data(), f.m2.data(), c, n, q[c - c0],
+                          q[p.cw + c - c0], q[2 * p.cw + c - c0], center);
     }
-    for (std::size_t c = 0; c < C; ++c)
+}
+
+// Merges the channels of group o (their moments in f) into their statistics, in channel
+// order.
+void merge_channels(const ChannelsLast& l, std::size_t o, const Fine& f, bool center, const RawMoments& out) {
+    for (std::size_t c = 0; c < l.channels; ++c)
         merge_partial(out.count, out.mean, out.mean_lo, out.m2, o * l.stats + l.stat[c], f.count[c], f.mean[c], f.lo[c],
                       f.m2[c], center);
+}
+
+void merge_group(const ChannelsLast& l, const Plan& p, std::size_t o, const double* parts, bool center, Fine& f,
+                 const RawMoments& out) {
+    f.reset(l.channels);
+    merge_chunks(l, p, parts, center, 0, l.channels, f);
+    merge_channels(l, o, f, center, out);
 }
 
 template <class T>
@@ -452,8 +462,26 @@ void moments_impl(const T* x, const ChannelsLast& l, bool center, const RawMomen
     parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
         chunk_of_group(x, l, p, c / per, c % per, center, parts + c * stride);
     });
+    // The merges are shared out too (each channel's chunks still in chunk order): by group
+    // where there are enough, else by slices of channels.
+    const std::size_t threads = engine_threads();
+    if (l.outer >= threads) {
+        parallel_chunks(l.outer, [&](std::size_t o, std::size_t) {
+            thread_local Fine f;
+            merge_group(l, p, o, parts + o * per * stride, center, f, out);
+        });
+        return;
+    }
     thread_local Fine fine;
-    for (std::size_t o = 0; o < l.outer; ++o) merge_group(l, p, o, parts + o * per * stride, center, fine, out);
+    Fine& f = fine;  // the calling thread's, filled by every thread below
+    const std::size_t C = l.channels, slices = std::min(threads, C);
+    for (std::size_t o = 0; o < l.outer; ++o) {
+        f.reset(C);
+        parallel_chunks(slices, [&](std::size_t s, std::size_t) {
+            merge_chunks(l, p, parts + o * per * stride, center, C * s / slices, C * (s + 1) / slices, f);
+        });
+        merge_channels(l, o, f, center, out);
+    }
 }
 
 // Constants of the group a thread worked on last, valid for one call (`epoch`).
