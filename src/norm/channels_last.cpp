@@ -367,16 +367,12 @@ NORMLAB_CL_MOMENTS(moments_avx512, 8, NORMLAB_TARGET_AVX512)
 NORMLAB_CL_RANGE(range_avx512, 8, NORMLAB_TARGET_AVX512)
 #endif
 
-std::atomic<int> g_width{0};  // 0: the CPU's (lane_width)
-
 template <class T>
 const Kernels<T>& kernels() {
     static const Kernels<T> generic{moments_generic<T>, range_generic<T>};
 #if NORMLAB_LANE_DISPATCH
     static const Kernels<T> avx2{moments_avx2<T>, range_avx2<T>}, avx512{moments_avx512<T>, range_avx512<T>};
-    static const int cpu = lane_width();
-    const int w = g_width.load(std::memory_order_relaxed);
-    const int use = w > 0 && w < cpu ? w : cpu;
+    const int use = active_lane_width();
     if (use == 8) return avx512;
     if (use == 4) return avx2;
 #endif
@@ -603,7 +599,6 @@ void channels_last_normalize(const double* x, double* y, const ChannelsLast& l, 
     normalize_impl(x, y, l, a, false);
 }
 
-void set_channels_last_width(int w) { g_width.store(w, std::memory_order_relaxed); }
 
 bool channels_last_fuses(const ChannelsLast& l) {
     const std::size_t t = engine_threads();

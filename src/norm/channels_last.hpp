@@ -57,11 +57,6 @@ void channels_last_moments(const double* x, const ChannelsLast& l, bool center, 
 void channels_last_normalize(const float* x, float* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32);
 void channels_last_normalize(const double* x, double* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32);
 
-/// Runs the kernels above with registers of w doubles (8: AVX-512, 4: AVX2, 2: SSE2), or
-/// the CPU's widest when w is 0 or wider than the CPU has: for tests that every instruction
-/// set gives the same bits.
-void set_channels_last_width(int w);
-
 /// Whether channels_last_forward runs one outer group at a time (its moments, then its
 /// output while it is still in cache): when there are enough groups to share out evenly.
 bool channels_last_fuses(const ChannelsLast& l);

@@ -5,6 +5,7 @@
 #include "norm/lanes.hpp"
 #include "norm/moments_rows.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -226,7 +227,7 @@ template <class T>
 void chunk_moments_any(const T* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                        std::size_t stats, std::vector<Partial>& out) {
 #if NORMLAB_LANE_DISPATCH
-    static const int width = lane_width();
+    const int width = active_lane_width();
     if (width == 8) return chunk_moments_avx512(x, mask, w, c, center, stats, out);
     if (width == 4) return chunk_moments_avx2(x, mask, w, c, center, stats, out);
 #endif
@@ -243,6 +244,18 @@ int lane_width() {
 #endif
     return 2;
 }
+
+namespace {
+std::atomic<int> g_lane_override{0};  // 0: the CPU's
+}  // namespace
+
+int active_lane_width() {
+    static const int cpu = lane_width();
+    const int w = g_lane_override.load(std::memory_order_relaxed);
+    return w > 0 && w < cpu ? w : cpu;
+}
+
+void set_lane_width(int w) { g_lane_override.store(w, std::memory_order_relaxed); }
 
 void chunk_moments(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                    std::size_t stats, std::vector<Partial>& out) {

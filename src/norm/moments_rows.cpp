@@ -183,7 +183,7 @@ NORMLAB_TARGET_AVX512 void chunk_rows_avx512(const float* x, const std::uint8_t*
 void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                         std::size_t stats, std::vector<Partial>& out) {
 #if NORMLAB_LANE_DISPATCH
-    static const int width = lane_width();
+    const int width = active_lane_width();
     if (width == 8) return chunk_rows_avx512(x, mask, w, c, center, stats, out);
     if (width == 4) return chunk_rows_avx2(x, mask, w, c, center, stats, out);
 #endif

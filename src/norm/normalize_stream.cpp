@@ -44,7 +44,7 @@ void stream_sse(float* dst, const float* src, std::size_t n) {
 
 void stream_floats(float* dst, const float* src, std::size_t n) {
 #if NORMLAB_LANE_DISPATCH
-    static const int width = lane_width();
+    const int width = active_lane_width();
     if (width == 8) return stream_avx512(dst, src, n);
     if (width == 4) return stream_avx2(dst, src, n);
     return stream_sse(dst, src, n);
