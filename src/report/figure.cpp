@@ -66,7 +66,10 @@ Json log_ticks(const PlotData& d, const std::vector<std::string>& fields) {
 Json quantitative(const std::string& field, const std::string& title, bool log, const PlotData& d) {
     Json j = {{"field", field}, {"type", "quantitative"}};
     j["title"] = title.empty() ? Json(nullptr) : Json(title);
-    j["axis"] = {{"format", "~g"}};  // 2e-9 rather than 0.000000002
+    // 2.5e-9 rather than 0.0000000025. A labelExpr, not the axis "format": Vega gives an
+    // axis format the precision of the tick step, which writes 10, 20, 30 as 1e+1, 2e+1, 3e+1.
+    j["axis"] = {{"labelExpr", "datum.value != 0 && (abs(datum.value) < 1e-3 || abs(datum.value) >= 1e5) ? "
+                               "format(datum.value, '~e') : format(datum.value, '~g')"}};
     if (log) {
         j["scale"] = {{"type", "log"}};
         // 1e-06 rather than 0.000001.
