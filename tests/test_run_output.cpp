@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sstream>
 #include <string>
 
@@ -123,3 +126,45 @@ TEST_CASE("bench: peak_rss_mib is each case's own peak, not the process's so far
     CHECK_MESSAGE(s["peak_rss_mib"].get<double>() < b["peak_rss_mib"].get<double>() / 2, r.out);
 #endif
 }
+
+#ifndef __SANITIZE_ADDRESS__
+TEST_CASE("the memory estimate covers what a gradients run holds at its peak") {
+    // The gradients analysis keeps float64 copies of x, dy and dx and, for its
+    // finite-difference check, a float64 batch and forward outputs: several times the
+    // estimate's default allowance. (Not under AddressSanitizer, whose shadow memory and
+    // quarantine make the resident size say nothing about the program's own.)
+    fs::path dir = fresh_dir("estimate_gradients");
+    for (const char* fd : {"true", "false"}) {
+        CAPTURE(fd);
+        write_text(dir / "g.json", std::string(R"({"name": "g", "seed": 0,
+          "data": {"x": {"source": "gaussian", "shape": [16, 512, 512]}},
+          "norms": {"ln": {"type": "layernorm", "normalized_shape": [512]}},
+          "analyses": [{"type": "gradients", "data": ["x"], "norms": ["ln"], "fd_check": )") + fd + "}]}");
+        CliResult dry = run_normlab("run " + (dir / "g.json").string() + " --dry-run");
+        REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+        const std::string key = "estimated peak memory: ";
+        const std::size_t at = dry.out.find(key);
+        REQUIRE_MESSAGE(at != std::string::npos, dry.out);
+        const double estimate_mib = std::stod(dry.out.substr(at + key.size()));
+
+        const std::string out = (dir / "out").string();
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", (dir / "g.json").c_str(), "--out", out.c_str(), "--force",
+                    "-q", (char*)nullptr);
+            ::_exit(98);
+        }
+        int status = 0;
+        struct rusage usage {};
+        REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+        REQUIRE(WIFEXITED(status));
+        REQUIRE(WEXITSTATUS(status) == 0);
+        const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+        CAPTURE(peak_mib);
+        CAPTURE(estimate_mib);
+        CHECK(peak_mib > 16 * 4);  // the batch and more: the run was measured at all
+        CHECK(peak_mib <= estimate_mib);
+    }
+}
+#endif

@@ -49,9 +49,9 @@ struct AnalysisType {
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
     /// Optional: bytes the analysis works with on data `data` of shape `shape` beyond the
-    /// batch itself (stacks: weights, activations, gradients), for the memory estimate made
-    /// before anything is built. Analyses of norms leave it empty (the estimate's default
-    /// allowance covers them).
+    /// batch itself (stacks: weights, activations, gradients; gradients: its float64
+    /// copies), for the memory estimate made before anything is built. Analyses that leave
+    /// it empty are covered by the estimate's default allowance (three doubles per element).
     std::function<std::size_t(const AnalysisSpec&, const std::map<std::string, StackDef>& stacks,
                               const Shape& shape, DType dtype)>
         work_bytes;

@@ -31,12 +31,12 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
         const Json& spec = c.data.at(name);
         const DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
         std::size_t work = saturating_mul(e.elements, 3 * 8);
-        bool stacks = false;
+        std::string by;  // the analysis whose work memory is the largest, if above the default
         for (const auto& a : c.analyses)  // stacks: weights, activations and gradients
             if (const auto& bytes = find_analysis(a.type)->work_bytes)
                 if (!e.dims.empty() && std::find(a.data.begin(), a.data.end(), name) != a.data.end()) {
                     const std::size_t b = bytes(a, c.stacks, e.dims, c.dtype);
-                    stacks = stacks || b > work;
+                    if (b > work) by = a.stacks.empty() ? "in its " + a.type + " analysis" : "through its stacks";
                     work = std::max(work, b);
                 }
         kept = saturating_add(kept, e.batch_bytes);
@@ -47,7 +47,7 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
             m.largest_bytes = own;
             m.largest_what = spec.value("source", Json("?")).is_string() ? spec.value("source", "?") : "?";
             if (!e.shape.empty()) m.largest_what += " " + e.shape;
-            if (stacks) m.largest_what += " through its stacks";
+            if (!by.empty()) m.largest_what += " " + by;
         }
     }
     m.total = saturating_add(kept, transient);
