@@ -42,13 +42,14 @@ void stream_sse(float* dst, const float* src, std::size_t n) {
 }
 #endif
 
-void stream_floats(float* dst, const float* src, std::size_t n) {
+// `width`: active_lane_width(), read once per chunk by the caller.
+void stream_floats(int width, float* dst, const float* src, std::size_t n) {
 #if NORMLAB_LANE_DISPATCH
-    const int width = active_lane_width();
     if (width == 8) return stream_avx512(dst, src, n);
     if (width == 4) return stream_avx2(dst, src, n);
     return stream_sse(dst, src, n);
 #else
+    (void)width;
     std::memcpy(dst, src, n * sizeof(float));
 #endif
 }
@@ -63,11 +64,12 @@ NORMLAB_VECTOR_CLONES void normalize_block(const float* xp, float* out, const Ru
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
     alignas(64) float out[kBlock], a_buf[kBlock], b_buf[kBlock];
+    const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
         for (std::size_t k = 0; k < r.n; k += kBlock) {
             const Run b{r.x + k, r.a, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
             normalize_block(x + b.x, out, b, args, a_buf, b_buf);
-            stream_floats(y + b.x, out, b.n);
+            stream_floats(width, y + b.x, out, b.n);
         }
     });
 #if NORMLAB_LANE_DISPATCH
