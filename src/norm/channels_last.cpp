@@ -73,7 +73,10 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
         for (int j = 0; j < R; ++j)
             for (int e = 0; e < W; ++e) k[j][e] = shift_of(k[j][e] / pn);
     }
+    // Unrolled, or GCC keeps k, s1 and s2 on the stack and each sum waits on a store and a
+    // load (moments 14% slower on (8, 56, 56, 64) float32, in cache).
     for (std::size_t r = 0; r < n; ++r)
+#pragma GCC unroll 16
         for (int j = 0; j < R; ++j) {
             V d;
             load(x + r * C, j, d);
