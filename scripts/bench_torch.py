@@ -3,12 +3,14 @@
 
 Run with Debian's interpreter, which has python3-torch (1.13) and python3-numpy:
     /usr/bin/python3 scripts/bench_torch.py [--norm layernorm,...] [--shape 32,64,512]...
-                                            [--threads 1,2] [--repeat 20] [--json]
+                                            [--threads 1,2] [--repeat 20] [--min-time-ms 0] [--json]
                                             [--dtype float32|float64] [--channels-last]
 Figures: median steady-state time of F.layer_norm / rms-norm composite / F.group_norm /
 F.instance_norm / F.batch_norm(training=True) into a preallocated output where the op has
 an out= form (otherwise torch allocates, as in real use), GB/s counting one read of the
 input and one write of the output, and a plain copy (torch.Tensor.copy_) of the same bytes.
+Each is timed --repeat times after one untimed call, and more until --min-time-ms of timed
+calls have passed, as `normlab bench` does.
 Weights are ones and biases zeros, as `normlab bench` uses. --channels-last stores 4-D
 inputs in torch.channels_last memory format (N, H, W, C in memory; the shape stays
 N, C, H, W), the layout `normlab bench --channel-axis -1` measures on shape N, H, W, C.
@@ -52,13 +54,16 @@ def op(norm, x):
     raise ValueError(norm)
 
 
-def median_ms(fn, repeat):
+def median_ms(fn, repeat, min_ms=0.0):
+    """Median time of fn() in ms: one untimed call, then `repeat` timed calls and more until
+    `min_ms` of timed calls have passed (at most a million)."""
     fn()
-    times = []
-    for _ in range(repeat):
+    times, spent = [], 0.0
+    while len(times) < repeat or (spent < min_ms and len(times) < 1000000):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
+        spent += times[-1]
     return statistics.median(times)
 
 
@@ -66,6 +71,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--min-time-ms", type=float, default=0.0,
+                    help="keep timing until this many ms of timed calls have passed (default 0)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--norm", help="comma-separated norm types, as for normlab bench (default: all)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
@@ -92,9 +99,9 @@ def main():
             if a.channels_last and x.dim() == 4:
                 x = x.contiguous(memory_format=torch.channels_last)
             nbytes = x.numel() * x.element_size()
-            t = median_ms(op(norm, x), a.repeat)
+            t = median_ms(op(norm, x), a.repeat, a.min_time_ms)
             dst = torch.empty_like(x)
-            tc = median_ms(lambda: dst.copy_(x), a.repeat)
+            tc = median_ms(lambda: dst.copy_(x), a.repeat, a.min_time_ms)
             gbs, cgbs = 2 * nbytes / (t * 1e6), 2 * nbytes / (tc * 1e6)
             row = {"norm": norm, "shape": list(shape), "dtype": a.dtype, "threads": th, "median_ms": t,
                    "channels_last": bool(a.channels_last and x.dim() == 4),

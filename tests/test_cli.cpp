@@ -160,11 +160,12 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     REQUIRE(rows.size() == 2 * 2 * 2);  // norms x shapes x thread counts
     for (const auto& j : rows) {
         CAPTURE(j.dump());
-        for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "ns_per_elem", "gb_per_s",
+        for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "timed_calls", "ns_per_elem", "gb_per_s",
                               "copy_gb_per_s", "fraction_of_copy", "moments_ns_per_elem", "moments_of_copy",
                               "normalize_ns_per_elem", "normalize_of_copy", "state", "cold_ms", "peak_rss_mib"})
             CHECK(j.contains(k));
         CHECK(j["state"] == "steady");
+        CHECK(j["timed_calls"] == 3);  // --repeat alone
         CHECK(j["dtype"] == "float32");
         CHECK(j["compute"] == "float");
         // per element: median_ms over the element count; each phase was timed, and its
@@ -191,6 +192,13 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     CHECK(rows[1]["threads"] == 2);
     CHECK(rows[7]["norm"] == "batchnorm");
 
+    // --min-time-ms keeps timing past --repeat: 20 ms of calls that take microseconds
+    CliResult longer = run_normlab("bench --norm layernorm --shape 4,8 --threads 1 --repeat 1 --min-time-ms 20 --json");
+    REQUIRE_MESSAGE(longer.exit_code == 0, longer.err);
+    const nlohmann::json lj = nlohmann::json::parse(longer.out);
+    CHECK(lj["timed_calls"].get<double>() * lj["median_ms"].get<double>() > 5);
+    CHECK(lj["timed_calls"].get<long long>() > 10);
+
     CliResult last = run_normlab("bench --norm batchnorm --shape 2,5,3 --channel-axis -1 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(last.exit_code == 0, last.err);
     CHECK(nlohmann::json::parse(last.out)["channel_axis"] == 2);
@@ -214,6 +222,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat 0: expected an integer from 1 to 1000000"},
                          Bad{"--norm layernorm --shape 2,3 --repeat -1", "bench --repeat -1: expected an integer from 1"},
                          Bad{"--norm layernorm --shape 2,3 --threads 0", "bench --threads 0: expected an integer from 1 to 1024"},
+                         Bad{"--norm layernorm --shape 2,3 --min-time-ms -5", "bench --min-time-ms -5: expected an integer from 0 to 600000"},
+                         Bad{"--norm layernorm --shape 2,3 --min-time-ms 1.5", "bench --min-time-ms 1.5: expected an integer"},
                          Bad{"--norm layernorm --shape 2,3 --threads 1,x", "bench --threads x: expected an integer"},
                          Bad{"--norm groupnorm --shape 2,4,3 --num-groups 0", "bench --num-groups 0: expected an integer from 1"},
                          Bad{"--norm groupnorm --shape 2,4,3 --num-groups -1", "bench --num-groups -1: expected an integer from 1"},

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
 
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
-    std::string bench_norms, bench_threads, bench_repeat, bench_groups, bench_channel_axis;
+    std::string bench_norms, bench_threads, bench_repeat, bench_min_time, bench_groups, bench_channel_axis;
     auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--compute", bench.compute, "float32 data: float (the float path, the default) or double");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)")->type_name("INT");
+    bench_cmd->add_option("--min-time-ms", bench_min_time,
+                          "time more repetitions until this many milliseconds have passed, per measurement, 0 to 600000 (default 0: --repeat alone)")
+        ->type_name("INT");
     bench_cmd->add_option("--num-groups", bench_groups, "groups for groupnorm, >= 1 (default 32)")->type_name("INT");
     bench_cmd->add_option("--channel-axis", bench_channel_axis,
                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)")
@@ -214,6 +217,8 @@ int main(int argc, char** argv) {
             };
             if (bench_cmd->count("--repeat"))
                 bench.repeat = static_cast<unsigned>(integer_option("bench --repeat", bench_repeat, 1, 1000000));
+            if (bench_cmd->count("--min-time-ms"))
+                bench.min_time_ms = static_cast<double>(integer_option("bench --min-time-ms", bench_min_time, 0, 600000));
             if (bench_stack) {
                 stack_bench.json = bench.json;
                 if (bench_cmd->count("--repeat")) stack_bench.repeat = bench.repeat;

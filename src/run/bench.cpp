@@ -24,6 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Timed calls per measurement at most, whatever --min-time-ms asks.
+constexpr unsigned kMaxCalls = 1000000;
+
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
 // Median of the timings (NaN for none: a case always has at least one repetition).
@@ -56,16 +59,22 @@ double peak_rss_mib() {
     return std::numeric_limits<double>::quiet_NaN();
 }
 
-// Median time of f() over `repeat` calls after one untimed call.
+// Median time of f() over `repeat` calls after one untimed call, and over more calls until
+// `min_ms` milliseconds of timed calls have passed: a 0.2 ms call timed 20 times is at the
+// mercy of one interrupted call, timed 1000 times it is not. `calls`, when given, receives
+// the number of timed calls.
 template <class F>
-double median_ms(unsigned repeat, F&& f) {
+double median_ms(unsigned repeat, double min_ms, F&& f, std::size_t* calls = nullptr) {
     f();
     std::vector<double> times;
-    for (unsigned r = 0; r < repeat; ++r) {
+    double spent = 0;
+    for (unsigned r = 0; r < repeat || (spent < min_ms && r < kMaxCalls); ++r) {
         auto t0 = Clock::now();
         f();
         times.push_back(ms(t0, Clock::now()));
+        spent += times.back();
     }
+    if (calls) *calls = times.size();
     return median(times);
 }
 
@@ -73,7 +82,7 @@ double median_ms(unsigned repeat, F&& f) {
 // same OpenMP team the engine uses (a thread start per copy would cost more than copying
 // a small batch): the machine's achievable bandwidth for this size, the yardstick for the
 // normalization.
-double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
+double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat, double min_ms) {
     std::vector<char> src(bytes, 1), dst(bytes, 0);
     auto once = [&] {
         if (threads <= 1) {
@@ -88,7 +97,7 @@ double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat) {
             std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
         }
     };
-    return median_ms(repeat, once);
+    return median_ms(repeat, min_ms, once);
 }
 
 // The two phases of a forward timed on their own: the batch moments (one read of x), and
@@ -98,19 +107,19 @@ struct Phases {
     double moments_ms = 0, normalize_ms = 0;
 };
 
-Phases time_phases(const Tensor& x, const Resolution& res, unsigned repeat) {
+Phases time_phases(const Tensor& x, const Resolution& res, unsigned repeat, double min_ms) {
     const Shape ps = select_dims(res.view_shape, res.spec.param_axes);
     const xt::xarray<double> w = xt::ones<double>(ps), b = xt::zeros<double>(ps);
     Phases p;
     Moments m;
-    p.moments_ms = median_ms(repeat, [&] { m = compute_moments(x, res.view_shape, res.spec.reduction_axes, res.spec.center); });
+    p.moments_ms = median_ms(repeat, min_ms, [&] { m = compute_moments(x, res.view_shape, res.spec.reduction_axes, res.spec.center); });
     ForwardInputs in;
     in.weight = res.has_weight ? &w : nullptr;
     in.bias = res.has_bias ? &b : nullptr;
     in.given_mean = &m.mean;
     in.given_var = &m.var;
     ForwardResult out;
-    p.normalize_ms = median_ms(repeat, [&] { forward(x, res.view_shape, res.spec, in, out); });
+    p.normalize_ms = median_ms(repeat, min_ms, [&] { forward(x, res.view_shape, res.spec, in, out); });
     return p;
 }
 
@@ -142,6 +151,7 @@ std::string run_bench(const BenchOptions& o) {
     std::vector<unsigned> threads = o.threads;
     if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
+    if (!(o.min_time_ms >= 0)) throw InputError("bench --min-time-ms: must be at least 0");
     if (o.compute != "float" && o.compute != "double")
         throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
     const unsigned saved_threads = engine_threads();
@@ -190,15 +200,17 @@ std::string run_bench(const BenchOptions& o) {
                     layer.forward(x, channel_axis, "bench", nullptr, s);
                 });
                 double cold = ms(c0, Clock::now());
-                const double med = median_ms(o.repeat, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); });
+                std::size_t calls = 0;
+                const double med = median_ms(
+                    o.repeat, o.min_time_ms, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); }, &calls);
                 // read before the phases and the copy yardstick allocate their own buffers
                 const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
-                const double copy = copy_ms(bytes, th, o.repeat);
+                const double copy = copy_ms(bytes, th, o.repeat, o.min_time_ms);
                 const double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
                 const double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
                 // Phases against the copy: moments read the bytes once, normalize reads and
                 // writes them, the copy reads and writes them.
-                const Phases ph = s.res.use_batch_stats ? time_phases(x, s.res, o.repeat) : Phases{};
+                const Phases ph = s.res.use_batch_stats ? time_phases(x, s.res, o.repeat, o.min_time_ms) : Phases{};
                 const double per_el = 1e6 / static_cast<double>(x.size());  // ms -> ns per element
                 const double m_ns = ph.moments_ms * per_el, n_ns = ph.normalize_ms * per_el;
                 const double m_of = ph.moments_ms > 0 ? copy / (2.0 * ph.moments_ms) : 0.0;
@@ -206,7 +218,8 @@ std::string run_bench(const BenchOptions& o) {
                 if (o.json) {
                     out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
                         << o.dtype << "\", \"compute\": \"" << o.compute << "\", \"channel_axis\": " << ca
-                        << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"ns_per_elem\": " << med * per_el
+                        << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
+                        << ", \"ns_per_elem\": " << med * per_el
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
                         << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"moments_ns_per_elem\": " << m_ns
                         << ", \"moments_of_copy\": " << m_of << ", \"normalize_ns_per_elem\": " << n_ns

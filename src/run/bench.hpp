@@ -17,6 +17,9 @@ struct BenchOptions {
     std::string compute = "float";               ///< float32 data: "float" (the float path) or "double"
     std::vector<unsigned> threads;               ///< thread counts to measure
     unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
+    /// more repetitions until this many milliseconds of timed calls have passed, per
+    /// measurement (the forward, each phase, the copy)
+    double min_time_ms = 0;
     unsigned num_groups = 32;                    ///< groupnorm
     /// batchnorm/instancenorm/groupnorm; < 0 counts from the end; unset: 1 (0 for rank 1)
     std::optional<long long> channel_axis;
