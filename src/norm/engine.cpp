@@ -11,6 +11,7 @@
 
 #include "norm/channels_last.hpp"
 #include "norm/moments.hpp"
+#include "norm/moments_rows.hpp"
 #include "norm/normalize.hpp"
 #include "norm/normalize_stream.hpp"
 #include "tensor/errors.hpp"
@@ -55,6 +56,25 @@ void normalize_impl(const T* x, T* y, const Walk& w, const NormalizeArgs& args, 
     parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { normalize_any(x, y, w, c, args, f32, stream); });
 }
 
+// Where the one-pass forwards put a statistic: the batch moments and the spec's variance
+// and rstd, from a chunk's Partial.
+struct StatsOut {
+    double *bmean, *blo, *bvar, *bcount, *mean, *lo, *var, *rstd;
+    explicit StatsOut(ForwardResult& out)
+        : bmean(out.batch.mean.data()), blo(out.batch.mean_lo.data()), bvar(out.batch.var.data()),
+          bcount(out.batch.count.data()), mean(out.mean.data()), lo(out.mean_lo.data()), var(out.var.data()),
+          rstd(out.rstd.data()) {}
+    void store(const Partial& p, const NormSpec& spec) const {
+        const double v = biased_var(p.m2, p.count);
+        bmean[p.stat] = mean[p.stat] = p.mean;
+        blo[p.stat] = lo[p.stat] = p.mean_lo;
+        bvar[p.stat] = v;
+        bcount[p.stat] = p.count;
+        var[p.stat] = spec_var(spec, v, p.count);
+        rstd[p.stat] = spec_rstd(spec, var[p.stat]);
+    }
+};
+
 // Statistics and output in one pass over memory, for walks whose chunks hold whole
 // statistics (whole_stat_chunk): each chunk's moments are final, so they are finished and
 // the chunk normalised while it is still in cache. Same arithmetic, so the same bits, as
@@ -65,33 +85,59 @@ template <class T>
 void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec& spec, NormalizeArgs args,
                 bool f32, ForwardResult& out) {
     const std::size_t stats = out.rstd.size();
-    double* bmean = out.batch.mean.data();
-    double* blo = out.batch.mean_lo.data();
-    double* bvar = out.batch.var.data();
-    double* bcount = out.batch.count.data();
-    double* mean = out.mean.data();
-    double* lo = out.mean_lo.data();
-    double* var = out.var.data();
-    double* rstd = out.rstd.data();
-    args.mean = mean;
-    args.mean_lo = lo;
-    args.rstd = rstd;
+    const StatsOut so(out);
+    args.mean = so.mean;
+    args.mean_lo = so.lo;
+    args.rstd = so.rstd;
     const bool stream = streams(wn, out.y.size() * sizeof(T), f32);
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
         thread_local std::vector<Partial> parts;
         parts.clear();
         chunk_moments(x, nullptr, wm, c, spec.center, stats, parts);
-        for (const Partial& p : parts) {
-            const double v = biased_var(p.m2, p.count);
-            bmean[p.stat] = mean[p.stat] = p.mean;
-            blo[p.stat] = lo[p.stat] = p.mean_lo;
-            bvar[p.stat] = v;
-            bcount[p.stat] = p.count;
-            var[p.stat] = spec_var(spec, v, p.count);
-            rstd[p.stat] = spec_rstd(spec, var[p.stat]);
-        }
+        for (const Partial& p : parts) so.store(p, spec);
         normalize_any(x, y, wn, c, args, f32, stream);
     });
+}
+
+// fused_impl for float32 data on the float path where every row of n values is a whole
+// statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
+// each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
+// values the walk's per-run work cost more than the arithmetic. The same functions on the
+// same values: the bits of fused_impl.
+void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const NormSpec& spec, NormalizeArgs args,
+               ForwardResult& out) {
+    const std::size_t rows = out.rstd.size();
+    const StatsOut so(out);
+    args.mean = so.mean;
+    args.mean_lo = so.lo;
+    args.rstd = so.rstd;
+    const bool stream = out.y.size() * sizeof(float) >= kStreamBytes;
+    const std::size_t per = std::max<std::size_t>(1, kChunk / n), chunks = (rows + per - 1) / per;
+    parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
+        thread_local std::vector<Partial> parts;
+        const std::size_t first = c * per, m = std::min(per, rows - first);
+        parts.resize(m);
+        row_moments(x + first * n, m, n, first, spec.center, parts.data());
+        for (const Partial& p : parts) so.store(p, spec);
+        if (stream) normalize_rows_f32_stream(x + first * n, y + first * n, m, n, first, pstep, args);
+        else normalize_rows_f32(x + first * n, y + first * n, m, n, first, pstep, args);
+    });
+}
+
+// For a forward whose statistics are the contiguous rows of x (the trailing axes reduced):
+// 1 when the parameters lie along those rows (parameter k for element k of every row,
+// LayerNorm/RMSNorm), 0 when one parameter serves every element, -1 otherwise.
+int row_param_step(const Shape& xs, const Axes& reduced, const Strides& sb) {
+    bool along = true, none = true;
+    std::size_t expect = 1;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+        if (xs[d] == 1) continue;
+        const bool r = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+        none = none && sb[d] == 0;
+        along = along && sb[d] == (r ? expect : 0);
+        if (r) expect *= xs[d];
+    }
+    return none ? 0 : along ? 1 : -1;
 }
 
 // y = round(y * scale + shift) in place, y holding x_hat already rounded to its half dtype:
@@ -173,6 +219,13 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         for (auto* a : {&out.batch.mean, &out.batch.mean_lo, &out.batch.var, &out.batch.count, &out.mean,
                         &out.mean_lo, &out.var})
             ensure_shape(*a, ss);
+        const int pstep = f32 ? row_param_step(xs, spec.reduction_axes, sb) : -1;
+        if (pstep >= 0) {
+            if (out.rstd.size())  // else an empty batch: nothing to compute
+                rows_impl(x.f32.data(), out.y.f32.data(), x.size() / out.rstd.size(), static_cast<std::size_t>(pstep),
+                          spec, args, out);
+            return;
+        }
         Walk wm(xs, sa, Strides(xs.size(), 0), whole), wn(xs, sa, sb, whole);
         if (x.dtype == DType::float64)
             fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, spec, args, f32, out);

@@ -162,6 +162,35 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
     s.touched.clear();
 }
 
+// The moments of one unmasked row that is a whole statistic: the steps chunk_rows_impl takes
+// for it (shift = first element, a second sum about the mean where far_shift), in one go.
+template <int W>
+NORMLAB_INLINE inline Partial row_partial(const float* xp, std::size_t n, std::size_t a, bool center) {
+    double s1 = 0, s2 = 0;
+    const double cnt = static_cast<double>(n);
+    if (!center) {
+        shifted_sums<W, false>(xp, n, 0.0f, s1, s2);
+        return finish(a, cnt, 0.0f, s1, s2, false);
+    }
+    float k = xp[0];
+    shifted_sums<W, true>(xp, n, k, s1, s2);
+    if (far_shift(s1, s2, cnt)) {
+        const float k2 = static_cast<float>(static_cast<double>(k) + s1 / cnt);
+        if (std::isfinite(k2) && k2 != k) {
+            k = k2;
+            s1 = s2 = 0;
+            shifted_sums<W, true>(xp, n, k, s1, s2);
+        }
+    }
+    return finish(a, cnt, k, s1, s2, true);
+}
+
+template <int W>
+NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
+                                     Partial* out) {
+    for (std::size_t i = 0; i < rows; ++i) out[i] = row_partial<W>(x + i * n, n, first + i, center);
+}
+
 // One instance per register width, each compiled for its instruction set (as moments.cpp).
 void chunk_rows_generic(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c, bool center,
                         std::size_t stats, std::vector<Partial>& out) {
@@ -178,7 +207,30 @@ NORMLAB_TARGET_AVX512 void chunk_rows_avx512(const float* x, const std::uint8_t*
 }
 #endif
 
+void rows_generic(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center, Partial* out) {
+    rows_impl<2>(x, rows, n, first, center, out);
+}
+#if NORMLAB_LANE_DISPATCH
+NORMLAB_TARGET_AVX2 void rows_avx2(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
+                                   Partial* out) {
+    rows_impl<4>(x, rows, n, first, center, out);
+}
+NORMLAB_TARGET_AVX512 void rows_avx512(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
+                                       Partial* out) {
+    rows_impl<8>(x, rows, n, first, center, out);
+}
+#endif
+
 }  // namespace
+
+void row_moments(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center, Partial* out) {
+#if NORMLAB_LANE_DISPATCH
+    const int width = active_lane_width();
+    if (width == 8) return rows_avx512(x, rows, n, first, center, out);
+    if (width == 4) return rows_avx2(x, rows, n, first, center, out);
+#endif
+    rows_generic(x, rows, n, first, center, out);
+}
 
 void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                         std::size_t stats, std::vector<Partial>& out) {

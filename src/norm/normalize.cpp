@@ -128,4 +128,13 @@ NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const W
     });
 }
 
+NORMLAB_VECTOR_CLONES void normalize_rows_f32(const float* x, float* y, std::size_t rows, std::size_t n,
+                                              std::size_t first, std::size_t pstep, const NormalizeArgs& args) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        // pstep 0 or 1 never needs the gather buffers of normalize_stat_run_f32.
+        const Run r{i * n, first + i, 0, n, 0, pstep};
+        normalize_stat_run_f32(x + i * n, y + i * n, r, args, nullptr, nullptr);
+    }
+}
+
 }  // namespace normlab

@@ -48,4 +48,11 @@ void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c, c
 /// the same bits wherever it sits in a batch.
 void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
+/// normalize_chunk_f32 for `rows` contiguous rows of n floats at x, each row a whole
+/// statistic (row i: statistic first + i) and the parameters along it (pstep 1: element k of
+/// every row takes parameter k) or one for all (pstep 0): LayerNorm/RMSNorm over trailing
+/// axes. The same bits, without the walk.
+void normalize_rows_f32(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
+                        std::size_t pstep, const NormalizeArgs& a);
+
 }  // namespace normlab

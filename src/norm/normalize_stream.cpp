@@ -60,7 +60,41 @@ NORMLAB_VECTOR_CLONES void normalize_block(const float* xp, float* out, const Ru
     normalize_stat_run_f32(xp, out, r, args, a_buf, b_buf);
 }
 
+// Rows [0, rows) of n <= kBlock floats at xp into `out`, one after another.
+NORMLAB_VECTOR_CLONES void normalize_rows_block(const float* xp, float* out, std::size_t rows, std::size_t n,
+                                                std::size_t first, std::size_t pstep, const NormalizeArgs& args) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        const Run r{i * n, first + i, 0, n, 0, pstep};
+        normalize_stat_run_f32(xp + i * n, out + i * n, r, args, nullptr, nullptr);
+    }
+}
+
 }  // namespace
+
+void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
+                               std::size_t pstep, const NormalizeArgs& args) {
+    alignas(64) float out[kBlock];
+    const int width = active_lane_width();
+    if (n > kBlock) {  // long rows: a block of a row at a time
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t k = 0; k < n; k += kBlock) {
+                const std::size_t len = std::min(kBlock, n - k);
+                const Run r{i * n + k, first + i, k * pstep, len, 0, pstep};
+                normalize_block(x + r.x, out, r, args, nullptr, nullptr);
+                stream_floats(width, y + r.x, out, len);
+            }
+    } else {  // short rows: as many whole rows as fill a block, streamed out together
+        const std::size_t per = kBlock / n;
+        for (std::size_t i = 0; i < rows; i += per) {
+            const std::size_t m = std::min(per, rows - i);
+            normalize_rows_block(x + i * n, out, m, n, first + i, pstep, args);
+            stream_floats(width, y + i * n, out, m * n);
+        }
+    }
+#if NORMLAB_LANE_DISPATCH
+    _mm_sfence();
+#endif
+}
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
     alignas(64) float out[kBlock], a_buf[kBlock], b_buf[kBlock];

@@ -19,4 +19,9 @@ constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
 /// end of the chunk makes the stores visible before the caller's threads join.
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
+/// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. Short rows are
+/// formed a block of whole rows at a time, so each stream covers about 4 KiB.
+void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
+                               std::size_t pstep, const NormalizeArgs& a);
+
 }  // namespace normlab
