@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 CASES = [
     ("layernorm", (32, 64, 512)), ("layernorm", (64, 128, 768)), ("layernorm", (8, 512, 4096)),
-    ("rmsnorm", (32, 64, 512)), ("rmsnorm", (64, 128, 768)), ("rmsnorm", (8, 512, 4096)),
+    ("layernorm", (4096, 16, 64)),
+    ("rmsnorm", (32, 64, 512)), ("rmsnorm", (64, 128, 768)), ("rmsnorm", (8, 512, 4096)), ("rmsnorm", (4096, 16, 64)),
     ("groupnorm", (32, 64, 56, 56)), ("instancenorm", (32, 64, 56, 56)),
     ("batchnorm", (32, 64, 56, 56)), ("batchnorm", (32, 3, 64, 64)),
 ]

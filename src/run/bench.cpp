@@ -137,7 +137,9 @@ NormDef bench_def(const std::string& norm, const Shape& shape, unsigned groups) 
 }
 
 std::vector<std::vector<long long>> default_shapes(const std::string& norm) {
-    if (norm == "layernorm" || norm == "rmsnorm") return {{32, 64, 512}, {64, 128, 768}, {8, 512, 4096}};
+    // (B, T, D) transformer activations, and (tokens, heads, head_dim): the per-head rows of
+    // 64 that a QK-norm normalises
+    if (norm == "layernorm" || norm == "rmsnorm") return {{32, 64, 512}, {64, 128, 768}, {8, 512, 4096}, {4096, 16, 64}};
     if (norm == "batchnorm") return {{32, 64, 56, 56}, {32, 3, 64, 64}};
     return {{32, 64, 56, 56}};
 }
