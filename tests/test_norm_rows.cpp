@@ -281,3 +281,36 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
                 CHECK(fr.batch.count == fw.batch.count);
             }
 }
+
+TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros and NaN included") {
+    // Without centring the mean's three float parts are +0, and the kernels leave out the
+    // three subtractions of (((x - hi) - lo) - lo2): x - (+0) is x for every float.
+    xt::random::seed(36);
+    for (std::size_t n : {std::size_t{7}, std::size_t{64}, std::size_t{300}}) {
+        CAPTURE(n);
+        xt::xarray<double> v = xt::random::randn<double>({std::size_t{3}, n}) * 2.0;
+        v(0, 0) = -0.0;
+        v(0, 1) = 0.0;
+        v(1, 2) = std::numeric_limits<double>::quiet_NaN();
+        const Tensor x = Tensor::from_double(v, DType::float32);
+        const xt::xarray<double> w = xt::random::randn<double>({n}), b = xt::random::randn<double>({n});
+        for (bool bias : {false, true}) {
+            CAPTURE(bias);
+            ForwardInputs in;
+            in.weight = &w;
+            in.bias = bias ? &b : nullptr;
+            const ForwardResult f = forward(x, row_spec(false), in);
+            for (std::size_t r = 0; r < 3; ++r)
+                for (std::size_t k = 0; k < n; ++k) {
+                    const float a = static_cast<float>(f.rstd(r, 0) * w(k));
+                    const float want = x.f32(r, k) * a + (bias ? static_cast<float>(b(k)) : 0.0f);
+                    const float got = f.y.f32(r, k);
+                    if (r == 1) {  // the NaN's row: every output NaN
+                        CHECK(std::isnan(got));
+                        continue;
+                    }
+                    CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+                }
+        }
+    }
+}
