@@ -247,39 +247,43 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
     };
     for (const Case& c : cases)
         for (bool center : {true, false})
-            for (int width : {8, 4, 2}) {
-                CAPTURE(format_shape(c.xs));
-                CAPTURE(center);
-                CAPTURE(width);
-                CAPTURE(c.weight);
-                const bool big = c.xs[0] > 1000;
-                if (big && width != 8) continue;  // the large cases check the streamed output once
-                xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 40.0;
-                for (std::size_t i = 0; i < v.size(); i += 7 * c.xs.back()) v.data()[i] = 1e5;  // outliers first
-                const Tensor x = Tensor::from_double(v, DType::float32);
-                NormSpec spec;
-                spec.reduction_axes = c.reduced;
-                spec.param_axes = c.params;
-                spec.center = center;
-                Shape ps;
-                for (std::size_t a : c.params) ps.push_back(c.xs[a]);
-                const xt::xarray<double> w = xt::random::randn<double>(ps) + 1.0, b = xt::random::randn<double>(ps);
-                const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
-                ForwardInputs plain, masked;
-                plain.weight = masked.weight = c.weight ? &w : nullptr;
-                plain.bias = masked.bias = c.bias ? &b : nullptr;
-                masked.mask = &ones;
-                set_lane_width(width);
-                const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
-                set_lane_width(0);
-                REQUIRE(fr.y.f32.size() == fw.y.f32.size());
-                CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
-                CHECK(fr.mean == fw.mean);
-                CHECK(fr.mean_lo == fw.mean_lo);
-                CHECK(fr.var == fw.var);
-                CHECK(fr.rstd == fw.rstd);
-                CHECK(fr.batch.count == fw.batch.count);
-            }
+            for (int width : {8, 4, 2})
+                for (int conv = 0; conv < 3; ++conv) {  // default; unbiased variance; eps added to the std
+                    CAPTURE(format_shape(c.xs));
+                    CAPTURE(center);
+                    CAPTURE(width);
+                    CAPTURE(c.weight);
+                    CAPTURE(conv);
+                    const bool big = c.xs[0] > 1000;
+                    if (big && (width != 8 || conv)) continue;  // the large cases check the streamed output once
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 40.0;
+                    for (std::size_t i = 0; i < v.size(); i += 7 * c.xs.back()) v.data()[i] = 1e5;  // outliers first
+                    const Tensor x = Tensor::from_double(v, DType::float32);
+                    NormSpec spec;
+                    spec.reduction_axes = c.reduced;
+                    spec.param_axes = c.params;
+                    spec.center = center;
+                    if (conv == 1) spec.variance = VarianceEstimator::unbiased;
+                    if (conv == 2) spec.eps_placement = EpsPlacement::add_to_std, spec.eps = 0.25;
+                    Shape ps;
+                    for (std::size_t a : c.params) ps.push_back(c.xs[a]);
+                    const xt::xarray<double> w = xt::random::randn<double>(ps) + 1.0, b = xt::random::randn<double>(ps);
+                    const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
+                    ForwardInputs plain, masked;
+                    plain.weight = masked.weight = c.weight ? &w : nullptr;
+                    plain.bias = masked.bias = c.bias ? &b : nullptr;
+                    masked.mask = &ones;
+                    set_lane_width(width);
+                    const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
+                    set_lane_width(0);
+                    REQUIRE(fr.y.f32.size() == fw.y.f32.size());
+                    CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
+                    CHECK(fr.mean == fw.mean);
+                    CHECK(fr.mean_lo == fw.mean_lo);
+                    CHECK(fr.var == fw.var);
+                    CHECK(fr.rstd == fw.rstd);
+                    CHECK(fr.batch.count == fw.batch.count);
+                }
 }
 
 TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros and NaN included") {

@@ -5,3 +5,6 @@ normlab_module(normlab_norm
 # a*b+c must round twice in every kernel and every instruction-set version of it
 # (moments.cpp, moments_rows.cpp, normalize.cpp, backward.cpp, channels_last.cpp), FMA or not.
 target_compile_options(normlab_norm PRIVATE -ffp-contract=off)
+# sqrt may then be a vector instruction (errno is the only difference: sqrt of a negative
+# would set it; the results are the same IEEE square roots).
+target_compile_options(normlab_norm PRIVATE -fno-math-errno)

@@ -186,9 +186,13 @@ NORMLAB_INLINE inline Partial row_partial(const float* xp, std::size_t n, std::s
 }
 
 template <int W>
-NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
-                                     Partial* out) {
-    for (std::size_t i = 0; i < rows; ++i) out[i] = row_partial<W>(x + i * n, n, first + i, center);
+NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        const Partial p = row_partial<W>(x + i * n, n, i, center);
+        out.mean[i] = p.mean;
+        out.mean_lo[i] = p.mean_lo;
+        out.m2[i] = p.m2;
+    }
 }
 
 // One instance per register width, each compiled for its instruction set (as moments.cpp).
@@ -207,29 +211,28 @@ NORMLAB_TARGET_AVX512 void chunk_rows_avx512(const float* x, const std::uint8_t*
 }
 #endif
 
-void rows_generic(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center, Partial* out) {
-    rows_impl<2>(x, rows, n, first, center, out);
+void rows_generic(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out) {
+    rows_impl<2>(x, rows, n, center, out);
 }
 #if NORMLAB_LANE_DISPATCH
-NORMLAB_TARGET_AVX2 void rows_avx2(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
-                                   Partial* out) {
-    rows_impl<4>(x, rows, n, first, center, out);
+NORMLAB_TARGET_AVX2 void rows_avx2(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out) {
+    rows_impl<4>(x, rows, n, center, out);
 }
-NORMLAB_TARGET_AVX512 void rows_avx512(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center,
-                                       Partial* out) {
-    rows_impl<8>(x, rows, n, first, center, out);
+NORMLAB_TARGET_AVX512 void rows_avx512(const float* x, std::size_t rows, std::size_t n, bool center,
+                                       const RowSums& out) {
+    rows_impl<8>(x, rows, n, center, out);
 }
 #endif
 
 }  // namespace
 
-void row_moments(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center, Partial* out) {
+void row_moments(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out) {
 #if NORMLAB_LANE_DISPATCH
     const int width = active_lane_width();
-    if (width == 8) return rows_avx512(x, rows, n, first, center, out);
-    if (width == 4) return rows_avx2(x, rows, n, first, center, out);
+    if (width == 8) return rows_avx512(x, rows, n, center, out);
+    if (width == 4) return rows_avx2(x, rows, n, center, out);
 #endif
-    rows_generic(x, rows, n, first, center, out);
+    rows_generic(x, rows, n, center, out);
 }
 
 void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,

@@ -30,10 +30,15 @@ namespace normlab {
 void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w, std::size_t c, bool center,
                         std::size_t stats, std::vector<Partial>& out);
 
+/// Where row_moments puts row i's moments: mean[i], mean_lo[i], m2[i].
+struct RowSums {
+    double *mean, *mean_lo, *m2;
+};
+
 /// The moments of `rows` contiguous rows of n floats at x, each row a whole statistic with
-/// no mask (LayerNorm/RMSNorm over trailing axes): out[i] for row i, statistic first + i.
-/// The arithmetic of chunk_moments_rows, so the same bits, without the walk's per-run
-/// bookkeeping, which costs more than the sums on rows of tens of values.
-void row_moments(const float* x, std::size_t rows, std::size_t n, std::size_t first, bool center, Partial* out);
+/// no mask (LayerNorm/RMSNorm over trailing axes); each row's count is n. The arithmetic of
+/// chunk_moments_rows, so the same bits, without the walk's per-run bookkeeping, which
+/// costs more than the sums on rows of tens of values.
+void row_moments(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out);
 
 }  // namespace normlab
