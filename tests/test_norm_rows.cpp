@@ -318,3 +318,18 @@ TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros 
         }
     }
 }
+
+TEST_CASE("rows of an empty batch: empty outputs, no statistics, no error") {
+    for (const Shape& xs : {Shape{0, 64}, Shape{2, 0, 16}}) {
+        CAPTURE(format_shape(xs));
+        const Tensor x = Tensor::from_double(xt::xarray<double>::from_shape(xs), DType::float32);
+        NormSpec spec = row_spec(true);
+        spec.reduction_axes = spec.param_axes = {xs.size() - 1};
+        const xt::xarray<double> w = xt::ones<double>({xs.back()});
+        ForwardInputs in;
+        in.weight = &w;
+        const ForwardResult f = forward(x, spec, in);
+        CHECK(f.y.f32.size() == 0);
+        CHECK(f.rstd.size() == 0);
+    }
+}
