@@ -220,6 +220,39 @@ TEST_CASE("outputs of 8 MiB and more (written with streaming stores) have the bi
         const std::size_t per = 3 * 130 * 130;
         CHECK(std::memcmp(fs.y.f32.data(), fb.y.f32.data() + 17 * per, 2 * per * sizeof(float)) == 0);
     }
+    // The double arithmetic streams too: float64 LayerNorm rows (8.8 MB), float32 data with
+    // compute double (9.2 MB), float64 BatchNorm planes with given statistics (10 MB).
+    for (int kind = 0; kind < 3; ++kind) {
+        CAPTURE(kind);
+        const DType dt = kind == 1 ? DType::float32 : DType::float64;
+        const Shape xs = kind == 0 ? Shape{1100, 1000} : kind == 1 ? Shape{2300, 1000} : Shape{25, 3, 130, 130};
+        Tensor big = Tensor::from_double(xt::random::randn<double>(xs) * 2.0 + 5.0, dt);
+        NormSpec spec;
+        ForwardInputs in;
+        xt::xarray<double> w = xt::random::randn<double>({xs[1]}), b = xt::random::randn<double>({xs[1]});
+        xt::xarray<double> mean = xt::zeros<double>({1, 3, 1, 1}), var = xt::ones<double>({1, 3, 1, 1});
+        if (kind < 2) {
+            spec = row_spec(true);
+            spec.compute = Compute::float64;
+        } else {
+            spec.reduction_axes = {0, 2, 3};
+            spec.param_axes = {1};
+            mean(0, 1, 0, 0) = 0.3, var(0, 2, 0, 0) = 1.7;
+            in.given_mean = &mean;
+            in.given_var = &var;
+        }
+        in.weight = &w;
+        in.bias = &b;
+        const ForwardResult fb = forward(big, spec, in);
+        Tensor small = Tensor::from_double(xt::view(big.to_double(), xt::range(10, 12)), dt);
+        const ForwardResult fs = forward(small, spec, in);
+        const std::size_t per = big.size() / xs[0], bytes = dt == DType::float64 ? 8 : 4;
+        const char* pb = dt == DType::float64 ? reinterpret_cast<const char*>(fb.y.f64.data())
+                                              : reinterpret_cast<const char*>(fb.y.f32.data());
+        const char* ps = dt == DType::float64 ? reinterpret_cast<const char*>(fs.y.f64.data())
+                                              : reinterpret_cast<const char*>(fs.y.f32.data());
+        CHECK(std::memcmp(ps, pb + 10 * per * bytes, 2 * per * bytes) == 0);
+    }
 }
 
 TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes) have the bits of the walk's path") {

@@ -41,18 +41,17 @@ NORMLAB_INLINE inline void normalize_any(const T* x, T* y, const Walk& w, std::s
         if (f32 && stream) return normalize_chunk_f32_stream(x, y, w, c, args);
         if (f32) return normalize_chunk_f32(x, y, w, c, args);
     }
+    if (stream) return normalize_chunk_stream(x, y, w, c, args);
     normalize_chunk(x, y, w, c, args);
 }
 
-// Whether the float path writes y past the caches: outputs of kStreamBytes and more, on
-// walks whose runs each lie in one statistic (normalize_chunk_f32_stream).
-bool streams(const Walk& w, std::size_t bytes, bool f32) {
-    return f32 && w.run_stride_a() == 0 && bytes >= kStreamBytes;
-}
+// Whether y is written past the caches: outputs of kStreamBytes and more, on walks whose
+// runs each lie in one statistic (normalize_stream.hpp), in either arithmetic.
+bool streams(const Walk& w, std::size_t bytes) { return w.run_stride_a() == 0 && bytes >= kStreamBytes; }
 
 template <class T>
 void normalize_impl(const T* x, T* y, const Walk& w, const NormalizeArgs& args, bool f32, std::size_t count) {
-    const bool stream = streams(w, count * sizeof(T), f32);
+    const bool stream = streams(w, count * sizeof(T));
     parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { normalize_any(x, y, w, c, args, f32, stream); });
 }
 
@@ -89,7 +88,7 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
     args.mean = so.mean;
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
-    const bool stream = streams(wn, out.y.size() * sizeof(T), f32);
+    const bool stream = streams(wn, out.y.size() * sizeof(T));
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
         thread_local std::vector<Partial> parts;
         parts.clear();

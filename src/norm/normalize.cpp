@@ -1,5 +1,6 @@
 #include "norm/normalize.hpp"
 
+#include "norm/normalize_double.hpp"
 #include "norm/normalize_f32.hpp"
 
 #include <vector>
@@ -8,53 +9,10 @@ namespace normlab {
 
 namespace {
 
-// y = (x - mean) * (rstd * scale) + shift over one chunk in double. The common layouts get
-// loops with unit or zero strides that the compiler vectorises; everything else takes the
-// general loop.
+// y = (x - mean) * (rstd * scale) + shift over one chunk in double.
 template <class T>
 NORMLAB_INLINE inline void normalize_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
-    const double* mean = args.mean;
-    const double* lo = args.mean_lo;
-    const double* rstd = args.rstd;
-    const double* scale = args.scale;
-    const double* shift = args.shift;
-    const DType dtype = args.dtype;
-    // Half formats live in float storage; their outputs are rounded once, from double.
-    const bool half = dtype == DType::float16 || dtype == DType::bfloat16;
-    w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
-        const T* xp = x + r.x;
-        T* yp = y + r.x;
-        if (half) {
-            for (std::size_t k = 0; k < r.n; ++k) {
-                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
-                double v = ((static_cast<double>(xp[k]) - mean[s]) - lo[s]) * (rstd[s] * scale[p]) + shift[p];
-                yp[k] = static_cast<T>(round_to(dtype, v));
-            }
-        } else if (r.da == 0 && r.db == 0) {  // BatchNorm/InstanceNorm/GroupNorm planes
-            const double mu = mean[r.a], ml = lo[r.a], a = rstd[r.a] * scale[r.b], b = shift[r.b];
-            for (std::size_t k = 0; k < r.n; ++k)
-                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu) - ml) * a + b);
-        } else if (r.da == 0 && r.db == 1) {  // LayerNorm/RMSNorm rows
-            const double mu = mean[r.a], ml = lo[r.a], rs = rstd[r.a];
-            const double* sc = scale + r.b;
-            const double* sh = shift + r.b;
-            for (std::size_t k = 0; k < r.n; ++k)
-                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu) - ml) * (rs * sc[k]) + sh[k]);
-        } else if (r.da == 1 && r.db == 1) {  // BatchNorm with channels last
-            const double* mu = mean + r.a;
-            const double* ml = lo + r.a;
-            const double* rs = rstd + r.a;
-            const double* sc = scale + r.b;
-            const double* sh = shift + r.b;
-            for (std::size_t k = 0; k < r.n; ++k)
-                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mu[k]) - ml[k]) * (rs[k] * sc[k]) + sh[k]);
-        } else {
-            for (std::size_t k = 0; k < r.n; ++k) {
-                std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
-                yp[k] = static_cast<T>(((static_cast<double>(xp[k]) - mean[s]) - lo[s]) * (rstd[s] * scale[p]) + shift[p]);
-            }
-        }
-    });
+    w.chunk(c, [&](const Run& r) NORMLAB_INLINE { normalize_run_double(x + r.x, y + r.x, r, args); });
 }
 
 // Per-element constants of a run whose statistic or parameter varies along it, in float.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "norm/lanes.hpp"
+#include "norm/normalize_double.hpp"
 #include "norm/normalize_f32.hpp"
 
 #if NORMLAB_LANE_DISPATCH
@@ -42,15 +43,38 @@ void stream_sse(float* dst, const float* src, std::size_t n) {
 }
 #endif
 
+#if NORMLAB_LANE_DISPATCH
+// The same for doubles.
+NORMLAB_TARGET_AVX512 void stream_avx512(double* dst, const double* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 64; ++k) dst[k] = src[k];
+    for (; k + 8 <= n; k += 8) _mm512_stream_pd(dst + k, _mm512_loadu_pd(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+NORMLAB_TARGET_AVX2 void stream_avx2(double* dst, const double* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 32; ++k) dst[k] = src[k];
+    for (; k + 4 <= n; k += 4) _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+void stream_sse(double* dst, const double* src, std::size_t n) {
+    std::size_t k = 0;
+    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 16; ++k) dst[k] = src[k];
+    for (; k + 2 <= n; k += 2) _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+    for (; k < n; ++k) dst[k] = src[k];
+}
+#endif
+
 // `width`: active_lane_width(), read once per chunk by the caller.
-void stream_floats(int width, float* dst, const float* src, std::size_t n) {
+template <class T>
+void stream_out(int width, T* dst, const T* src, std::size_t n) {
 #if NORMLAB_LANE_DISPATCH
     if (width == 8) return stream_avx512(dst, src, n);
     if (width == 4) return stream_avx2(dst, src, n);
     return stream_sse(dst, src, n);
 #else
     (void)width;
-    std::memcpy(dst, src, n * sizeof(float));
+    std::memcpy(dst, src, n * sizeof(T));
 #endif
 }
 
@@ -58,6 +82,31 @@ void stream_floats(int width, float* dst, const float* src, std::size_t n) {
 NORMLAB_VECTOR_CLONES void normalize_block(const float* xp, float* out, const Run& r, const NormalizeArgs& args,
                                            float* a_buf, float* b_buf) {
     normalize_stat_run_f32(xp, out, r, args, a_buf, b_buf);
+}
+
+// The block's double arithmetic, one instance per instruction set (as normalize_chunk).
+NORMLAB_VECTOR_CLONES void normalize_block_double(const float* xp, float* out, const Run& r, const NormalizeArgs& args) {
+    normalize_run_double(xp, out, r, args);
+}
+NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out, const Run& r,
+                                                  const NormalizeArgs& args) {
+    normalize_run_double(xp, out, r, args);
+}
+
+template <class T>
+void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
+    alignas(64) T out[kBlock];
+    const int width = active_lane_width();
+    w.chunk(c, [&](const Run& r) {
+        for (std::size_t k = 0; k < r.n; k += kBlock) {
+            const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
+            normalize_block_double(x + b.x, out, b, args);
+            stream_out(width, y + b.x, out, b.n);
+        }
+    });
+#if NORMLAB_LANE_DISPATCH
+    _mm_sfence();
+#endif
 }
 
 // Rows [0, rows) of n <= kBlock floats at xp into `out`, one after another.
@@ -81,14 +130,14 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
                 const std::size_t len = std::min(kBlock, n - k);
                 const Run r{i * n + k, first + i, k * pstep, len, 0, pstep};
                 normalize_block(x + r.x, out, r, args, nullptr, nullptr);
-                stream_floats(width, y + r.x, out, len);
+                stream_out(width, y + r.x, out, len);
             }
     } else {  // short rows: as many whole rows as fill a block, streamed out together
         const std::size_t per = kBlock / n;
         for (std::size_t i = 0; i < rows; i += per) {
             const std::size_t m = std::min(per, rows - i);
             normalize_rows_block(x + i * n, out, m, n, first + i, pstep, args);
-            stream_floats(width, y + i * n, out, m * n);
+            stream_out(width, y + i * n, out, m * n);
         }
     }
 #if NORMLAB_LANE_DISPATCH
@@ -103,12 +152,19 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
         for (std::size_t k = 0; k < r.n; k += kBlock) {
             const Run b{r.x + k, r.a, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
             normalize_block(x + b.x, out, b, args, a_buf, b_buf);
-            stream_floats(width, y + b.x, out, b.n);
+            stream_out(width, y + b.x, out, b.n);
         }
     });
 #if NORMLAB_LANE_DISPATCH
     _mm_sfence();
 #endif
+}
+
+void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
+    chunk_stream_double(x, y, w, c, args);
+}
+void normalize_chunk_stream(const double* x, double* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
+    chunk_stream_double(x, y, w, c, args);
 }
 
 }  // namespace normlab

@@ -24,4 +24,9 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& a);
 
+/// normalize_chunk (the double arithmetic, normalize.hpp) with streaming stores: the same
+/// bits, each block of a run formed in an L1 buffer and streamed out, a fence at the end.
+void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
+void normalize_chunk_stream(const double* x, double* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
+
 }  // namespace normlab
