@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "norm/lanes.hpp"
 #include "norm/normalize_double.hpp"
@@ -22,45 +23,36 @@ namespace {
 constexpr std::size_t kBlock = 1024;
 
 #if NORMLAB_LANE_DISPATCH
-// dst[k] = src[k] for k < n, the aligned middle with streaming stores of the widest register.
-NORMLAB_TARGET_AVX512 void stream_avx512(float* dst, const float* src, std::size_t n) {
+// dst[k] = src[k] for k < n (float or double), the aligned middle with streaming stores of
+// the widest register.
+template <class T>
+NORMLAB_TARGET_AVX512 void stream_avx512(T* dst, const T* src, std::size_t n) {
     std::size_t k = 0;
     for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 64; ++k) dst[k] = src[k];
-    for (; k + 16 <= n; k += 16) _mm512_stream_ps(dst + k, _mm512_loadu_ps(src + k));
+    for (; k + 64 / sizeof(T) <= n; k += 64 / sizeof(T)) {
+        if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(dst + k, _mm512_loadu_ps(src + k));
+        else _mm512_stream_pd(dst + k, _mm512_loadu_pd(src + k));
+    }
     for (; k < n; ++k) dst[k] = src[k];
 }
-NORMLAB_TARGET_AVX2 void stream_avx2(float* dst, const float* src, std::size_t n) {
+template <class T>
+NORMLAB_TARGET_AVX2 void stream_avx2(T* dst, const T* src, std::size_t n) {
     std::size_t k = 0;
     for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 32; ++k) dst[k] = src[k];
-    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
+    for (; k + 32 / sizeof(T) <= n; k += 32 / sizeof(T)) {
+        if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
+        else _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
+    }
     for (; k < n; ++k) dst[k] = src[k];
 }
-void stream_sse(float* dst, const float* src, std::size_t n) {
+template <class T>
+void stream_sse(T* dst, const T* src, std::size_t n) {
     std::size_t k = 0;
     for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 16; ++k) dst[k] = src[k];
-    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
-    for (; k < n; ++k) dst[k] = src[k];
-}
-#endif
-
-#if NORMLAB_LANE_DISPATCH
-// The same for doubles.
-NORMLAB_TARGET_AVX512 void stream_avx512(double* dst, const double* src, std::size_t n) {
-    std::size_t k = 0;
-    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 64; ++k) dst[k] = src[k];
-    for (; k + 8 <= n; k += 8) _mm512_stream_pd(dst + k, _mm512_loadu_pd(src + k));
-    for (; k < n; ++k) dst[k] = src[k];
-}
-NORMLAB_TARGET_AVX2 void stream_avx2(double* dst, const double* src, std::size_t n) {
-    std::size_t k = 0;
-    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 32; ++k) dst[k] = src[k];
-    for (; k + 4 <= n; k += 4) _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
-    for (; k < n; ++k) dst[k] = src[k];
-}
-void stream_sse(double* dst, const double* src, std::size_t n) {
-    std::size_t k = 0;
-    for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 16; ++k) dst[k] = src[k];
-    for (; k + 2 <= n; k += 2) _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+    for (; k + 16 / sizeof(T) <= n; k += 16 / sizeof(T)) {
+        if constexpr (std::is_same_v<T, float>) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+        else _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+    }
     for (; k < n; ++k) dst[k] = src[k];
 }
 #endif
