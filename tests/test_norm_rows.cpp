@@ -259,10 +259,13 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
     // Without a mask, rows of up to 16 Ki values take the row kernels (one row's moments,
     // then its output, no walk); with a mask of ones the same forward takes the masked
     // moments and the walk's output kernels, whose bits the mask of ones does not change.
-    // Both must agree to the bit: y and every statistic, at every register width, centred
-    // or not, with and without parameters, with outliers first (the second sum), rows that
-    // fill no whole block of 16 lanes, and outputs large enough to be streamed (short rows
-    // and rows longer than the 1024-value block the streamed output is formed in).
+    // Both must agree to the bit: y and every statistic, with the row sums at each register
+    // width set_lane_width chooses (the output and the statistics' finish are compiled per
+    // instruction set and follow the CPU), centred or not, with and without parameters,
+    // with outliers first (the second sum), rows that fill no whole block of 16 lanes, and
+    // outputs large enough to be streamed (short rows and rows longer than the 1024-value
+    // block the streamed output is formed in). Parameters over part of the row, or along a
+    // kept axis, take the walk in both forwards.
     xt::random::seed(35);
     struct Case {
         Shape xs;
@@ -275,7 +278,8 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
         {{40, 100}, {1}, {1}, false, false},     {{4, 1000}, {1}, {1}, true, true},
         {{3, 1500}, {1}, {1}, true, true},       {{2, 3, 7, 9}, {2, 3}, {2, 3}, true, true},
         {{5, 33}, {1}, {}, false, false},        {{5, 33}, {1}, {}, true, false},
-        {{2, 1, 17}, {2}, {2}, true, true},      {{36000, 64}, {1}, {1}, true, true},
+        {{2, 1, 17}, {2}, {2}, true, true},      {{2, 3, 7, 9}, {2, 3}, {3}, true, true},
+        {{4, 6, 50}, {2}, {1}, true, true},      {{36000, 64}, {1}, {1}, true, true},
         {{2100, 1100}, {1}, {1}, true, false},
     };
     for (const Case& c : cases)

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)")->type_name("INT");
     bench_cmd->add_option("--min-time-ms", bench_min_time,
-                          "time more repetitions until this many milliseconds have passed, per measurement, 0 to 600000 (default 0: --repeat alone)")
+                          "time more repetitions until this many milliseconds have passed, per measurement, 0 to 600000 (default 0: --repeat alone; not --stack)")
         ->type_name("INT");
     bench_cmd->add_option("--num-groups", bench_groups, "groups for groupnorm, >= 1 (default 32)")->type_name("INT");
     bench_cmd->add_option("--channel-axis", bench_channel_axis,

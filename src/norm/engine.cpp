@@ -108,24 +108,24 @@ NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& 
                                        double* __restrict bcount, double* __restrict out_mean,
                                        double* __restrict out_lo, double* __restrict var,
                                        double* __restrict rstd) {
-    const bool unbiased = spec.variance == VarianceEstimator::unbiased;
-    const bool inside = spec.eps_placement == EpsPlacement::inside_sqrt;
-    const double eps = spec.eps;
     for (std::size_t i = 0; i < m; ++i) {
-        bvar[i] = bvar[i] / n;
+        bvar[i] = bvar[i] / n;  // biased_var with a count n > 0
         bcount[i] = n;
         out_mean[i] = mean[i];
         out_lo[i] = lo[i];
-        var[i] = unbiased ? bvar[i] * n / (n - 1) : bvar[i];
-        rstd[i] = inside ? 1.0 / std::sqrt(var[i] + eps) : 1.0 / (std::sqrt(var[i]) + eps);
+        var[i] = spec_var(spec, bvar[i], n);
+        rstd[i] = spec_rstd(spec, var[i]);
     }
 }
 
 // fused_impl for float32 data on the float path where every row of n values is a whole
 // statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
 // each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
-// values the walk's per-run work cost more than the arithmetic. The same functions on the
-// same values: the bits of fused_impl.
+// values the walk's per-run work cost more than the arithmetic. The same arithmetic on the
+// same values: the bits of fused_impl. The caller guarantees what fused_impl's walks would
+// see here: no mask, no given statistics, rows > 0 of 1 < n <= kChunk values each
+// (whole_stat_chunk), pstep 0 or 1, and no second rounding of the affine step after it
+// (float32 data never takes one).
 void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const NormSpec& spec, NormalizeArgs args,
                ForwardResult& out) {
     const std::size_t rows = out.rstd.size();

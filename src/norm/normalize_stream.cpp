@@ -101,15 +101,6 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 #endif
 }
 
-// Rows [0, rows) of n <= kBlock floats at xp into `out`, one after another.
-NORMLAB_VECTOR_CLONES void normalize_rows_block(const float* xp, float* out, std::size_t rows, std::size_t n,
-                                                std::size_t first, std::size_t pstep, const NormalizeArgs& args) {
-    for (std::size_t i = 0; i < rows; ++i) {
-        const Run r{i * n, first + i, 0, n, 0, pstep};
-        normalize_stat_run_f32(xp + i * n, out + i * n, r, args, nullptr, nullptr);
-    }
-}
-
 }  // namespace
 
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
@@ -128,7 +119,7 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
         const std::size_t per = kBlock / n;
         for (std::size_t i = 0; i < rows; i += per) {
             const std::size_t m = std::min(per, rows - i);
-            normalize_rows_block(x + i * n, out, m, n, first + i, pstep, args);
+            normalize_rows_f32(x + i * n, out, m, n, first + i, pstep, args);
             stream_out(width, y + i * n, out, m * n);
         }
     }
