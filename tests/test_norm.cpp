@@ -315,6 +315,9 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
     // channel first, merged over C/G).
     struct Case { Shape shape; Axes reduced, params; };
     std::vector<Case> cases = {{{3, 40000}, {1}, {1}}, {{5000, 7}, {1}, {1}}, {{64, 33, 17}, {0, 1}, {2}},
+                               // several chunks of 64 Ki values: rows of 7 (the row kernels),
+                               // InstanceNorm planes of 1600 (the one-pass walk)
+                               {{30000, 7}, {1}, {1}}, {{8, 16, 40, 40}, {2, 3}, {1}},
                                {{4, 6, 50, 50}, {0, 2, 3}, {1}}, {{6, 30, 30, 4, 3}, {1, 2, 4}, {3, 4}},
                                // channels last with 64 channels: BatchNorm over 45 blocks of
                                // rows, InstanceNorm and GroupNorm one sample at a time (3

@@ -280,7 +280,7 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
     }
     // block 1 (nothing of size > 1 reduced): the moments walk would fold the kept axes into
     // one long run cut into pieces, the normalize walk would not, and their chunks differ.
-    return block > 1 && block <= kChunk ? (kChunk / block) * block : 0;
+    return block > 1 && block <= kChunk ? (kWholeChunk / block) * block : 0;
 }
 
 Axes short_suffix(const Shape& xs, const Axes& reduced) {

@@ -35,7 +35,8 @@ void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std
 /// Elements per chunk when every statistic over `reduced` of shape xs is one contiguous
 /// block of 1 < R <= kChunk elements (reduction over trailing axes: LayerNorm, RMSNorm,
 /// InstanceNorm, GroupNorm in (N, C, ...)): chunks then hold whole statistics, so a chunk's
-/// moments are final and its output can be written while it is in cache. 0 otherwise.
+/// moments are final and its output can be written while it is in cache: the largest
+/// multiple of R up to kWholeChunk. 0 otherwise.
 std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced);
 
 /// Runs shorter than this many elements make the walk's per-run work dominate.
