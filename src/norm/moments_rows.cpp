@@ -104,6 +104,13 @@ bool far_shift(double s1, double s2, double n) {
     return s1 * q > 16 * (s2 - s1 * q);
 }
 
+// Where far_shift: the shift to sum about again, the mean K + s1/n rounded to float; k itself
+// where that is not finite.
+float better_shift(float k, double s1, double n) {
+    const float m = static_cast<float>(static_cast<double>(k) + s1 / n);
+    return std::isfinite(m) ? m : k;
+}
+
 template <int W>
 NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m, const Walk& w, std::size_t c,
                                            bool center, RowScratch& s, std::vector<Partial>& out) {
@@ -145,8 +152,8 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
         bool again = false;
         for (std::size_t a : s.touched) {
             if (s.state[a] != 2 || !far_shift(s.s1[a], s.s2[a], s.count[a])) continue;
-            const float k = static_cast<float>(static_cast<double>(s.shift[a]) + s.s1[a] / s.count[a]);
-            if (!std::isfinite(k) || k == s.shift[a]) continue;
+            const float k = better_shift(s.shift[a], s.s1[a], s.count[a]);
+            if (k == s.shift[a]) continue;
             s.shift[a] = k;
             s.s1[a] = s.s2[a] = s.count[a] = 0;
             s.state[a] = 3;
@@ -195,24 +202,19 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     for (std::size_t i = 0; i < rows; ++i) f[i] = far_shift(s1[i], s2[i], cnt);
     for (std::size_t i = 0; i < rows; ++i) {
         if (!f[i]) continue;
-        const float k2 = static_cast<float>(k[i] + s1[i] / cnt);
-        if (!std::isfinite(k2) || static_cast<double>(k2) == k[i]) continue;
+        const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
+        if (static_cast<double>(k2) == k[i]) continue;
         double a = 0, b = 0;
         shifted_sums<W, true>(x + i * n, n, k2, a, b);
         k[i] = static_cast<double>(k2);
         s1[i] = a;
         s2[i] = b;
     }
-    for (std::size_t i = 0; i < rows; ++i) {  // finish, over arrays
-        const double q = s1[i] / cnt;
-        const double q_lo = std::fma(-q, cnt, s1[i]) / cnt;
-        double m1, e1, mean, lo;
-        two_sum(k[i], q, m1, e1);
-        two_sum(m1, e1 + q_lo, mean, lo);
-        const double m2 = s2[i] - s1[i] * q;
-        k[i] = mean;
-        s1[i] = lo;
-        s2[i] = m2 < 0 ? 0.0 : m2;
+    for (std::size_t i = 0; i < rows; ++i) {
+        const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true);
+        k[i] = p.mean;
+        s1[i] = p.mean_lo;
+        s2[i] = p.m2;
     }
 }
 
