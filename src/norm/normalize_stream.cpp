@@ -85,20 +85,32 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
     normalize_run_double(xp, out, r, args);
 }
 
+// y for run r of x, a block of up to kBlock values at a time: block(xp, out, b) forms block b
+// in `out`, which stays in L1, and the block is then streamed to y.
+template <class T, class Block>
+void stream_run(const T* x, T* y, const Run& r, T* out, int width, Block&& block) {
+    for (std::size_t k = 0; k < r.n; k += kBlock) {
+        const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
+        block(x + b.x, out, b);
+        stream_out(width, y + b.x, out, b.n);
+    }
+}
+
+// Orders the calling thread's streamed stores before whatever follows (its chunk's end).
+inline void fence_streams() {
+#if NORMLAB_LANE_DISPATCH
+    _mm_sfence();
+#endif
+}
+
 template <class T>
 void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
     alignas(64) T out[kBlock];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
-        for (std::size_t k = 0; k < r.n; k += kBlock) {
-            const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
-            normalize_block_double(x + b.x, out, b, args);
-            stream_out(width, y + b.x, out, b.n);
-        }
+        stream_run(x, y, r, out, width, [&](const T* xp, T* o, const Run& b) { normalize_block_double(xp, o, b, args); });
     });
-#if NORMLAB_LANE_DISPATCH
-    _mm_sfence();
-#endif
+    fence_streams();
 }
 
 }  // namespace
@@ -109,12 +121,8 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
     const int width = active_lane_width();
     if (n > kBlock) {  // long rows: a block of a row at a time
         for (std::size_t i = 0; i < rows; ++i)
-            for (std::size_t k = 0; k < n; k += kBlock) {
-                const std::size_t len = std::min(kBlock, n - k);
-                const Run r{i * n + k, first + i, k * pstep, len, 0, pstep};
-                normalize_block(x + r.x, out, r, args, nullptr, nullptr);
-                stream_out(width, y + r.x, out, len);
-            }
+            stream_run(x, y, Run{i * n, first + i, 0, n, 0, pstep}, out, width,
+                       [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, nullptr, nullptr); });
     } else {  // short rows: as many whole rows as fill a block, streamed out together
         const std::size_t per = kBlock / n;
         for (std::size_t i = 0; i < rows; i += per) {
@@ -123,24 +131,17 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
             stream_out(width, y + i * n, out, m * n);
         }
     }
-#if NORMLAB_LANE_DISPATCH
-    _mm_sfence();
-#endif
+    fence_streams();
 }
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
     alignas(64) float out[kBlock], a_buf[kBlock], b_buf[kBlock];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
-        for (std::size_t k = 0; k < r.n; k += kBlock) {
-            const Run b{r.x + k, r.a, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
-            normalize_block(x + b.x, out, b, args, a_buf, b_buf);
-            stream_out(width, y + b.x, out, b.n);
-        }
+        stream_run(x, y, r, out, width,
+                   [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, b_buf); });
     });
-#if NORMLAB_LANE_DISPATCH
-    _mm_sfence();
-#endif
+    fence_streams();
 }
 
 void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
