@@ -80,9 +80,7 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
         for (int j = 0; j < R; ++j) {
             V d;
             load(x + r * C, j, d);
-            d -= k[j];
-            s1[j] += d;
-            s2[j] += d * d;
+            deviation_step<W>(d, k[j], s1[j], s2[j]);
         }
     const double cnt = static_cast<double>(n);
     const std::size_t lanes = static_cast<std::size_t>(NR * W) + (Tail ? tail : 0);

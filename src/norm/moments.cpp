@@ -240,7 +240,7 @@ int lane_width() {
 #if NORMLAB_LANE_DISPATCH
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return 8;
-    if (__builtin_cpu_supports("avx2")) return 4;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 4;
 #endif
     return 2;
 }
