@@ -21,7 +21,8 @@
 
 namespace normlab {
 
-/// Register width the CPU runs the sums with, in doubles: 8, 4 or 2 (checked once).
+/// Register width the CPU runs the sums with, in doubles: 8 (AVX-512), 4 (AVX2 with FMA) or
+/// 2 (checked once).
 int lane_width();
 
 /// The width the dispatched kernels use now: lane_width(), or a narrower one set by
@@ -29,7 +30,7 @@ int lane_width();
 int active_lane_width();
 
 /// Runs every dispatched kernel (moments, channels-last kernels, streaming stores) with
-/// registers of w doubles (8: AVX-512, 4: AVX2, 2: SSE2), or the CPU's widest when w is 0
+/// registers of w doubles (8: AVX-512, 4: AVX2 with FMA, 2: SSE2), or the CPU's widest when w is 0
 /// or wider than the CPU has: for tests that every instruction set gives the same bits.
 /// Not meant to change while a forward runs.
 void set_lane_width(int w);
