@@ -323,6 +323,96 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
                 }
 }
 
+TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the walk, for any thread count") {
+    // Without a mask, statistics that are contiguous rows of up to 16 Ki values take the row
+    // kernels; a mask of ones sends the same call through the walk. Row lengths around the
+    // 16-lane blocks, outliers first (the second sum), LayerNorm, InstanceNorm and GroupNorm
+    // layouts, float16 data (float storage), each register width, one and two threads.
+    xt::random::seed(37);
+    struct Case {
+        Shape xs;
+        Axes reduced;
+        DType dtype;
+    };
+    const std::vector<Case> cases = {
+        {{5, 2}, {1}, DType::float32},           {{4, 7}, {1}, DType::float32},
+        {{3, 16}, {1}, DType::float32},          {{3, 17}, {1}, DType::float32},
+        {{300, 64}, {1}, DType::float32},        {{9, 768}, {1}, DType::float32},
+        {{2, 1500}, {1}, DType::float32},        {{2, 4, 5, 6}, {2, 3}, DType::float32},
+        {{2, 4, 5, 6}, {1, 2, 3}, DType::float32}, {{2, 3, 4, 5, 6}, {2, 3, 4}, DType::float32},
+        {{3, 1, 40}, {1, 2}, DType::float32},    {{6, 33}, {1}, DType::float16},
+    };
+    for (const Case& c : cases)
+        for (bool center : {true, false})
+            for (int width : {8, 4, 2})
+                for (unsigned threads : {1u, 2u}) {
+                    CAPTURE(format_shape(c.xs));
+                    CAPTURE(center);
+                    CAPTURE(width);
+                    CAPTURE(threads);
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 0.5 + 300.0;
+                    std::size_t n = 1;  // values per statistic
+                    for (std::size_t a : c.reduced) n *= c.xs[a];
+                    for (std::size_t i = 0; i < v.size(); i += 3 * n) v.data()[i] = -2e4;  // outliers first
+                    const Tensor x = Tensor::from_double(v, c.dtype);
+                    const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
+                    const unsigned saved = engine_threads();
+                    set_lane_width(width);
+                    set_engine_threads(threads);
+                    const Moments rows = compute_moments(x, c.reduced, center),
+                                  walk = compute_moments(x, c.reduced, center, &ones);
+                    set_engine_threads(saved);
+                    set_lane_width(0);
+                    CHECK(rows.mean == walk.mean);
+                    CHECK(rows.mean_lo == walk.mean_lo);
+                    CHECK(rows.var == walk.var);
+                    CHECK(rows.count == walk.count);
+                }
+}
+
+TEST_CASE("given statistics over rows (the row writer) give the bits of the walk's output") {
+    // With the statistics given and no mask, rows that are whole statistics are written by
+    // the forward's row writer; a mask of ones sends the same forward through the walk. Rows
+    // over several chunks of 64 Ki values, cached and streamed.
+    xt::random::seed(38);
+    struct Case {
+        Shape xs;
+        Axes reduced, params;
+    };
+    const std::vector<Case> cases = {{{6, 2}, {1}, {1}},       {{7, 56}, {1}, {1}},          {{3, 5, 64}, {2}, {2}},
+                                     {{3, 1500}, {1}, {1}},    {{2, 3, 7, 9}, {2, 3}, {2, 3}}, {{5, 33}, {1}, {}},
+                                     {{3000, 64}, {1}, {1}},   {{100, 1000}, {1}, {1}},      {{36000, 64}, {1}, {1}},
+                                     {{2100, 1100}, {1}, {1}}};
+    for (const Case& c : cases)
+        for (bool center : {true, false}) {
+            CAPTURE(format_shape(c.xs));
+            CAPTURE(center);
+            const xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 40.0;
+            const Tensor x = Tensor::from_double(v, DType::float32);
+            NormSpec spec;
+            spec.reduction_axes = c.reduced;
+            spec.param_axes = c.params;
+            spec.center = center;
+            const Shape ss = keepdims_shape(c.xs, c.reduced);
+            const xt::xarray<double> mean = xt::random::randn<double>(ss) + 40.0,
+                                     var = xt::random::rand<double>(ss) * 9.0 + 0.5;
+            Shape ps;
+            for (std::size_t a : c.params) ps.push_back(c.xs[a]);
+            const xt::xarray<double> w = xt::random::randn<double>(ps) + 1.0, b = xt::random::randn<double>(ps);
+            const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
+            ForwardInputs plain, masked;
+            plain.weight = masked.weight = c.params.empty() ? nullptr : &w;
+            plain.bias = masked.bias = c.params.empty() ? nullptr : &b;
+            plain.given_mean = masked.given_mean = &mean;
+            plain.given_var = masked.given_var = &var;
+            masked.mask = &ones;
+            const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
+            REQUIRE(fr.y.f32.size() == fw.y.f32.size());
+            CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
+            CHECK(fr.rstd == fw.rstd);
+        }
+}
+
 TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros and NaN included") {
     // Without centring the mean's three float parts are +0, and the kernels leave out the
     // three subtractions of (((x - hi) - lo) - lo2): x - (+0) is x for every float.

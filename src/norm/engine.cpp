@@ -126,6 +126,14 @@ NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& 
 // see here: no mask, no given statistics, rows > 0 of 1 < n <= kChunk values each
 // (whole_stat_chunk), pstep 0 or 1, and no second rounding of the affine step after it
 // (float32 data never takes one).
+// Rows [f, f + m) of n values of y from their statistics in args (normalize_rows_f32), with
+// streaming stores when `stream`.
+void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::size_t n, std::size_t pstep,
+                const NormalizeArgs& args, bool stream) {
+    if (stream) normalize_rows_f32_stream(x + f * n, y + f * n, m, n, f, pstep, args);
+    else normalize_rows_f32(x + f * n, y + f * n, m, n, f, pstep, args);
+}
+
 void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const NormSpec& spec, NormalizeArgs args,
                ForwardResult& out) {
     const std::size_t rows = out.rstd.size();
@@ -141,8 +149,18 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
         row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
         finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
                     so.lo + f, so.var + f, so.rstd + f);
-        if (stream) normalize_rows_f32_stream(x + f * n, y + f * n, m, n, f, pstep, args);
-        else normalize_rows_f32(x + f * n, y + f * n, m, n, f, pstep, args);
+        write_rows(x, y, f, m, n, pstep, args, stream);
+    });
+}
+
+// The output alone of rows that are whole statistics, with the statistics given (in args):
+// rows_impl's writer over the same chunks, so the same bits as the walk's output.
+void rows_output(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t pstep,
+                 const NormalizeArgs& args) {
+    const bool stream = rows * n * sizeof(float) >= kStreamBytes;
+    const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
+    parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
+        write_rows(x, y, c * per, std::min(per, rows - c * per), n, pstep, args, stream);
     });
 }
 
@@ -310,6 +328,16 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     args.mean = out.mean.data();
     args.mean_lo = out.mean_lo.data();
     args.rstd = out.rstd.data();
+    // Rows that are whole statistics on the float path (LayerNorm/RMSNorm over trailing
+    // axes, statistics given): the forward's row writer rather than the walk.
+    const int pstep = f32 && !in.mask && out.rstd.size() && whole_stat_chunk(xs, spec.reduction_axes)
+                          ? row_param_step(xs, spec.reduction_axes, sb)
+                          : -1;
+    if (pstep >= 0) {
+        rows_output(x.f32.data(), out.y.f32.data(), out.rstd.size(), x.size() / out.rstd.size(),
+                    static_cast<std::size_t>(pstep), args);
+        return;
+    }
     if (cl) {
         if (x.dtype == DType::float64) channels_last_normalize(x.f64.data(), out.y.f64.data(), *cl, args, false);
         else channels_last_normalize(x.f32.data(), out.y.f32.data(), *cl, args, f32);

@@ -5,6 +5,7 @@
 #include "norm/lanes.hpp"
 #include "norm/moments_rows.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -162,6 +163,22 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
             channels_last_moments(x, *cl, center, RawMoments{count, mean, lo, m2});
             return out;
         }
+    if constexpr (std::is_same_v<T, float>) {
+        // Every statistic a contiguous row of n values (reductions over trailing axes):
+        // the row kernels, which the forward uses too, without the walk's per-run work.
+        // The same bits as the walk below (a statistic's single partial merges unchanged).
+        const std::size_t rows = out.count.size();
+        if (!mask && rows && whole_stat_chunk(xs, reduced)) {
+            const std::size_t n = num_elements(xs) / rows;
+            const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
+            parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
+                const std::size_t f = c * per;
+                row_moments(x + f * n, std::min(per, rows - f), n, center, RowSums{mean + f, lo + f, m2 + f});
+            });
+            std::fill(count, count + rows, static_cast<double>(n));
+            return out;
+        }
+    }
     const Axes suffix = short_suffix(xs, reduced);
     if (!suffix.empty()) {
         // Finer statistics, then merged over the suffix axes in row-major order.
