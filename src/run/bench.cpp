@@ -100,9 +100,9 @@ double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat, double min_
     return median_ms(repeat, min_ms, once);
 }
 
-// The two phases of a forward timed on their own: the batch moments (one read of x), and
-// the normalize pass with those statistics given (one read of x, one write of y; the
-// walk of the two-phase path, in chunks of 16 Ki elements).
+// The two phases of a forward timed on their own: the batch moments (compute_moments, one
+// read of x), and the normalize pass with those statistics given (one read of x, one write
+// of y). Both take the forward's kernels for rows and channels last, the walk elsewhere.
 struct Phases {
     double moments_ms = 0, normalize_ms = 0;
 };
