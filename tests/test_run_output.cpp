@@ -168,3 +168,57 @@ TEST_CASE("the memory estimate covers what a gradients run holds at its peak") {
     }
 }
 #endif
+
+TEST_CASE("the memory estimate counts a jacobian's n x n matrices, and --max-memory refuses them") {
+    // The Jacobian of a group of n elements is n x n doubles, and LAPACK's SVD works on a
+    // copy: about 2 n^2 doubles at the peak, far above the batch. The group comes from the
+    // norm and the data's channel axis before anything is built: a LayerNorm row of n, and
+    // a BatchNorm channel of n samples (channels on axis 1 of (n, 2)).
+    fs::path dir = fresh_dir("estimate_jacobian");
+    const std::size_t n = 1536;
+    const std::string rows = std::to_string(n);
+    for (const char* norm : {R"({"type": "layernorm", "normalized_shape": [)", R"({"type": "batchnorm")"}) {
+        CAPTURE(norm);
+        const bool ln = std::string(norm).find("layer") != std::string::npos;
+        write_text(dir / "j.json",
+                   std::string(R"({"name": "j", "seed": 0, "data": {"x": {"source": "gaussian", "shape": )") +
+                       (ln ? "[2, " + rows + "]" : "[" + rows + ", 2]") + R"(}}, "norms": {"n": )" + norm +
+                       (ln ? rows + "]}" : "}") +
+                       R"(}, "analyses": [{"type": "jacobian", "data": ["x"], "norms": ["n"], "groups": 1}]})");
+        CliResult dry = run_normlab("run " + (dir / "j.json").string() + " --dry-run");
+        REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+        const std::string key = "estimated peak memory: ";
+        const std::size_t at = dry.out.find(key);
+        REQUIRE_MESSAGE(at != std::string::npos, dry.out);
+        const double estimate_mib = std::stod(dry.out.substr(at + key.size()));
+        const double matrices_mib = 2.0 * n * n * 8 / (1 << 20);
+        CHECK(estimate_mib >= matrices_mib);
+        CHECK(estimate_mib <= 2 * matrices_mib);
+
+        CliResult refused = run_normlab("run " + (dir / "j.json").string() + " --max-memory 20M --out " +
+                                        (dir / "refused").string());
+        CHECK(refused.exit_code == 2);
+        CHECK_MESSAGE(refused.err.find("in its jacobian analysis") != std::string::npos, refused.err);
+        CHECK_FALSE(fs::exists(dir / "refused"));
+#ifndef __SANITIZE_ADDRESS__
+        const std::string out = (dir / "out").string();
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", (dir / "j.json").c_str(), "--out", out.c_str(), "--force",
+                    "-q", (char*)nullptr);
+            ::_exit(98);
+        }
+        int status = 0;
+        struct rusage usage {};
+        REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+        REQUIRE(WIFEXITED(status));
+        REQUIRE(WEXITSTATUS(status) == 0);
+        const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+        CAPTURE(peak_mib);
+        CAPTURE(estimate_mib);
+        CHECK(peak_mib > matrices_mib);  // the matrices were there
+        CHECK(peak_mib <= estimate_mib + 16);  // the process's own few MiB besides
+#endif
+    }
+}

@@ -3,6 +3,7 @@
 // batches and norm definitions to one tidy table (plus optional saved arrays).
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ struct AnalysisContext {
     const StackDef& stack(const std::string& name) const { return stacks->at(name); }
 };
 
+/// What an analysis' work_bytes sees of one data entry and the config before the batch
+/// is built.
+struct WorkInputs {
+    const std::map<std::string, StackDef>& stacks;
+    const std::map<std::string, NormDef>& norms;
+    Shape shape;                              ///< the data's shape
+    std::optional<std::size_t> channel_axis;  ///< its canonical channel axis, when known
+    DType dtype;                              ///< the run dtype
+};
+
 /// What an analysis type provides.
 struct AnalysisType {
     std::string name;
@@ -48,13 +59,12 @@ struct AnalysisType {
     std::vector<KeyInfo> keys;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
-    /// Optional: bytes the analysis works with on data `data` of shape `shape` beyond the
-    /// batch itself (stacks: weights, activations, gradients; gradients: its float64
-    /// copies), for the memory estimate made before anything is built. Analyses that leave
-    /// it empty are covered by the estimate's default allowance (three doubles per element).
-    std::function<std::size_t(const AnalysisSpec&, const std::map<std::string, StackDef>& stacks,
-                              const Shape& shape, DType dtype)>
-        work_bytes;
+    /// Optional: bytes the analysis works with on one of its data entries beyond the batch
+    /// itself (stacks: weights, activations, gradients; gradients: its float64 copies;
+    /// jacobian: its n x n matrices), for the memory estimate made before anything is built.
+    /// Analyses that leave it empty are covered by the estimate's default allowance (three
+    /// doubles per element), which a work_bytes replaces where it is larger.
+    std::function<std::size_t(const AnalysisSpec&, const WorkInputs&)> work_bytes;
     /// Runs it, after check() passed on the same data.
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
     /// Checks it against the data and the norms before anything is computed: every (data,

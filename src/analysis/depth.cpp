@@ -249,12 +249,11 @@ AnalysisType depth_analysis() {
     a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", ""}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
-    a.work_bytes = [](const AnalysisSpec& spec, const std::map<std::string, StackDef>& stacks, const Shape& shape,
-                      DType dtype) {
+    a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {
         const Options o = read_options(spec);
         std::size_t most = 0;
         for (const auto& sn : spec.stacks) {
-            const std::size_t one = stack_memory_bytes(stacks.at(sn), shape, dtype, o.save_gradients);
+            const std::size_t one = stack_memory_bytes(w.stacks.at(sn), w.shape, w.dtype, o.save_gradients);
             // train_steps: an inference-mode copy of the stack runs forward beside it
             const std::size_t big = static_cast<std::size_t>(-1);
             most = std::max(most, o.train_steps == 0 ? one : one > big / 2 ? big : 2 * one);

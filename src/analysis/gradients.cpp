@@ -244,9 +244,9 @@ AnalysisType gradients_analysis() {
     // resident memory measured at 60 bytes per element beyond the batch without the check
     // and 84 (float32) to 92 (float64) with it (a (64, 512, 512) batch, LayerNorm and
     // BatchNorm). The figures below hold those with some room.
-    a.work_bytes = [](const AnalysisSpec& spec, const std::map<std::string, StackDef>&, const Shape& shape, DType) {
+    a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {
         const std::size_t per = read_options(spec).fd_check ? 100 : 72;
-        return saturating_mul(num_elements(shape), per);
+        return saturating_mul(num_elements(w.shape), per);
     };
     a.run = run;
     a.check = check;

@@ -19,6 +19,7 @@
 
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "data/estimate.hpp"
 #include "norm/backward.hpp"
 
 namespace normlab {
@@ -75,6 +76,34 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     check_pairs(spec, ctx);
     for (const auto& dn : spec.data)
         for (const auto& nn : spec.norms) group_size(spec, o, ctx, dn, nn);
+}
+
+// Memory beyond the batch: the n x n Jacobian and LAPACK's column-major copy of it for
+// gesdd without singular vectors, measured at 2.0 to 2.1 n^2 doubles of peak resident
+// memory over the process (LayerNorm rows of n = 1024 and 2048); 3 n^2 leaves room, on top
+// of the default allowance of three doubles per element. n is the largest group among the
+// analysis' norms that max_elements lets through (check() refuses a larger one, and a
+// shape error, before anything is allocated); where the data's channel axis is not known
+// before the batch is built, a group is taken at max_elements.
+std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    const std::size_t total = num_elements(w.shape), cap = static_cast<std::size_t>(o.max_elements);
+    std::size_t n = 0;
+    for (const auto& nn : spec.norms) {
+        std::size_t g = std::min(cap, total);
+        const auto it = w.norms.find(nn);
+        if (w.channel_axis && it != w.norms.end()) {
+            try {
+                const Resolution r = NormLayer(it->second, w.dtype).resolve(w.shape, *w.channel_axis, nn);
+                g = r.num_stats ? total / r.num_stats : 0;
+                if (g > cap) g = 0;
+            } catch (const std::exception&) {
+                g = 0;
+            }
+        }
+        n = std::max(n, g);
+    }
+    return saturating_add(saturating_mul(total, 3 * 8), saturating_mul(saturating_mul(n, n), 3 * 8));
 }
 
 double norm2(const xt::xarray<double>& v) { return l2_norm(v.data(), v.size()); }
@@ -249,6 +278,7 @@ AnalysisType jacobian_analysis() {
     a.figure.log = true;
     a.keys = {{"groups", "4"}, {"max_elements", "4096"}, {"save", ""}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.work_bytes = work_bytes;
     a.run = run;
     a.check = check;
     return a;

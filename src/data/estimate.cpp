@@ -51,6 +51,17 @@ std::optional<std::string> string_at(const Json& spec, const char* key) {
     return it->get<std::string>();
 }
 
+// The canonical channel axis make_batch will give data of `rank` axes from `spec`; nullopt
+// where the spec's axis is not an integer in range or the source is unknown.
+std::optional<std::size_t> channel_axis_of(const Json& spec, std::size_t rank) {
+    std::optional<long long> ca;
+    if (spec.contains("channel_axis")) ca = int_at(spec, "channel_axis");
+    else if (const auto source = string_at(spec, "source")) ca = default_channel_axis(*source, rank);
+    const long long n = static_cast<long long>(rank);
+    if (!ca || *ca < -n || *ca >= n) return std::nullopt;
+    return static_cast<std::size_t>(*ca < 0 ? *ca + n : *ca);
+}
+
 std::optional<Shape> shape_at(const Json& spec, const char* key) {
     auto it = spec.find(key);
     if (it == spec.end() || !it->is_array() || it->empty()) return std::nullopt;
@@ -397,6 +408,7 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
     } catch (const std::exception&) {
         // Whatever was estimated so far stands; make_batch reports the problem.
     }
+    if (!e.dims.empty()) e.channel_axis = channel_axis_of(spec, e.dims.size());
     return e;
 }
 

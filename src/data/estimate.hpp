@@ -4,6 +4,7 @@
 // (loaders), so a run that would not fit is refused before it starts instead of failing,
 // swapping or being killed halfway.
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "json/reader.hpp"
@@ -19,6 +20,7 @@ struct DataEstimate {
                                   ///< embedding tables), freed when make_batch returns
     std::string shape;            ///< the shape when known ("[2, 3]"), else a description
     Shape dims;                   ///< the shape when known, else empty
+    std::optional<std::size_t> channel_axis;  ///< canonical, when dims and the spec's axis are known
 };
 
 /// Estimates the memory make_batch(name, spec, ...) would use, without building the batch:

@@ -76,6 +76,12 @@ const SourceDef& find_source(const Json& spec, const JsonLocation& loc) {
     r.at("source").fail("unknown source \"" + s + "\"");  // unreachable: choice() checked it
 }
 
+// The channel axis of rank-`rank` data when its spec gives none: the source's default,
+// axis 0 for rank-1 data (a rank-1 batch has only axis 0, which then holds the features).
+long long default_axis(const SourceDef& d, std::size_t rank) {
+    return std::min<long long>(d.default_channel_axis, static_cast<long long>(rank) - 1);
+}
+
 // Sets the positions that `mask` (Batch::mask layout: x's rank, each dim x's or 1) marks
 // as padding to `value`.
 template <class T>
@@ -102,6 +108,12 @@ std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys() {
         out.emplace_back(d.name, keys);
     }
     return out;
+}
+
+std::optional<long long> default_channel_axis(const std::string& source, std::size_t rank) {
+    for (const auto& d : registry())
+        if (d.name == source) return default_axis(d, rank);
+    return std::nullopt;
 }
 
 const std::vector<std::string>& data_source_names() {
@@ -132,10 +144,7 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     Batch b;
     b.name = name;
     b.source = def.name;
-    // A rank-1 batch has only axis 0, which then holds the features.
-    const long long fallback = std::min<long long>(def.default_channel_axis,
-                                                   static_cast<long long>(shape.size()) - 1);
-    const long long ca = r.integer("channel_axis", fallback);
+    const long long ca = r.integer("channel_axis", default_axis(def, shape.size()));
     b.channel_axis = at_location(r.at("channel_axis"), [&] {
         return canonicalize_axis(ca, shape.size(), "channel_axis for data of shape " + format_shape(shape));
     });

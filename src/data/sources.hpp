@@ -3,6 +3,7 @@
 // the "source" key.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "json/reader.hpp"
@@ -22,6 +23,11 @@ const std::vector<std::string>& data_source_names();
 /// Every source with the keys it takes (its own, then channel_axis and the mask keys) and
 /// their defaults: the keys make_batch declares, as `normlab list` prints them.
 std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys();
+
+/// The channel axis make_batch gives data of `rank` >= 1 axes from `source` when its spec
+/// has no "channel_axis": the source's default (1, or -1 for token sequences), axis 0 for
+/// rank-1 data; nullopt for an unknown source. Not canonicalised.
+std::optional<long long> default_channel_axis(const std::string& source, std::size_t rank);
 
 /// Builds the batch described by `spec` (the object under /data/<name>). Reads its own keys
 /// with an ObjectReader (unknown keys rejected) and throws InputError naming the file and

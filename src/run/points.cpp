@@ -35,7 +35,7 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
         for (const auto& a : c.analyses)  // stacks: weights, activations and gradients
             if (const auto& bytes = find_analysis(a.type)->work_bytes)
                 if (!e.dims.empty() && std::find(a.data.begin(), a.data.end(), name) != a.data.end()) {
-                    const std::size_t b = bytes(a, c.stacks, e.dims, c.dtype);
+                    const std::size_t b = bytes(a, WorkInputs{c.stacks, c.norms, e.dims, e.channel_axis, c.dtype});
                     if (b > work) by = a.stacks.empty() ? "in its " + a.type + " analysis" : "through its stacks";
                     work = std::max(work, b);
                 }
