@@ -415,7 +415,8 @@ TEST_CASE("given statistics over rows (the row writer) give the bits of the walk
 
 TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros and NaN included") {
     // Without centring the mean's three float parts are +0, and the kernels leave out the
-    // three subtractions of (((x - hi) - lo) - lo2): x - (+0) is x for every float.
+    // three subtractions of (((x - hi) - lo) - lo2): x - (+0) is x for every float. With
+    // and without affine parameters (then w = 1 and b = 0, one a for the row).
     xt::random::seed(36);
     for (std::size_t n : {std::size_t{7}, std::size_t{64}, std::size_t{300}}) {
         CAPTURE(n);
@@ -425,15 +426,16 @@ TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros 
         v(1, 2) = std::numeric_limits<double>::quiet_NaN();
         const Tensor x = Tensor::from_double(v, DType::float32);
         const xt::xarray<double> w = xt::random::randn<double>({n}), b = xt::random::randn<double>({n});
-        for (bool bias : {false, true}) {
-            CAPTURE(bias);
+        for (int affine = 0; affine < 3; ++affine) {  // none; weight; weight and bias
+            CAPTURE(affine);
+            const bool bias = affine == 2;
             ForwardInputs in;
-            in.weight = &w;
+            in.weight = affine ? &w : nullptr;
             in.bias = bias ? &b : nullptr;
             const ForwardResult f = forward(x, row_spec(false), in);
             for (std::size_t r = 0; r < 3; ++r)
                 for (std::size_t k = 0; k < n; ++k) {
-                    const float a = static_cast<float>(f.rstd(r, 0) * w(k));
+                    const float a = static_cast<float>(f.rstd(r, 0) * (affine ? w(k) : 1.0));
                     const float want = x.f32(r, k) * a + (bias ? static_cast<float>(b(k)) : 0.0f);
                     const float got = f.y.f32(r, k);
                     if (r == 1) {  // the NaN's row: every output NaN

@@ -49,7 +49,12 @@ NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, co
     const bool one_a = r.db == 0 || args.uniform_scale;
     const bool one_b = r.db == 0 || args.uniform_shift;
     if (one_a && one_b) {  // planes; rows without affine parameters
-        normalize_run_f32(xp, yp, r.n, m, fold(args.rstd[r.a], scale[r.b]), shift[r.b]);
+        const float a = fold(args.rstd[r.a], scale[r.b]), b = shift[r.b];
+        if (positive_zero(m)) {  // uncentred: the same bits without the subtractions (below)
+            for (std::size_t k = 0; k < r.n; ++k) yp[k] = xp[k] * a + b;
+            return;
+        }
+        normalize_run_f32(xp, yp, r.n, m, a, b);
         return;
     }
     // LayerNorm/RMSNorm rows with a weight: a per element of the row, folded as it goes (a
