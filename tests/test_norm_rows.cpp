@@ -341,6 +341,7 @@ TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the 
         {{2, 1500}, {1}, DType::float32},        {{2, 4, 5, 6}, {2, 3}, DType::float32},
         {{2, 4, 5, 6}, {1, 2, 3}, DType::float32}, {{2, 3, 4, 5, 6}, {2, 3, 4}, DType::float32},
         {{3, 1, 40}, {1, 2}, DType::float32},    {{6, 33}, {1}, DType::float16},
+        {{40}, {0}, DType::float32},              {{4, 5, 1, 6}, {1, 3}, DType::float32},
     };
     for (const Case& c : cases)
         for (bool center : {true, false})
@@ -409,7 +410,6 @@ TEST_CASE("given statistics over rows (the row writer) give the bits of the walk
             const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
             REQUIRE(fr.y.f32.size() == fw.y.f32.size());
             CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
-            CHECK(fr.rstd == fw.rstd);
         }
 }
 

@@ -82,8 +82,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 // gesdd without singular vectors, measured at 2.0 to 2.1 n^2 doubles of peak resident
 // memory over the process (LayerNorm rows of n = 1024 and 2048); 3 n^2 leaves room, on top
 // of the default allowance of three doubles per element. n is the largest group among the
-// analysis' norms that max_elements lets through (check() refuses a larger one, and a
-// shape error, before anything is allocated); where the data's channel axis is not known
+// analysis' norms that max_elements lets through (check() refuses a larger one, a norm with
+// unsynchronised replicas, and a shape error, before anything is allocated); where the data's channel axis is not known
 // before the batch is built, a group is taken at max_elements.
 std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
     const Options o = read_options(spec);
@@ -96,7 +96,7 @@ std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
             try {
                 const Resolution r = NormLayer(it->second, w.dtype).resolve(w.shape, *w.channel_axis, nn);
                 g = r.num_stats ? total / r.num_stats : 0;
-                if (g > cap) g = 0;
+                if (g > cap || !r.replicas.empty()) g = 0;
             } catch (const std::exception&) {
                 g = 0;
             }

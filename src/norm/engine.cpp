@@ -118,14 +118,6 @@ NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& 
     }
 }
 
-// fused_impl for float32 data on the float path where every row of n values is a whole
-// statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
-// each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
-// values the walk's per-run work cost more than the arithmetic. The same arithmetic on the
-// same values: the bits of fused_impl. The caller guarantees what fused_impl's walks would
-// see here: no mask, no given statistics, rows > 0 of 1 < n <= kChunk values each
-// (whole_stat_chunk), pstep 0 or 1, and no second rounding of the affine step after it
-// (float32 data never takes one).
 // Rows [f, f + m) of n values of y from their statistics in args (normalize_rows_f32), with
 // streaming stores when `stream`.
 void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::size_t n, std::size_t pstep,
@@ -134,6 +126,14 @@ void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::siz
     else normalize_rows_f32(x + f * n, y + f * n, m, n, f, pstep, args);
 }
 
+// fused_impl for float32 data on the float path where every row of n values is a whole
+// statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
+// each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
+// values the walk's per-run work cost more than the arithmetic. The same arithmetic on the
+// same values: the bits of fused_impl. The caller guarantees what fused_impl's walks would
+// see here: no mask, no given statistics, rows > 0 of 1 < n <= kChunk values each
+// (whole_stat_chunk), pstep 0 or 1, and no second rounding of the affine step after it
+// (float32 data never takes one).
 void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const NormSpec& spec, NormalizeArgs args,
                ForwardResult& out) {
     const std::size_t rows = out.rstd.size();

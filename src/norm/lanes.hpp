@@ -1,8 +1,8 @@
 #pragma once
 // Sums over runs in a fixed number of logical lanes (internal to norm/), laid over the
-// registers the CPU has: W doubles per register, W = 8 (AVX-512), 4 (AVX2) or 2 (baseline
-// x86-64). Element k + j of a block goes to logical lane j whatever W is, and lanes are
-// added up in one fixed tree, so every width gives the same bits. GCC's generic vectors
+// registers the CPU has: W doubles per register, W = 8 (AVX-512), 4 (AVX2 with FMA) or 2
+// (baseline x86-64). Element k + j of a block goes to logical lane j whatever W is, and
+// lanes are added up in one fixed tree, so every width gives the same bits. GCC's generic vectors
 // are written out because the auto-vectoriser leaves a loop with two accumulators scalar;
 // lane-wise operations round exactly as scalar ones (contraction is off in this module).
 #include <cstddef>
@@ -30,8 +30,8 @@ int lane_width();
 int active_lane_width();
 
 /// Runs every dispatched kernel (moments, channels-last kernels, streaming stores) with
-/// registers of w doubles (8: AVX-512, 4: AVX2 with FMA, 2: SSE2), or the CPU's widest when w is 0
-/// or wider than the CPU has: for tests that every instruction set gives the same bits.
+/// registers of w doubles (8: AVX-512, 4: AVX2 with FMA, 2: SSE2), or the CPU's widest when
+/// w is 0 or wider than the CPU has: for tests that every instruction set gives the same bits.
 /// Not meant to change while a forward runs.
 void set_lane_width(int w);
 
@@ -69,9 +69,13 @@ NORMLAB_INLINE inline void splat(double x, typename Lanes<W>::D& v) {
 /// to the same doubles as v − k and d + s1, so every width still gives the same bits. AMD Zen
 /// runs FMAs and additions on separate units, and these sums were bound by the additions
 /// (shifted sums of 64 channels of float32 in cache, Zen 4: 0.141 → 0.117 ns per element in
-/// a microbenchmark; an FMA for d·d + s2 would be faster still but round once less). Inline
-/// assembly, because the callers are templates inlined into each instruction set's function,
-/// where intrinsics' target attributes do not reach; the register width follows the operands.
+/// a microbenchmark; an FMA for d·d + s2 would be faster still but round once less). For the
+/// channels-last moments, where many registers of sums interleave: an FMA takes 4 cycles on
+/// Zen 4 against 3 for an addition, and the row sums, whose 16 lanes are two AVX-512
+/// registers, wait on that latency (LayerNorm rows of 64 ran 8 to 12% slower with it), so
+/// they keep plain operations. Inline assembly, because the callers are templates inlined
+/// into each instruction set's function, where intrinsics' target attributes do not reach;
+/// the register width follows the operands.
 template <int W>
 NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename Lanes<W>::D& k,
                                           typename Lanes<W>::D& s1, typename Lanes<W>::D& s2) {
@@ -79,7 +83,7 @@ NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename
     if constexpr (W >= 4) {
         typename Lanes<W>::D one;
         splat<W>(1.0, one);
-        // Through locals: an asm operand naming an array element keeps the whole array on
+        // Through a local: an asm operand naming an array element keeps the whole array on
         // the stack.
         typename Lanes<W>::D a = s1;
         __asm__("vfmsub132pd %[one], %[k], %[v]" : [v] "+v"(v) : [k] "v"(k), [one] "v"(one));
@@ -151,14 +155,15 @@ NORMLAB_INLINE inline double lane_sum(const T* x, std::size_t n) {
 template <int W, class T>
 NORMLAB_INLINE inline void lane_deviation_sums(const T* x, std::size_t n, double mu, double& s1, double& s2) {
     constexpr int R = kDoubleLanes / W;
-    typename Lanes<W>::D a1[R] = {}, a2[R] = {}, vm;
-    splat<W>(mu, vm);
+    typename Lanes<W>::D a1[R] = {}, a2[R] = {};
     std::size_t k = 0;
     for (; k + kDoubleLanes <= n; k += kDoubleLanes)
         for (int r = 0; r < R; ++r) {
             typename Lanes<W>::D d;
             load_lanes<W>(x + k, r, d);
-            deviation_step<W>(d, vm, a1[r], a2[r]);
+            d -= mu;
+            a1[r] += d;
+            a2[r] += d * d;
         }
     double t1 = 0, t2 = 0;
     for (; k < n; ++k) {

@@ -33,14 +33,17 @@ RowScratch& row_scratch(std::size_t stats) {
 
 // One block of kDoubleLanes elements at p into the lane accumulators.
 template <int W, bool Center>
-NORMLAB_INLINE inline void shifted_block(const float* p, const typename Lanes<W>::D& k, typename Lanes<W>::D* a1,
+NORMLAB_INLINE inline void shifted_block(const float* p, double k, typename Lanes<W>::D* a1,
                                          typename Lanes<W>::D* a2) {
     constexpr int R = kDoubleLanes / W;
     for (int r = 0; r < R; ++r) {
         typename Lanes<W>::D d;
         load_lanes<W>(p, r, d);
-        if constexpr (Center) deviation_step<W>(d, k, a1[r], a2[r]);
-        else a2[r] += d * d;
+        if constexpr (Center) {
+            d -= k;
+            a1[r] += d;
+        }
+        a2[r] += d * d;
     }
 }
 
@@ -49,8 +52,7 @@ template <int W, bool Center>
 NORMLAB_INLINE inline void shifted_sums(const float* x, std::size_t n, float k, double& s1, double& s2) {
     constexpr int R = kDoubleLanes / W;
     typename Lanes<W>::D a1[R] = {}, a2[R] = {};
-    typename Lanes<W>::D kd;
-    splat<W>(static_cast<double>(k), kd);
+    const double kd = static_cast<double>(k);
     std::size_t i = 0;
     for (; i + kDoubleLanes <= n; i += kDoubleLanes) shifted_block<W, Center>(x + i, kd, a1, a2);
     if (i < n) {  // the short last block, padded with k: its lanes add exact zeros
