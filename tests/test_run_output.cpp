@@ -33,6 +33,35 @@ std::string files_written(const fs::path& dir) {
     return std::to_string(n) + (n == 1 ? " file" : " files");
 }
 
+// The "estimated peak memory" a dry run of `cfg` prints, in MiB.
+double estimated_mib(const fs::path& cfg) {
+    CliResult dry = run_normlab("run " + cfg.string() + " --dry-run");
+    REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+    const std::string key = "estimated peak memory: ";
+    const std::size_t at = dry.out.find(key);
+    REQUIRE_MESSAGE(at != std::string::npos, dry.out);
+    return std::stod(dry.out.substr(at + key.size()));
+}
+
+// Peak resident memory of `normlab run cfg --out out`, in MiB, from its own process
+// (wait4's rusage); the run must succeed. Unused under AddressSanitizer, whose shadow memory
+// and quarantine make the resident size say nothing about the program's own.
+[[maybe_unused]] double run_peak_mib(const fs::path& cfg, const fs::path& out) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", cfg.c_str(), "--out", out.c_str(), "--force", "-q",
+                (char*)nullptr);
+        ::_exit(98);
+    }
+    int status = 0;
+    struct rusage usage {};
+    REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
 }  // namespace
 
 TEST_CASE("run and merge: the summary goes to stderr, stdout stays empty, counts are singular when 1") {
@@ -140,27 +169,8 @@ TEST_CASE("the memory estimate covers what a gradients run holds at its peak") {
           "data": {"x": {"source": "gaussian", "shape": [16, 512, 512]}},
           "norms": {"ln": {"type": "layernorm", "normalized_shape": [512]}},
           "analyses": [{"type": "gradients", "data": ["x"], "norms": ["ln"], "fd_check": )") + fd + "}]}");
-        CliResult dry = run_normlab("run " + (dir / "g.json").string() + " --dry-run");
-        REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
-        const std::string key = "estimated peak memory: ";
-        const std::size_t at = dry.out.find(key);
-        REQUIRE_MESSAGE(at != std::string::npos, dry.out);
-        const double estimate_mib = std::stod(dry.out.substr(at + key.size()));
-
-        const std::string out = (dir / "out").string();
-        pid_t pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", (dir / "g.json").c_str(), "--out", out.c_str(), "--force",
-                    "-q", (char*)nullptr);
-            ::_exit(98);
-        }
-        int status = 0;
-        struct rusage usage {};
-        REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
-        REQUIRE(WIFEXITED(status));
-        REQUIRE(WEXITSTATUS(status) == 0);
-        const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+        const double estimate_mib = estimated_mib(dir / "g.json");
+        const double peak_mib = run_peak_mib(dir / "g.json", dir / "out");
         CAPTURE(peak_mib);
         CAPTURE(estimate_mib);
         CHECK(peak_mib > 16 * 4);  // the batch and more: the run was measured at all
@@ -185,12 +195,7 @@ TEST_CASE("the memory estimate counts a jacobian's n x n matrices, and --max-mem
                        (ln ? "[2, " + rows + "]" : "[" + rows + ", 2]") + R"(}}, "norms": {"n": )" + norm +
                        (ln ? rows + "]}" : "}") +
                        R"(}, "analyses": [{"type": "jacobian", "data": ["x"], "norms": ["n"], "groups": 1}]})");
-        CliResult dry = run_normlab("run " + (dir / "j.json").string() + " --dry-run");
-        REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
-        const std::string key = "estimated peak memory: ";
-        const std::size_t at = dry.out.find(key);
-        REQUIRE_MESSAGE(at != std::string::npos, dry.out);
-        const double estimate_mib = std::stod(dry.out.substr(at + key.size()));
+        const double estimate_mib = estimated_mib(dir / "j.json");
         const double matrices_mib = 2.0 * n * n * 8 / (1 << 20);
         CHECK(estimate_mib >= matrices_mib);
         CHECK(estimate_mib <= 2 * matrices_mib);
@@ -201,20 +206,7 @@ TEST_CASE("the memory estimate counts a jacobian's n x n matrices, and --max-mem
         CHECK_MESSAGE(refused.err.find("in its jacobian analysis") != std::string::npos, refused.err);
         CHECK_FALSE(fs::exists(dir / "refused"));
 #ifndef __SANITIZE_ADDRESS__
-        const std::string out = (dir / "out").string();
-        pid_t pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", (dir / "j.json").c_str(), "--out", out.c_str(), "--force",
-                    "-q", (char*)nullptr);
-            ::_exit(98);
-        }
-        int status = 0;
-        struct rusage usage {};
-        REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
-        REQUIRE(WIFEXITED(status));
-        REQUIRE(WEXITSTATUS(status) == 0);
-        const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+        const double peak_mib = run_peak_mib(dir / "j.json", dir / "out");
         CAPTURE(peak_mib);
         CAPTURE(estimate_mib);
         CHECK(peak_mib > matrices_mib);  // the matrices were there
