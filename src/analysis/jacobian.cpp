@@ -83,8 +83,9 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 // memory over the process (LayerNorm rows of n = 1024 and 2048); 3 n^2 leaves room, on top
 // of the default allowance of three doubles per element. n is the largest group among the
 // analysis' norms that max_elements lets through (check() refuses a larger one, a norm with
-// unsynchronised replicas, and a shape error, before anything is allocated); where the data's channel axis is not known
-// before the batch is built, a group is taken at max_elements.
+// unsynchronised replicas, and a shape error, before anything is allocated); where the
+// data's channel axis is not known before the batch is built, a group is taken at
+// max_elements.
 std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
     const Options o = read_options(spec);
     const std::size_t total = num_elements(w.shape), cap = static_cast<std::size_t>(o.max_elements);

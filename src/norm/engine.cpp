@@ -142,10 +142,7 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
     const bool stream = out.y.size() * sizeof(float) >= kStreamBytes;
-    // A row's bits do not depend on the chunk size.
-    const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
-    parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
-        const std::size_t f = c * per, m = std::min(per, rows - f);
+    parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
         row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
         finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
                     so.lo + f, so.var + f, so.rstd + f);
@@ -158,10 +155,7 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
 void rows_output(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t pstep,
                  const NormalizeArgs& args) {
     const bool stream = rows * n * sizeof(float) >= kStreamBytes;
-    const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
-    parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
-        write_rows(x, y, c * per, std::min(per, rows - c * per), n, pstep, args, stream);
-    });
+    parallel_rows(rows, n, [&](std::size_t f, std::size_t m) { write_rows(x, y, f, m, n, pstep, args, stream); });
 }
 
 // For a forward whose statistics are the contiguous rows of x (the trailing axes reduced):
@@ -253,13 +247,17 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     else ensure_shape(out.y.f32, xs);
     ensure_shape(out.rstd, ss);
     const Strides sa = broadcast_strides(xs, ss), sb = param_strides(xs, spec.param_axes);
+    // Rows that are whole statistics on the float path (LayerNorm/RMSNorm over trailing
+    // axes): the row kernels, with or without given statistics, not the walk.
+    const int pstep = f32 && !in.mask && whole_stat_chunk(xs, spec.reduction_axes)
+                          ? row_param_step(xs, spec.reduction_axes, sb)
+                          : -1;
 
     const std::size_t whole = given || in.mask ? 0 : whole_stat_chunk(xs, spec.reduction_axes);
     if (whole) {
         for (auto* a : {&out.batch.mean, &out.batch.mean_lo, &out.batch.var, &out.batch.count, &out.mean,
                         &out.mean_lo, &out.var})
             ensure_shape(*a, ss);
-        const int pstep = f32 ? row_param_step(xs, spec.reduction_axes, sb) : -1;
         if (pstep >= 0) {
             if (out.rstd.size())  // else an empty batch: nothing to compute
                 rows_impl(x.f32.data(), out.y.f32.data(), x.size() / out.rstd.size(), static_cast<std::size_t>(pstep),
@@ -328,12 +326,7 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     args.mean = out.mean.data();
     args.mean_lo = out.mean_lo.data();
     args.rstd = out.rstd.data();
-    // Rows that are whole statistics on the float path (LayerNorm/RMSNorm over trailing
-    // axes, statistics given): the forward's row writer rather than the walk.
-    const int pstep = f32 && !in.mask && out.rstd.size() && whole_stat_chunk(xs, spec.reduction_axes)
-                          ? row_param_step(xs, spec.reduction_axes, sb)
-                          : -1;
-    if (pstep >= 0) {
+    if (pstep >= 0 && out.rstd.size()) {
         rows_output(x.f32.data(), out.y.f32.data(), out.rstd.size(), x.size() / out.rstd.size(),
                     static_cast<std::size_t>(pstep), args);
         return;

@@ -2,9 +2,10 @@
 // Sums over runs in a fixed number of logical lanes (internal to norm/), laid over the
 // registers the CPU has: W doubles per register, W = 8 (AVX-512), 4 (AVX2 with FMA) or 2
 // (baseline x86-64). Element k + j of a block goes to logical lane j whatever W is, and
-// lanes are added up in one fixed tree, so every width gives the same bits. GCC's generic vectors
-// are written out because the auto-vectoriser leaves a loop with two accumulators scalar;
-// lane-wise operations round exactly as scalar ones (contraction is off in this module).
+// lanes are added up in one fixed tree, so every width gives the same bits. GCC's generic
+// vectors are written out because the auto-vectoriser leaves a loop with two accumulators
+// scalar; lane-wise operations round exactly as scalar ones (contraction is off in this
+// module).
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -57,12 +58,6 @@ NORMLAB_INLINE inline void load_lanes(const T* p, int r, typename Lanes<W>::D& v
     }
 }
 
-/// v = W lanes, each x.
-template <int W>
-NORMLAB_INLINE inline void splat(double x, typename Lanes<W>::D& v) {
-    for (int j = 0; j < W; ++j) v[j] = x;
-}
-
 /// d = v - k, then s1 += d and s2 += d * d, lane-wise, each operation rounded once as its
 /// scalar form is. In registers of 4 and 8 doubles (AVX2 with FMA, AVX-512) the subtraction
 /// and the first addition are FMAs with a multiplier of 1: v·1 − k and d·1 + s1 round once,
@@ -82,7 +77,7 @@ NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename
 #if NORMLAB_LANE_DISPATCH
     if constexpr (W >= 4) {
         typename Lanes<W>::D one;
-        splat<W>(1.0, one);
+        for (int j = 0; j < W; ++j) one[j] = 1.0;
         // Through a local: an asm operand naming an array element keeps the whole array on
         // the stack.
         typename Lanes<W>::D a = s1;

@@ -170,10 +170,8 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
         const std::size_t rows = out.count.size();
         if (!mask && rows && whole_stat_chunk(xs, reduced)) {
             const std::size_t n = num_elements(xs) / rows;
-            const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
-            parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
-                const std::size_t f = c * per;
-                row_moments(x + f * n, std::min(per, rows - f), n, center, RowSums{mean + f, lo + f, m2 + f});
+            parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
+                row_moments(x + f * n, m, n, center, RowSums{mean + f, lo + f, m2 + f});
             });
             std::fill(count, count + rows, static_cast<double>(n));
             return out;

@@ -29,9 +29,14 @@ NORMLAB_INLINE inline bool positive_zero(MeanParts m) {
 NORMLAB_INLINE inline float fold(double rstd, double scale) { return static_cast<float>(rstd * scale); }
 
 /// (((x - hi) - lo) - lo2) * a + b, with a and b one value for the run or one per element:
-/// the compiler vectorises each form.
+/// the compiler vectorises each form. With one a and b and the mean's parts all +0
+/// (uncentred: RMSNorm) the subtractions are left out, the same bits.
 NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m, float a,
                                              float b) {
+    if (positive_zero(m)) {
+        for (std::size_t k = 0; k < n; ++k) yp[k] = xp[k] * a + b;
+        return;
+    }
     for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a + b;
 }
 NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m,
@@ -49,12 +54,7 @@ NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, co
     const bool one_a = r.db == 0 || args.uniform_scale;
     const bool one_b = r.db == 0 || args.uniform_shift;
     if (one_a && one_b) {  // planes; rows without affine parameters
-        const float a = fold(args.rstd[r.a], scale[r.b]), b = shift[r.b];
-        if (positive_zero(m)) {  // uncentred: the same bits without the subtractions (below)
-            for (std::size_t k = 0; k < r.n; ++k) yp[k] = xp[k] * a + b;
-            return;
-        }
-        normalize_run_f32(xp, yp, r.n, m, a, b);
+        normalize_run_f32(xp, yp, r.n, m, fold(args.rstd[r.a], scale[r.b]), shift[r.b]);
         return;
     }
     // LayerNorm/RMSNorm rows with a weight: a per element of the row, folded as it goes (a
