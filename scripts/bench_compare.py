@@ -5,9 +5,12 @@
                              [--normlab build/normlab]
                              [--suites float32,channels_last,float64] [--compute float|double]
 
-Runs `normlab bench --json` and `/usr/bin/python3 scripts/bench_torch.py --json` in turn,
-`--rounds` times each (alternating, so both see the same state of a shared machine), and
-reports per case the median over rounds of each tool's median steady-state time. Each tool
+Times each case (one norm on one shape, at each thread count) with `normlab bench --json`
+and with `/usr/bin/python3 scripts/bench_torch.py` (one process kept for the whole run,
+`--serve`) right after one another, case by case, `--rounds` times (in each round the other
+tool goes first), so that both tools of a case see the same state of a shared machine, whose
+memory bandwidth moves between runs seconds apart. It reports per case the median over
+rounds of each tool's median steady-state time. Each tool
 times a case at least --repeat times and until --min-time-ms of timed calls have passed, so
 a 0.2 ms call is timed about a thousand times, not twenty. Suites:
 
@@ -78,6 +81,53 @@ def run_json(cmd):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+class TorchServer:
+    """bench_torch.py --serve in Debian's /usr/bin/python3: torch is imported once, and each
+    run() sends it one list of bench_torch.py arguments and returns its JSON rows."""
+
+    def __init__(self):
+        self.p = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_torch.py"), "--serve"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, args):
+        self.p.stdin.write(json.dumps(args) + "\n")
+        self.p.stdin.flush()
+        rows = []
+        for line in self.p.stdout:
+            row = json.loads(line)
+            if row.get("done"):
+                return rows
+            rows.append(row)
+        sys.exit(f"bench_compare.py: bench_torch.py --serve stopped (exit {self.p.wait()}) on {args}")
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def with_norm(args, norm):
+    """args with its --norm value replaced by one norm."""
+    i = args.index("--norm")
+    return args[:i + 1] + [norm] + args[i + 2:]
+
+
+def cases(suites, normlab):
+    """(suite, normlab arguments, bench_torch.py arguments) for each norm and shape: the
+    default suite as `normlab bench` lists it (a quick run of one repetition), the others
+    split by norm."""
+    out = []
+    for suite in suites:
+        for nl_args, torch_args in SUITES[suite]:
+            if not nl_args:
+                for row in run_json([normlab, "bench", "--threads", "1", "--repeat", "1", "--json"]):
+                    spec = ["--norm", row["norm"], "--shape", ",".join(map(str, row["shape"]))]
+                    out.append((suite, spec, spec))
+                continue
+            for norm in nl_args[nl_args.index("--norm") + 1].split(","):
+                out.append((suite, with_norm(nl_args, norm), with_norm(torch_args, norm)))
+    return out
+
+
 def key(suite, row):
     """(suite, norm, shape as N, C, ... , threads): channels-last normlab rows are given as
     N, H, W, C and are keyed by the N, C, H, W shape PyTorch reports."""
@@ -103,15 +153,21 @@ def main():
             sys.exit(f"bench_compare.py: unknown suite {s!r} (expected {', '.join(SUITES)})")
     common = ["--threads", a.threads, "--repeat", str(a.repeat), "--min-time-ms", str(a.min_time_ms), "--json"]
     ours, theirs = {}, {}
+    todo, torch_server = cases(suites, a.normlab), TorchServer()
     for r in range(a.rounds):
-        for suite in suites:
-            print(f"round {r + 1}/{a.rounds}: {suite}", file=sys.stderr)
-            for nl_args, torch_args in SUITES[suite]:
+        print(f"round {r + 1}/{a.rounds}: {len(todo)} cases", file=sys.stderr)
+        for suite, nl_args, torch_args in todo:
+            def normlab():
                 for row in run_json([a.normlab, "bench", "--compute", a.compute] + nl_args + common):
                     ours.setdefault(key(suite, row), []).append(row)
-                for row in run_json(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_torch.py")]
-                                    + torch_args + common):
+
+            def pytorch():
+                for row in torch_server.run(torch_args + common):
                     theirs.setdefault(key(suite, row), []).append(row)
+
+            for f in (normlab, pytorch) if r % 2 == 0 else (pytorch, normlab):
+                f()
+    torch_server.close()
 
     print(f"CPU: {cpu_model()}; normlab compute {a.compute}; medians over {a.rounds} rounds of at least "
           f"{a.repeat} repetitions and {a.min_time_ms} ms of timed calls each.\n")

@@ -14,10 +14,14 @@ calls have passed, as `normlab bench` does.
 Weights are ones and biases zeros, as `normlab bench` uses. --channels-last stores 4-D
 inputs in torch.channels_last memory format (N, H, W, C in memory; the shape stays
 N, C, H, W), the layout `normlab bench --channel-axis -1` measures on shape N, H, W, C.
+--serve keeps one process (torch imported once) for many runs: each line read from stdin is
+a JSON list of these arguments; their rows follow as JSON lines, then {"done": true}.
+bench_compare.py drives it to time PyTorch right next to normlab, case by case.
 """
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -68,7 +72,7 @@ def median_ms(fn, repeat, min_ms=0.0):
     return statistics.median(times)
 
 
-def main():
+def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=20)
@@ -81,7 +85,14 @@ def main():
                     help="4-D inputs in torch.channels_last memory format")
     ap.add_argument("--shape", action="append", help="input shape, e.g. 32,64,512 (repeatable; "
                     "default: the default benchmark suite of normlab bench)")
-    a = ap.parse_args()
+    ap.add_argument("--serve", action="store_true",
+                    help="read one JSON list of these arguments per stdin line and run each; "
+                    "{\"done\": true} after each run's rows")
+    return ap
+
+
+def run(a):
+    """Times the cases that the parsed arguments `a` select, printing one row per case."""
     cases = CASES
     if a.norm or a.shape:
         norms = a.norm.split(",") if a.norm else sorted({n for n, _ in CASES})
@@ -109,9 +120,20 @@ def main():
                    "gb_per_s": gbs, "copy_gb_per_s": cgbs, "fraction_of_copy": gbs / cgbs, "state": "steady",
                    "framework": "torch " + torch.__version__}
             if a.json:
-                print(json.dumps(row))
+                print(json.dumps(row), flush=True)
             else:
                 print(f"{norm:13}{str(list(shape)).replace(' ', ''):18}{th:<8}{t:<11.4g}{gbs:<10.4g}{cgbs:<14.4g}{gbs / cgbs:.4g}")
+
+
+def main():
+    ap = parser()
+    a = ap.parse_args()
+    if not a.serve:
+        return run(a)
+    for line in sys.stdin:
+        if line.strip():
+            run(ap.parse_args(json.loads(line)))
+        print(json.dumps({"done": True}), flush=True)
 
 
 if __name__ == "__main__":
