@@ -462,3 +462,69 @@ TEST_CASE("rows of an empty batch: empty outputs, no statistics, no error") {
         CHECK(f.rstd.size() == 0);
     }
 }
+
+TEST_CASE("BatchNorm's planes in (N, C, ...): each plane by the row kernels, merged per channel, any threads and width") {
+    // Planes of 512 values and more take row_moments per plane, then a merge per statistic
+    // in outer order. Against a long double two-pass per statistic, with outliers first in
+    // some planes (their shift), size-1 axes, two kept axes, and planes of 256 (the walk) as
+    // a control; the bits are those of one thread and AVX-512 for every width and count.
+    xt::random::seed(41);
+    struct Case {
+        Shape xs;
+        Axes reduced;
+    };
+    const std::vector<Case> cases = {
+        {{4, 3, 32, 16}, {0, 2, 3}},      {{3, 2, 100, 200}, {0, 2, 3}}, {{5, 4, 1, 700}, {0, 2, 3}},
+        {{2, 3, 4, 40, 20}, {0, 3, 4}},   {{1, 6, 3, 2, 600}, {2, 3, 4}}, {{8, 4, 16, 16}, {0, 2, 3}},
+    };
+    const double eps = std::numeric_limits<double>::epsilon();
+    for (const Case& c : cases)
+        for (double mu : {1e4, 0.0, -300.0})
+            for (bool center : {true, false}) {
+                CAPTURE(format_shape(c.xs));
+                CAPTURE(mu);
+                CAPTURE(center);
+                xt::xarray<double> v = xt::random::randn<double>(c.xs) + mu;
+                const std::size_t plane = c.xs.back() * c.xs[c.xs.size() - 2];
+                for (std::size_t i = 0; i < v.size(); i += 5 * plane) v.data()[i] = mu + 1e4;  // outliers first
+                const Tensor x = Tensor::from_double(v, DType::float32);
+                const Moments first = compute_moments(x, c.reduced, center);
+                for (int width : {8, 4, 2})
+                    for (unsigned threads : {1u, 2u}) {
+                        CAPTURE(width);
+                        CAPTURE(threads);
+                        const unsigned saved = engine_threads();
+                        set_lane_width(width);
+                        set_engine_threads(threads);
+                        const Moments m = compute_moments(x, c.reduced, center);
+                        set_engine_threads(saved);
+                        set_lane_width(0);
+                        CHECK(m.mean == first.mean);
+                        CHECK(m.mean_lo == first.mean_lo);
+                        CHECK(m.var == first.var);
+                    }
+                // The statistics are the kept axes in row-major order: gather each one's values.
+                const Shape ss = keepdims_shape(c.xs, c.reduced);
+                const Strides sa = broadcast_strides(c.xs, ss);
+                std::vector<std::vector<float>> per(first.count.size());
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                    std::size_t rem = i, s = 0;
+                    for (std::size_t d = c.xs.size(); d-- > 0;) s += (rem % c.xs[d]) * sa[d], rem /= c.xs[d];
+                    per[s].push_back(x.f32.data()[i]);
+                }
+                for (std::size_t s = 0; s < per.size(); ++s) {
+                    CAPTURE(s);
+                    const std::size_t n = per[s].size();
+                    REQUIRE(first.count.data()[s] == static_cast<double>(n));
+                    const Ref ref = reference(per[s].data(), n);
+                    long double sq = 0;
+                    for (float f : per[s]) sq += static_cast<long double>(f) * f;
+                    const double want_var = center ? static_cast<double>(ref.var) : static_cast<double>(sq / n);
+                    const double sd = std::sqrt(static_cast<double>(ref.var));
+                    if (center)
+                        CHECK(std::abs(first.mean.data()[s] + first.mean_lo.data()[s] - static_cast<double>(ref.mean)) <=
+                              8 * eps * (std::abs(static_cast<double>(ref.mean)) + sd));
+                    CHECK(std::abs(first.var.data()[s] - want_var) <= 8 * eps * std::sqrt(static_cast<double>(n)) * want_var);
+                }
+            }
+}

@@ -164,6 +164,13 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
             return out;
         }
     if constexpr (std::is_same_v<T, float>) {
+        // BatchNorm's planes in (N, C, ...): the row kernels over the planes, which are
+        // contiguous rows, then a merge per statistic.
+        if (!mask)
+            if (const auto pl = planes_layout(xs, reduced)) {
+                planes_moments(x, *pl, center, count, mean, lo, m2);
+                return out;
+            }
         // Every statistic a contiguous row of n values (reductions over trailing axes):
         // the row kernels, which the forward uses too, without the walk's per-run work.
         // The same bits as the walk below (a statistic's single partial merges unchanged).

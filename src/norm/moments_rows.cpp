@@ -268,4 +268,41 @@ void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w,
     chunk_rows_generic(x, mask, w, c, center, stats, out);
 }
 
+std::optional<Planes> planes_layout(const Shape& xs, const Axes& reduced) {
+    auto is_reduced = [&](std::size_t d) { return std::find(reduced.begin(), reduced.end(), d) != reduced.end(); };
+    std::vector<std::size_t> dims;  // axes of size > 1
+    for (std::size_t d = 0; d < xs.size(); ++d)
+        if (xs[d] > 1) dims.push_back(d);
+    std::size_t i = 0;  // dims[0, i) reduced, [i, j) kept, [j, end) reduced
+    while (i < dims.size() && is_reduced(dims[i])) ++i;
+    std::size_t j = i;
+    while (j < dims.size() && !is_reduced(dims[j])) ++j;
+    if (i == 0 || j == i || j == dims.size()) return std::nullopt;
+    Planes l;
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+        const bool r = is_reduced(dims[k]);
+        if (k >= j && !r) return std::nullopt;
+        (k < i ? l.outer : k < j ? l.stats : l.plane) *= xs[dims[k]];
+    }
+    if (l.plane < kPlaneMin) return std::nullopt;
+    return l;
+}
+
+void planes_moments(const float* x, const Planes& l, bool center, double* count, double* mean, double* mean_lo,
+                    double* m2) {
+    const std::size_t rows = l.outer * l.stats, n = l.plane;
+    std::vector<double> fine(3 * rows);  // each plane's mean, mean_lo and m2
+    double *pm = fine.data(), *plo = pm + rows, *pm2 = plo + rows;
+    parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
+        row_moments(x + f * n, m, n, center, RowSums{pm + f, plo + f, pm2 + f});
+    });
+    const double pc = static_cast<double>(n);
+    parallel_chunks(l.stats, [&](std::size_t k, std::size_t) {
+        for (std::size_t o = 0; o < l.outer; ++o) {
+            const std::size_t p = o * l.stats + k;
+            merge_partial(count, mean, mean_lo, m2, k, pc, pm[p], plo[p], pm2[p], center);
+        }
+    });
+}
+
 }  // namespace normlab
