@@ -87,14 +87,9 @@ NORMLAB_INLINE inline void shifted_sums_masked(const float* x, std::size_t n, co
 // The moments of statistic a from its shifted sums (moments_rows.hpp).
 Partial finish(std::size_t a, double n, float k, double s1, double s2, bool center) {
     if (!center || n == 0) return {a, n, 0.0, 0.0, center ? 0.0 : s2};
-    const double q = s1 / n;
-    const double q_lo = std::fma(-q, n, s1) / n;  // s1 - q n is exact: what the division dropped
-    double m1, e1, mean, lo;
-    two_sum(static_cast<double>(k), q, m1, e1);
-    two_sum(m1, e1 + q_lo, mean, lo);
-    // s2 >= s1^2/n exactly; rounding may undercut it by an ulp (NaN passes through).
-    const double m2 = s2 - s1 * q;
-    return {a, n, mean, lo, m2 < 0 ? 0.0 : m2};
+    Partial p{a, n, 0.0, 0.0, 0.0};
+    shifted_moments(static_cast<double>(k), s1, s2, n, p.mean, p.mean_lo, p.m2);
+    return p;
 }
 
 // The shift lies more than 4 standard deviations from the mean: s1 q = n (K - mean)^2 against
