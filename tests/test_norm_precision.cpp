@@ -52,7 +52,7 @@ std::vector<Layout> layouts() {
         {"groupnorm (N,H,W,G,C/G)", {4, 15, 15, 3, 2}, {1, 2, 4}, {3, 4}},
         {"batchnorm (N,C,H,W)", {16, 6, 20, 20}, {0, 2, 3}, {1}},
         {"batchnorm (N,H,W,C)", {16, 20, 20, 6}, {0, 1, 2}, {3}},
-        {"batchnorm planes of 20000 over 2 chunks", {3, 2, 100, 200}, {0, 2, 3}, {1}},
+        {"batchnorm planes of 20000, 3 per channel", {3, 2, 100, 200}, {0, 2, 3}, {1}},
         {"batchnorm (N,H,W,C), 64 channels over 2 blocks of rows", {8, 24, 24, 64}, {0, 1, 2}, {3}},
         {"instancenorm (N,H,W,C), 64 channels, one sample at a time", {4, 30, 30, 64}, {1, 2}, {3}},
         {"groupnorm (N,H,W,G,C/G), 64 channels", {4, 20, 20, 32, 2}, {1, 2, 4}, {3, 4}},

@@ -14,6 +14,7 @@
 
 #include "norm/engine.hpp"
 #include "norm/lanes.hpp"
+#include "norm/moments_rows.hpp"
 
 using namespace normlab;
 
@@ -448,6 +449,27 @@ TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros 
     }
 }
 
+TEST_CASE("BatchNorm over an empty batch (an axis of size 0): empty output, count 0, no error") {
+    // Channels first (planes) and channels last: each layout's kernels would read a batch
+    // that is not there; the moments return counts of 0 first.
+    struct Case {
+        Shape xs;
+        Axes reduced, params;
+    };
+    for (const Case& c : {Case{{2, 3, 0, 1024}, {0, 2, 3}, {1}}, Case{{0, 3, 32, 32}, {0, 2, 3}, {1}},
+                          Case{{2, 0, 8, 3}, {0, 1, 2}, {3}}, Case{{0, 8, 8, 3}, {0, 1, 2}, {3}}}) {
+        CAPTURE(format_shape(c.xs));
+        const Tensor x = Tensor::from_double(xt::xarray<double>::from_shape(c.xs), DType::float32);
+        NormSpec spec;
+        spec.reduction_axes = c.reduced;
+        spec.param_axes = c.params;
+        const ForwardResult f = forward(x, spec);
+        CHECK(f.y.f32.size() == 0);
+        REQUIRE(f.rstd.size() == 3);
+        for (std::size_t k = 0; k < 3; ++k) CHECK(f.batch.count.data()[k] == 0);
+    }
+}
+
 TEST_CASE("rows of an empty batch: empty outputs, no statistics, no error") {
     for (const Shape& xs : {Shape{0, 64}, Shape{2, 0, 16}}) {
         CAPTURE(format_shape(xs));
@@ -475,7 +497,7 @@ TEST_CASE("BatchNorm's planes in (N, C, ...): each plane by the row kernels, mer
     };
     const std::vector<Case> cases = {
         {{4, 3, 32, 16}, {0, 2, 3}},      {{3, 2, 100, 200}, {0, 2, 3}}, {{5, 4, 1, 700}, {0, 2, 3}},
-        {{2, 3, 4, 40, 20}, {0, 3, 4}},   {{1, 6, 3, 2, 600}, {2, 3, 4}}, {{8, 4, 16, 16}, {0, 2, 3}},
+        {{2, 3, 4, 40, 20}, {0, 3, 4}},   {{3, 6, 1, 2, 600}, {0, 2, 3, 4}}, {{8, 4, 16, 16}, {0, 2, 3}},
     };
     const double eps = std::numeric_limits<double>::epsilon();
     for (const Case& c : cases)
@@ -484,6 +506,8 @@ TEST_CASE("BatchNorm's planes in (N, C, ...): each plane by the row kernels, mer
                 CAPTURE(format_shape(c.xs));
                 CAPTURE(mu);
                 CAPTURE(center);
+                // Every case but the last (planes of 256) is a planes layout.
+                CHECK(planes_layout(c.xs, c.reduced).has_value() == (&c != &cases.back()));
                 xt::xarray<double> v = xt::random::randn<double>(c.xs) + mu;
                 const std::size_t plane = c.xs.back() * c.xs[c.xs.size() - 2];
                 for (std::size_t i = 0; i < v.size(); i += 5 * plane) v.data()[i] = mu + 1e4;  // outliers first

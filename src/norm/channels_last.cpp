@@ -545,8 +545,10 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
 std::optional<ChannelsLast> channels_last_layout(const Shape& xs, const Axes& reduced, const Axes& params) {
     auto has = [](const Axes& a, std::size_t d) { return std::find(a.begin(), a.end(), d) != a.end(); };
     std::vector<std::size_t> dims;  // axes of size > 1
-    for (std::size_t d = 0; d < xs.size(); ++d)
+    for (std::size_t d = 0; d < xs.size(); ++d) {
+        if (xs[d] == 0) return std::nullopt;  // an empty batch takes the walk, which has no runs
         if (xs[d] > 1) dims.push_back(d);
+    }
     // Channels: the trailing axes back to the last kept one and the kept ones before it.
     std::size_t i = dims.size(), short_block = 1;
     bool kept = false;

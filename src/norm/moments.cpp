@@ -157,6 +157,7 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
     double* lo = out.mean_lo.data();
     double* m2 = out.var.data();
     double* count = out.count.data();
+    if (num_elements(xs) == 0) return out;  // an axis of size 0: every count 0, no kernel runs
 
     if (!mask)
         if (const auto cl = channels_last_layout(xs, reduced, {})) {
