@@ -491,16 +491,18 @@ std::atomic<std::size_t> g_epoch{0};
 
 template <class T>
 void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs& a, bool f32) {
-    const Plan p = plan_of(l);
     const std::size_t C = l.channels, epoch = ++g_epoch;
     const bool stream = streams(sizeof(T) * l.outer * l.rows * C);
     // Each thread takes a contiguous range of blocks (the output is elementwise: the split
-    // changes no bit) and fences its streamed stores once.
-    const std::size_t blocks = l.outer * p.nrb, parts = std::min<std::size_t>(engine_threads(), blocks);
+    // changes no bit) and fences its streamed stores once. Blocks of about kChunk values,
+    // finer than the moments' (kBlockValues), so that batches of a few of those still share
+    // out over the threads.
+    const std::size_t rb = std::max<std::size_t>(1, kChunk / C), nrb = (l.rows + rb - 1) / rb;
+    const std::size_t blocks = l.outer * nrb, parts = std::min<std::size_t>(engine_threads(), blocks);
     parallel_chunks(parts, [&](std::size_t t, std::size_t) {
         thread_local CachedConstants cache;
         for (std::size_t c = blocks * t / parts; c < blocks * (t + 1) / parts; ++c) {
-            const std::size_t o = c / p.nrb, r0 = (c % p.nrb) * p.rb, n = std::min(p.rb, l.rows - r0);
+            const std::size_t o = c / nrb, r0 = (c % nrb) * rb, n = std::min(rb, l.rows - r0);
             if (cache.epoch != epoch || cache.group != o) {
                 build_constants(l, o, a, f32, cache.k);
                 cache.epoch = epoch, cache.group = o;
