@@ -145,7 +145,10 @@ Worst contract_error(const Tensor& x, const Index& ix, bool center, double eps, 
     }
     // x - mean: x - hi is exact next to the mean (Sterbenz), then the low part.
     auto centred = [&](std::size_t i) { return (xv[i] - hi[sidx[i]]) - lo[sidx[i]]; };
-    for (std::size_t i = 0; i < n; ++i) m2[sidx[i]] += centred(i) * centred(i);
+    for (std::size_t i = 0; i < n; ++i) {
+        const long double c = centred(i);
+        m2[sidx[i]] += c * c;
+    }
     Worst worst;
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t s = sidx[i];

@@ -545,27 +545,24 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
 }  // namespace
 
 std::optional<ChannelsLast> channels_last_layout(const Shape& xs, const Axes& reduced, const Axes& params) {
-    auto has = [](const Axes& a, std::size_t d) { return std::find(a.begin(), a.end(), d) != a.end(); };
-    std::vector<std::size_t> dims;  // axes of size > 1
-    for (std::size_t d = 0; d < xs.size(); ++d) {
-        if (xs[d] == 0) return std::nullopt;  // an empty batch takes the walk, which has no runs
-        if (xs[d] > 1) dims.push_back(d);
-    }
+    const auto sized = sized_axes(xs);
+    if (!sized) return std::nullopt;
+    const std::vector<std::size_t>& dims = *sized;
     // Channels: the trailing axes back to the last kept one and the kept ones before it.
     std::size_t i = dims.size(), short_block = 1;
     bool kept = false;
     for (; i > 0; --i) {
-        const bool r = has(reduced, dims[i - 1]);
+        const bool r = has_axis(reduced, dims[i - 1]);
         if (r && kept) break;
         if (r) short_block *= xs[dims[i - 1]];
         else kept = true;
     }
     if (!kept || short_block >= kShortRun) return std::nullopt;
     std::size_t j = i;  // rows: the reduced axes right before the channels
-    while (j > 0 && has(reduced, dims[j - 1])) --j;
+    while (j > 0 && has_axis(reduced, dims[j - 1])) --j;
     if (j == i) return std::nullopt;
     for (std::size_t k = 0; k < j; ++k)
-        if (has(reduced, dims[k])) return std::nullopt;
+        if (has_axis(reduced, dims[k])) return std::nullopt;
     for (auto a : params)
         if (xs[a] > 1 && a < dims[i]) return std::nullopt;
 
@@ -574,7 +571,7 @@ std::optional<ChannelsLast> channels_last_layout(const Shape& xs, const Axes& re
     for (std::size_t k = j; k < i; ++k) l.rows *= xs[dims[k]];
     for (std::size_t k = i; k < dims.size(); ++k) {
         l.channels *= xs[dims[k]];
-        if (!has(reduced, dims[k])) l.stats *= xs[dims[k]];
+        if (!has_axis(reduced, dims[k])) l.stats *= xs[dims[k]];
     }
     const Strides sa = broadcast_strides(xs, keepdims_shape(xs, reduced)), sb = param_strides(xs, params);
     std::vector<std::size_t> idx(dims.size() - i, 0);

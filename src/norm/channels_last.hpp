@@ -43,10 +43,10 @@ struct RawMoments {
 /// sums s1 = sum(x - K), s2 = sum((x - K)^2) in double with K the float-rounded mean of the
 /// block's first 16 rows (Chan, Golub and LeVeque 1983, "Algorithms for computing the sample
 /// variance", Am. Stat. 37(3), section 3): mean = K + s1/n kept as two doubles (TwoSum and
-/// the division's remainder), m2 = s2 - s1^2/n. Blocks are merged per channel in block order, then channels per
-/// statistic in channel order (merge_partial), so the bits depend on neither the thread
-/// count nor the instruction set (each channel's sums are one sequential chain, whatever
-/// the register width).
+/// the division's remainder), m2 = s2 - s1^2/n. Blocks are merged per channel in block
+/// order, then channels per statistic in channel order (merge_partial), so the bits depend
+/// on neither the thread count nor the instruction set (each channel's sums are one
+/// sequential chain, whatever the register width).
 void channels_last_moments(const float* x, const ChannelsLast& l, bool center, const RawMoments& out);
 void channels_last_moments(const double* x, const ChannelsLast& l, bool center, const RawMoments& out);
 

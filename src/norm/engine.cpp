@@ -166,7 +166,7 @@ int row_param_step(const Shape& xs, const Axes& reduced, const Strides& sb) {
     std::size_t expect = 1;
     for (std::size_t d = xs.size(); d-- > 0;) {
         if (xs[d] == 1) continue;
-        const bool r = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+        const bool r = has_axis(reduced, d);
         none = none && sb[d] == 0;
         along = along && sb[d] == (r ? expect : 0);
         if (r) expect *= xs[d];

@@ -58,6 +58,15 @@ NORMLAB_INLINE inline void load_lanes(const T* p, int r, typename Lanes<W>::D& v
     }
 }
 
+/// d -= k, then s1 += d and s2 += d * d with plain operations (k one register, or one double
+/// for every lane): the row sums' step, and deviation_step's without FMA.
+template <class V, class K>
+NORMLAB_INLINE inline void plain_deviation_step(V& d, const K& k, V& s1, V& s2) {
+    d -= k;
+    s1 += d;
+    s2 += d * d;
+}
+
 /// d = v - k, then s1 += d and s2 += d * d, lane-wise, each operation rounded once as its
 /// scalar form is. In registers of 4 and 8 doubles (AVX2 with FMA, AVX-512) the subtraction
 /// and the first addition are FMAs with a multiplier of 1: v·1 − k and d·1 + s1 round once,
@@ -88,9 +97,7 @@ NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename
         return;
     }
 #endif
-    v -= k;
-    s1 += v;
-    s2 += v * v;
+    plain_deviation_step(v, k, s1, s2);
 }
 
 /// The fixed tree over logical lanes: lane j + n/2 onto lane j until one is left.
@@ -156,9 +163,7 @@ NORMLAB_INLINE inline void lane_deviation_sums(const T* x, std::size_t n, double
         for (int r = 0; r < R; ++r) {
             typename Lanes<W>::D d;
             load_lanes<W>(x + k, r, d);
-            d -= mu;
-            a1[r] += d;
-            a2[r] += d * d;
+            plain_deviation_step(d, mu, a1[r], a2[r]);
         }
     double t1 = 0, t2 = 0;
     for (; k < n; ++k) {

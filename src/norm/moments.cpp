@@ -296,7 +296,7 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
     bool in_suffix = true;
     for (std::size_t d = xs.size(); d-- > 0;) {
         if (xs[d] == 1) continue;
-        const bool r = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+        const bool r = has_axis(reduced, d);
         if (r && !in_suffix) return 0;
         if (r) block *= xs[d];
         else in_suffix = false;
@@ -307,7 +307,7 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
 }
 
 Axes short_suffix(const Shape& xs, const Axes& reduced) {
-    auto is_reduced = [&](std::size_t d) { return std::find(reduced.begin(), reduced.end(), d) != reduced.end(); };
+    auto is_reduced = [&](std::size_t d) { return has_axis(reduced, d); };
     Axes suffix;
     std::size_t block = 1, d = xs.size();
     for (; d-- > 0;) {

@@ -39,11 +39,8 @@ NORMLAB_INLINE inline void shifted_block(const float* p, double k, typename Lane
     for (int r = 0; r < R; ++r) {
         typename Lanes<W>::D d;
         load_lanes<W>(p, r, d);
-        if constexpr (Center) {
-            d -= k;
-            a1[r] += d;
-        }
-        a2[r] += d * d;
+        if constexpr (Center) plain_deviation_step(d, k, a1[r], a2[r]);
+        else a2[r] += d * d;
     }
 }
 
@@ -264,12 +261,10 @@ void chunk_moments_rows(const float* x, const std::uint8_t* mask, const Walk& w,
 }
 
 std::optional<Planes> planes_layout(const Shape& xs, const Axes& reduced) {
-    auto is_reduced = [&](std::size_t d) { return std::find(reduced.begin(), reduced.end(), d) != reduced.end(); };
-    std::vector<std::size_t> dims;  // axes of size > 1
-    for (std::size_t d = 0; d < xs.size(); ++d) {
-        if (xs[d] == 0) return std::nullopt;  // an empty batch: nothing to sum per plane
-        if (xs[d] > 1) dims.push_back(d);
-    }
+    const auto sized = sized_axes(xs);
+    if (!sized) return std::nullopt;
+    const std::vector<std::size_t>& dims = *sized;
+    auto is_reduced = [&](std::size_t d) { return has_axis(reduced, d); };
     std::size_t i = 0;  // dims[0, i) reduced, [i, j) kept, [j, end) reduced
     while (i < dims.size() && is_reduced(dims[i])) ++i;
     std::size_t j = i;

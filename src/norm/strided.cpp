@@ -6,6 +6,15 @@
 
 namespace normlab {
 
+std::optional<std::vector<std::size_t>> sized_axes(const Shape& xs) {
+    std::vector<std::size_t> dims;
+    for (std::size_t d = 0; d < xs.size(); ++d) {
+        if (xs[d] == 0) return std::nullopt;
+        if (xs[d] > 1) dims.push_back(d);
+    }
+    return dims;
+}
+
 Strides broadcast_strides(const Shape& xs, const Shape& s) {
     Strides out(xs.size(), 0);
     std::size_t stride = 1;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -25,6 +26,13 @@ namespace normlab {
 
 /// Element strides of an operand over x's axes; 0 along axes the operand broadcasts over.
 using Strides = std::vector<std::size_t>;
+
+/// Whether axis d is among `axes`.
+inline bool has_axis(const Axes& axes, std::size_t d) { return std::find(axes.begin(), axes.end(), d) != axes.end(); }
+
+/// The axes of xs of size more than 1, in order (the layouts' view, where axes of 1 change
+/// nothing); nullopt when an axis has size 0 (an empty batch, which no layout's kernels take).
+std::optional<std::vector<std::size_t>> sized_axes(const Shape& xs);
 
 /// Row-major strides of an array of shape `s` (same rank as xs, each dim equal to xs's or
 /// 1), with 0 along its dims of 1.
