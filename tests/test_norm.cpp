@@ -477,13 +477,12 @@ TEST_CASE("the one-pass forward gives the bits of compute_moments plus the norma
                 float y;
                 if (compute == Compute::float64) {
                     y = static_cast<float>(((x - mu) - ml) * (rstd * wb.data()[i]) + bb.data()[i]);
-                } else {  // the mean in three floats, a = rstd * w and b rounded once
+                } else {  // hi, lo = fl(mean), fl(rest); a = fl(rstd * w); off = fl(b - lo * a)
                     const float hi = static_cast<float>(mu);
-                    const double rest = (mu - hi) + ml;
-                    const float l1 = static_cast<float>(rest), l2 = static_cast<float>(rest - l1);
+                    const float low = static_cast<float>((mu - hi) + ml);
                     const float a = static_cast<float>(rstd * wb.data()[i]), bf = static_cast<float>(bb.data()[i]);
-                    const float d1 = x - hi, d2 = d1 - l1, d3 = d2 - l2, p = d3 * a;
-                    y = p + bf;
+                    const float off = low == 0 ? bf : std::fma(-low, a, bf);
+                    y = std::fma(x - hi, a, off);
                 }
                 differ += y != r.y.f32.data()[i];
             }

@@ -289,3 +289,46 @@ TEST_CASE("channels-last moments when the rows that set each block's shift are f
             }
     MESSAGE("worst: float path " << worst << " ulps, double path " << worst_d << " ulps");
 }
+
+TEST_CASE("float path on a row where (((x - hi) - lo) - lo2) * a + b came to 3.04 ulps") {
+    // A LayerNorm row of 3 with weights and biases, found by scripts/float_path_stress.cpp.
+    // The earlier float formula rounded x - hi and then - lo at the ulp of x - mean (x far
+    // from the mean, where x - hi is not exact), then the product and the sum: four roundings
+    // that here add up past 3 ulps. The formula now, fma(x - hi, a, fma(-lo, a, b)), rounds
+    // x - hi and the fma only.
+    const Layout l{"layernorm row of 3", {1, 3}, {1}, {1}};
+    const Index ix = index_of(l);
+    xt::xarray<double> v = {{-70.545845, -220.788208, -328.759735}};
+    const Tensor x = Tensor::from_double(v, DType::float32);
+    const xt::xarray<double> w = {0.76425673698691976, 0.9870481901128586, 0.78484879775778771};
+    const xt::xarray<double> b = {0.0099919244812679709, 0.37420765086668928, -0.023311457304207951};
+    NormSpec spec;
+    spec.reduction_axes = Axes(1, 1);  // moved in: copying a constant vector here trips GCC 12's -Wnonnull
+    spec.param_axes = Axes(1, 1);
+    ForwardInputs in;
+    in.weight = &w;
+    in.bias = &b;
+    const ForwardResult r = forward(x, spec, in);
+    const Worst now = contract_error(x, ix, true, spec.eps, &w, &b, r.y);
+    CAPTURE(now.where);
+    CHECK(now.ulps <= 3.0);
+    // The earlier formula on the engine's own statistics: the row still shows what it is here
+    // for.
+    Tensor before = r.y;
+    const double m = r.batch.mean.data()[0];
+    const float hi = static_cast<float>(m);
+    const double rest = (m - hi) + r.batch.mean_lo.data()[0];
+    const float lo = static_cast<float>(rest), lo2 = static_cast<float>(rest - lo);
+    for (std::size_t k = 0; k < 3; ++k) {
+        const float a = static_cast<float>(r.rstd.data()[0] * w(k)), bf = static_cast<float>(b(k));
+        volatile float d = x.f32.data()[k] - hi;  // each operation rounded to float, in order
+        d = d - lo;
+        d = d - lo2;
+        volatile float p = d * a;
+        before.f32.data()[k] = p + bf;
+    }
+    const Worst old = contract_error(x, ix, true, spec.eps, &w, &b, before);
+    CAPTURE(old.where);
+    CHECK(old.ulps > 3.0);
+    MESSAGE("float path " << now.ulps << " ulps; the earlier formula " << old.ulps);
+}

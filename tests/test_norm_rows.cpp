@@ -414,9 +414,9 @@ TEST_CASE("given statistics over rows (the row writer) give the bits of the walk
         }
 }
 
-TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros and NaN included") {
-    // Without centring the mean's three float parts are +0, and the kernels leave out the
-    // three subtractions of (((x - hi) - lo) - lo2): x - (+0) is x for every float. With
+TEST_CASE("RMSNorm's float path: y = fma(x, fl(rstd * w), fl(b)) to the bit, zeros and NaN included") {
+    // Without centring hi and rest are +0 and c is fl(b), and the kernels leave out the
+    // subtraction of fma(x - hi, a, c): x - (+0) is x for every float. With
     // and without affine parameters (then w = 1 and b = 0, one a for the row).
     xt::random::seed(36);
     for (std::size_t n : {std::size_t{7}, std::size_t{64}, std::size_t{300}}) {
@@ -437,7 +437,7 @@ TEST_CASE("RMSNorm's float path: y = x * fl(rstd * w) + fl(b) to the bit, zeros 
             for (std::size_t r = 0; r < 3; ++r)
                 for (std::size_t k = 0; k < n; ++k) {
                     const float a = static_cast<float>(f.rstd(r, 0) * (affine ? w(k) : 1.0));
-                    const float want = x.f32(r, k) * a + (bias ? static_cast<float>(b(k)) : 0.0f);
+                    const float want = std::fma(x.f32(r, k), a, bias ? static_cast<float>(b(k)) : 0.0f);
                     const float got = f.y.f32(r, k);
                     if (r == 1) {  // the NaN's row: every output NaN
                         CHECK(std::isnan(got));

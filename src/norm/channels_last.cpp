@@ -133,17 +133,17 @@ NORMLAB_INLINE inline void chunk_moments_cl(const T* x, std::size_t C, std::size
 }
 
 // Per-channel constants of one outer group, kWrap entries past C (see kWrap). The float
-// path's: the mean's three float parts, a = fl(rstd * scale), b = fl(shift); the double
+// path's: hi and lo = the mean's two floats, a = fl(rstd * scale), c = fl(b - lo * a); the double
 // arithmetic's: mean, mean_lo, rstd * scale and shift.
 struct GroupConstants {
-    std::vector<float> hi, lo, lo2, a, b;
+    std::vector<float> hi, a, c;
     std::vector<double> mean, mlo, da, db;
 };
 
 void build_constants(const ChannelsLast& l, std::size_t o, const NormalizeArgs& args, bool f32, GroupConstants& k) {
     const std::size_t C = l.channels, n = C + kWrap;
     if (f32) {
-        for (auto* v : {&k.hi, &k.lo, &k.lo2, &k.a, &k.b}) v->resize(n);
+        for (auto* v : {&k.hi, &k.a, &k.c}) v->resize(n);
     } else {
         for (auto* v : {&k.mean, &k.mlo, &k.da, &k.db}) v->resize(n);
     }
@@ -151,9 +151,9 @@ void build_constants(const ChannelsLast& l, std::size_t o, const NormalizeArgs& 
         const std::size_t c = e % C, s = o * l.stats + l.stat[c], p = l.param[c];
         if (f32) {
             const MeanParts m = split_mean(args.mean[s], args.mean_lo[s]);
-            k.hi[e] = m.hi, k.lo[e] = m.lo, k.lo2[e] = m.lo2;
+            k.hi[e] = m.hi;
             k.a[e] = fold(args.rstd[s], args.scale[p]);
-            k.b[e] = args.shift_f[p];
+            k.c[e] = offset(m.lo, k.a[e], args.shift_f[p]);
         } else {
             k.mean[e] = args.mean[s], k.mlo[e] = args.mean_lo[s];
             k.da[e] = args.rstd[s] * args.scale[p];
@@ -191,11 +191,34 @@ NORMLAB_INLINE inline void put(T* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 
-// The float path over n elements of whole rows at x (channel 0 first): y = (((x - hi) -
-// lo) - lo2) * a + b per element, the same expression as normalize_chunk_f32, in vectors of
-// 2W floats whose channels start at phase ph.
+// The float path over n elements of whole rows at x (channel 0 first): y = fma(x - hi, a, c)
+// per element, the same expression as normalize_chunk_f32, in vectors of 2W floats whose
+// channels start at phase ph.
 NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::size_t c) {
-    return (((x - k.hi[c]) - k.lo[c]) - k.lo2[c]) * k.a[c] + k.b[c];
+    return std::fma(x - k.hi[c], k.a[c], k.c[c]);
+}
+
+// fma(v, a, c) lane by lane, each rounded once as std::fma: one vfmadd in registers of 8 or
+// 16 floats (AVX2 with FMA, AVX-512; inline assembly, as deviation_step, because this is
+// inlined into each instruction set's function), std::fma per lane in registers of 4
+// (baseline x86-64: libm's exact FMA).
+// Registers of 2W floats.
+template <int W>
+struct FloatLanes {
+    typedef float F __attribute__((vector_size(8 * W)));
+};
+// v = fma(v, a, c); references, as vectors passed or returned by value would change the
+// ABI of the baseline version.
+template <int W>
+NORMLAB_INLINE inline void fma_lanes(typename FloatLanes<W>::F& v, const typename FloatLanes<W>::F& a,
+                                     const typename FloatLanes<W>::F& c) {
+#if NORMLAB_LANE_DISPATCH
+    if constexpr (W >= 4) {
+        __asm__("vfmadd132ps %[a], %[c], %[v]" : [v] "+v"(v) : [a] "v"(a), [c] "v"(c));
+        return;
+    }
+#endif
+    for (int j = 0; j < 2 * W; ++j) v[j] = std::fma(v[j], a[j], c[j]);
 }
 
 // Spans of C = NV * 2W elements starting at channel ph (< 2W): the constants of a span stay
@@ -203,27 +226,27 @@ NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::siz
 template <int W, int NV, bool Stream>
 NORMLAB_INLINE inline void rows_f32(const float* x, float* y, std::size_t rows, std::size_t ph,
                                     const GroupConstants& k) {
-    typedef float F __attribute__((vector_size(8 * W)));
+    typedef typename FloatLanes<W>::F F;
     constexpr std::size_t WF = 2 * W, C = NV * WF;
-    F h[NV], l[NV], l2[NV], va[NV], vb[NV];
+    F h[NV], va[NV], vc[NV];
     for (int j = 0; j < NV; ++j) {
         std::memcpy(&h[j], k.hi.data() + ph + j * WF, sizeof(F));
-        std::memcpy(&l[j], k.lo.data() + ph + j * WF, sizeof(F));
-        std::memcpy(&l2[j], k.lo2.data() + ph + j * WF, sizeof(F));
         std::memcpy(&va[j], k.a.data() + ph + j * WF, sizeof(F));
-        std::memcpy(&vb[j], k.b.data() + ph + j * WF, sizeof(F));
+        std::memcpy(&vc[j], k.c.data() + ph + j * WF, sizeof(F));
     }
     for (std::size_t r = 0; r < rows; ++r)
         for (int j = 0; j < NV; ++j) {
             F v;
             std::memcpy(&v, x + r * C + j * WF, sizeof v);
-            put<Stream>(y + r * C + j * WF, (((v - h[j]) - l[j]) - l2[j]) * va[j] + vb[j]);
+            v -= h[j];
+            fma_lanes<W>(v, va[j], vc[j]);
+            put<Stream>(y + r * C + j * WF, v);
         }
 }
 
 template <int W, bool Stream>
 NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, std::size_t C, const GroupConstants& k) {
-    typedef float F __attribute__((vector_size(8 * W)));
+    typedef typename FloatLanes<W>::F F;
     constexpr std::size_t WF = 2 * W;
     if (C % WF == 0 && C <= 4 * WF) {
         // Up to the first aligned element one at a time, then whole spans of C from there.
@@ -238,7 +261,7 @@ NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, st
         for (i += rows * C; i < n; ++i) y[i] = f32_value(x[i], k, i % C);
         return;
     }
-    const float *hi = k.hi.data(), *lo = k.lo.data(), *lo2 = k.lo2.data(), *a = k.a.data(), *b = k.b.data();
+    const float *hi = k.hi.data(), *a = k.a.data(), *c = k.c.data();
     const std::size_t step = WF % C;
     std::size_t i = 0, ph = 0;
     if (Stream)
@@ -247,14 +270,14 @@ NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, st
             if (++ph == C) ph = 0;
         }
     for (; i + WF <= n; i += WF) {
-        F v, h, l, l2, va, vb;
+        F v, h, va, vc;
         std::memcpy(&v, x + i, sizeof v);
         std::memcpy(&h, hi + ph, sizeof h);
-        std::memcpy(&l, lo + ph, sizeof l);
-        std::memcpy(&l2, lo2 + ph, sizeof l2);
         std::memcpy(&va, a + ph, sizeof va);
-        std::memcpy(&vb, b + ph, sizeof vb);
-        put<Stream>(y + i, (((v - h) - l) - l2) * va + vb);
+        std::memcpy(&vc, c + ph, sizeof vc);
+        v -= h;
+        fma_lanes<W>(v, va, vc);
+        put<Stream>(y + i, v);
         ph += step;
         if (ph >= C) ph -= C;
     }

@@ -13,7 +13,7 @@
 #include "norm/strided.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NORMLAB_TARGET_AVX512 __attribute__((target("avx512f")))
+#define NORMLAB_TARGET_AVX512 __attribute__((target("avx512f,fma")))
 #define NORMLAB_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define NORMLAB_LANE_DISPATCH 1
 #else
@@ -22,7 +22,7 @@
 
 namespace normlab {
 
-/// Register width the CPU runs the sums with, in doubles: 8 (AVX-512), 4 (AVX2 with FMA) or
+/// Register width the CPU runs the sums with, in doubles: 8 (AVX-512 with FMA), 4 (AVX2 with FMA) or
 /// 2 (checked once).
 int lane_width();
 

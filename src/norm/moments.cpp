@@ -262,7 +262,7 @@ void chunk_moments_any(const T* x, const std::uint8_t* mask, const Walk& w, std:
 int lane_width() {
 #if NORMLAB_LANE_DISPATCH
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 8;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return 8;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 4;
 #endif
     return 2;

@@ -3,6 +3,7 @@
 #include "norm/normalize_double.hpp"
 #include "norm/normalize_f32.hpp"
 
+#include <cmath>
 #include <vector>
 
 namespace normlab {
@@ -19,12 +20,12 @@ NORMLAB_INLINE inline void normalize_double(const T* x, T* y, const Walk& w, std
 // Within a chunk, channels-last runs repeat the same statistics and parameters (BatchNorm
 // (N, H, W, C): every run is the same C channels), so a run reuses the previous one's.
 struct RunConstants {
-    std::vector<float> hi, lo, lo2, a, b;
+    std::vector<float> hi, a, c;
     std::size_t key_a = 0, key_b = 0, key_n = 0;
     bool valid = false;
     void reserve(std::size_t n) {
         if (hi.size() < n)
-            for (auto* v : {&hi, &lo, &lo2, &a, &b}) v->resize(n);
+            for (auto* v : {&hi, &a, &c}) v->resize(n);
     }
 };
 
@@ -33,10 +34,10 @@ RunConstants& run_constants() {
     return rc;
 }
 
-// (((x - hi) - lo) - lo2) * a + b with everything per element (channels last).
-NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, const RunConstants& c) {
-    const float *hi = c.hi.data(), *lo = c.lo.data(), *lo2 = c.lo2.data(), *a = c.a.data(), *b = c.b.data();
-    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - hi[k]) - lo[k]) - lo2[k]) * a[k] + b[k];
+// fma(x - hi, a, c) with everything per element (channels last).
+NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, const RunConstants& rc) {
+    const float *hi = rc.hi.data(), *a = rc.a.data(), *c = rc.c.data();
+    for (std::size_t k = 0; k < n; ++k) yp[k] = std::fma(xp[k] - hi[k], a[k], c[k]);
 }
 
 }  // namespace
@@ -51,13 +52,12 @@ NORMLAB_VECTOR_CLONES void normalize_chunk(const double* x, double* y, const Wal
     normalize_double(x, y, w, c, a);
 }
 
-NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c,
+NORMLAB_FMA_CLONES void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c,
                                                const NormalizeArgs& args) {
     const double* mean = args.mean;
     const double* mlo = args.mean_lo;
     const double* rstd = args.rstd;
     const double* scale = args.scale;
-    const float* shift = args.shift_f;
     RunConstants& rc = run_constants();
     rc.valid = false;  // statistics differ from one forward to the next
     w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
@@ -65,7 +65,7 @@ NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const W
         float* yp = y + r.x;
         if (r.da == 0) {
             rc.reserve(r.n);
-            normalize_stat_run_f32(xp, yp, r, args, rc.a.data(), rc.b.data());
+            normalize_stat_run_f32(xp, yp, r, args, rc.a.data(), rc.c.data());
             return;
         }
         // Statistics along the run (channels last): everything per element.
@@ -75,10 +75,8 @@ NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const W
                 const std::size_t s = r.a + k * r.da, p = r.b + k * r.db;
                 const MeanParts m = split_mean(mean[s], mlo[s]);
                 rc.hi[k] = m.hi;
-                rc.lo[k] = m.lo;
-                rc.lo2[k] = m.lo2;
                 rc.a[k] = fold(rstd[s], scale[p]);
-                rc.b[k] = shift[p];
+                rc.c[k] = offset(m.lo, rc.a[k], args.shift_f[p]);
             }
             rc.key_a = r.a, rc.key_b = r.b, rc.key_n = r.n, rc.valid = true;
         }
@@ -86,7 +84,7 @@ NORMLAB_VECTOR_CLONES void normalize_chunk_f32(const float* x, float* y, const W
     });
 }
 
-NORMLAB_VECTOR_CLONES void normalize_rows_f32(const float* x, float* y, std::size_t rows, std::size_t n,
+NORMLAB_FMA_CLONES void normalize_rows_f32(const float* x, float* y, std::size_t rows, std::size_t n,
                                               std::size_t first, std::size_t pstep, const NormalizeArgs& args) {
     for (std::size_t i = 0; i < rows; ++i) {
         // pstep 0 or 1 never needs the gather buffers of normalize_stat_run_f32.

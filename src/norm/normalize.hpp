@@ -31,21 +31,26 @@ void normalize_chunk(const float* x, float* y, const Walk& w, std::size_t c, con
 void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
 /// The float path for float32 data, in float32 lanes (twice as many as double):
-///   hi, lo, lo2 = the mean (mean + mean_lo) split into three floats, each the rounding
-///                 of what the previous ones leave (72 bits: two would leave 2^-49 of
-///                 the mean, hundreds of ulps of y next to the mean on rows like mean 1e4
-///                 std 1, where |x̂| can be 1e-6)
-///   a = fl(rstd * scale)   folded in double, rounded once per (statistic, parameter element)
+///   hi, lo = the mean (mean + mean_lo) as two floats: hi = fl(mean), lo = fl(mean - hi)
+///   a = fl(rstd * scale)     folded in double, rounded once
 ///   b = fl(shift)
-///   y = (((x - hi) - lo) - lo2) * a + b,   each operation rounded to float
-/// x - hi is exact when x lies within a factor of 2 of hi (Sterbenz), which is where
-/// cancellation would hurt; each other rounding costs at most half an ulp of |x̂·scale|,
-/// |shift| or |y|, and the subtraction of lo2 only rounds where lo's did not. Hence the
-/// float path's contract: within 3 ulps of the float64 result, the ulp taken of the largest
-/// of |x̂·scale|, |shift| and |y| at that element (scheme from DESIGN.md "Architecture";
-/// Sterbenz 1974, "Floating-point computation"). Every layout computes the same expression,
-/// so a value depends on its own input, statistic and parameters only: the same row gives
-/// the same bits wherever it sits in a batch.
+///   c = fma(-lo, a, b)       b - lo * a rounded once (b where lo is 0)
+///   y = fma(x - hi, a, c)    (x - hi) * a + c rounded once
+/// per (statistic, parameter element). x - hi is exact where x lies within a factor of 2 of
+/// hi (Sterbenz 1974), which is where cancellation would hurt; there the part of the mean a
+/// float cannot carry enters through c, and hi is the float nearest the mean, so |lo| <=
+/// |x - mean| for every float x: lo * a is at most x̂ * scale. Where x - hi rounds, x is far
+/// from the mean, lo is under 2^-23 of x - hi, and that rounding is the only one before the
+/// fma. The roundings of a, b, lo, c, x - hi and the fma each cost at most about half an ulp
+/// of the largest of |x̂ * scale|, |shift| and |y| (a and x - hi up to one ulp where a product
+/// crosses a binade); the float path's contract is 3 such ulps of the float64 result (scheme
+/// from DESIGN.md "Architecture"). Worst measured: 2.59 ulps over 9e8 elements of rows built
+/// to break it (scripts/float_path_stress.cpp; 3.17 for the earlier (((x - hi) - lo) - lo2) *
+/// a + b, each step rounded). The fma is std::fma: an instruction in the x86-64-v3 and v4
+/// versions of the kernels (NORMLAB_FMA_CLONES), libm's exact software FMA in the baseline
+/// one, so the bits are the same on every CPU. Every layout computes the same expression
+/// from the same constants, so a value depends on its own input, statistic and parameters
+/// only: the same row gives the same bits wherever it sits in a batch.
 void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
 /// normalize_chunk_f32 for `rows` contiguous rows of n floats at x, each row a whole

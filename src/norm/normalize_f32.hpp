@@ -9,72 +9,87 @@
 
 namespace normlab {
 
-/// The mean m + ml split into three floats, each the rounding of what the previous ones
-/// leave: m - hi is exact in double, and so is r - lo.
+/// The mean m + ml as two floats: hi = fl(m) and lo = fl((m - hi) + ml), what hi leaves
+/// (m - hi is exact in double).
 struct MeanParts {
-    float hi, lo, lo2;
+    float hi, lo;
 };
 NORMLAB_INLINE inline MeanParts split_mean(double m, double ml) {
     const float hi = static_cast<float>(m);
-    const double r = (m - static_cast<double>(hi)) + ml;
-    const float lo = static_cast<float>(r);
-    return {hi, lo, static_cast<float>(r - static_cast<double>(lo))};
+    return {hi, static_cast<float>((m - static_cast<double>(hi)) + ml)};
 }
-/// Whether all three parts are +0 (no centring): then (((x - hi) - lo) - lo2) is x, bit for
-/// bit. A -0 part would turn x = -0 into +0, so it does not count.
+/// Whether hi and lo are both +0 (no centring): then fma(x - hi, a, c) is fma(x, a, b) with
+/// c = b, bit for bit. A -0 would turn x = -0 into +0, so it does not count.
 NORMLAB_INLINE inline bool positive_zero(MeanParts m) {
-    return m.hi == 0 && m.lo == 0 && m.lo2 == 0 && !std::signbit(m.hi) && !std::signbit(m.lo) && !std::signbit(m.lo2);
+    return m.hi == 0 && m.lo == 0 && !std::signbit(m.hi) && !std::signbit(m.lo);
 }
 /// a = rstd * scale, folded in double and rounded once.
 NORMLAB_INLINE inline float fold(double rstd, double scale) { return static_cast<float>(rstd * scale); }
+/// c = fma(-lo, a, b): b - lo * a rounded once; b itself when lo is 0, so that the sign of a
+/// zero does not depend on the sign of a.
+NORMLAB_INLINE inline float offset(float lo, float a, float b) { return lo == 0 ? b : std::fma(-lo, a, b); }
 
-/// (((x - hi) - lo) - lo2) * a + b, with a and b one value for the run or one per element:
-/// the compiler vectorises each form. With one a and b and the mean's parts all +0
-/// (uncentred: RMSNorm) the subtractions are left out, the same bits.
+/// fma(x - hi, a, c), with a and c one value for the run or one per element: the compiler
+/// vectorises each form (into FMA instructions in the versions that have them). With one a
+/// and the mean +0 (uncentred: RMSNorm) the subtraction is left out, the same bits.
 NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m, float a,
-                                             float b) {
+                                             float c) {
     if (positive_zero(m)) {
-        for (std::size_t k = 0; k < n; ++k) yp[k] = xp[k] * a + b;
+        for (std::size_t k = 0; k < n; ++k) yp[k] = std::fma(xp[k], a, c);
         return;
     }
-    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a + b;
+    const float hi = m.hi;
+    for (std::size_t k = 0; k < n; ++k) yp[k] = std::fma(xp[k] - hi, a, c);
 }
-NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, MeanParts m,
-                                             const float* a, const float* b) {
-    for (std::size_t k = 0; k < n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * a[k] + b[k];
+NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::size_t n, float hi, const float* a,
+                                             const float* c) {
+    for (std::size_t k = 0; k < n; ++k) yp[k] = std::fma(xp[k] - hi, a[k], c[k]);
 }
 
 /// y at yp for the run r of x at xp whose statistic is fixed (r.da == 0). `a_buf` and
-/// `b_buf` hold r.n floats, for parameters that neither stay fixed nor step by one.
+/// `c_buf` hold r.n floats, for parameters that neither stay fixed nor step by one.
 NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, const Run& r, const NormalizeArgs& args,
-                                                  float* a_buf, float* b_buf) {
+                                                  float* a_buf, float* c_buf) {
     const double* scale = args.scale;
     const float* shift = args.shift_f;
     const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
     const bool one_a = r.db == 0 || args.uniform_scale;
     const bool one_b = r.db == 0 || args.uniform_shift;
     if (one_a && one_b) {  // planes; rows without affine parameters
-        normalize_run_f32(xp, yp, r.n, m, fold(args.rstd[r.a], scale[r.b]), shift[r.b]);
+        const float a = fold(args.rstd[r.a], scale[r.b]);
+        normalize_run_f32(xp, yp, r.n, m, a, offset(m.lo, a, shift[r.b]));
         return;
     }
-    // LayerNorm/RMSNorm rows with a weight: a per element of the row, folded as it goes (a
-    // separate folding loop into a buffer cost 15% more).
+    // LayerNorm/RMSNorm rows with a weight: a and c per element of the row, folded as it goes
+    // (a separate folding loop into a buffer cost 15% more).
     const double rs = args.rstd[r.a];
     if (r.db == 1) {
         const double* sc = scale + r.b;
         const float* sh = shift + r.b;
         if (positive_zero(m)) {
-            // Uncentred (RMSNorm): x - (+0) is x for every float, -0 and NaN included, so
-            // leaving out the three subtractions gives the same bits (8% faster on rows of 64).
-            for (std::size_t k = 0; k < r.n; ++k) yp[k] = xp[k] * fold(rs, sc[k]) + sh[k];
+            // Uncentred (RMSNorm): x - (+0) is x for every float, -0 and NaN included, and c
+            // is b, so leaving out the subtraction gives the same bits (8% faster on rows of
+            // 64).
+            for (std::size_t k = 0; k < r.n; ++k) yp[k] = std::fma(xp[k], fold(rs, sc[k]), sh[k]);
             return;
         }
-        for (std::size_t k = 0; k < r.n; ++k) yp[k] = (((xp[k] - m.hi) - m.lo) - m.lo2) * fold(rs, sc[k]) + sh[k];
+        const float hi = m.hi, lo = m.lo;
+        if (lo == 0) {
+            for (std::size_t k = 0; k < r.n; ++k) yp[k] = std::fma(xp[k] - hi, fold(rs, sc[k]), sh[k]);
+            return;
+        }
+        for (std::size_t k = 0; k < r.n; ++k) {
+            const float a = fold(rs, sc[k]);
+            yp[k] = std::fma(xp[k] - hi, a, std::fma(-lo, a, sh[k]));
+        }
         return;
     }
-    for (std::size_t k = 0; k < r.n; ++k) a_buf[k] = fold(rs, scale[r.b + k * r.db]);
-    for (std::size_t k = 0; k < r.n; ++k) b_buf[k] = shift[r.b + k * r.db];
-    normalize_run_f32(xp, yp, r.n, m, a_buf, b_buf);
+    for (std::size_t k = 0; k < r.n; ++k) {
+        const std::size_t p = r.b + k * r.db;
+        a_buf[k] = fold(rs, scale[p]);
+        c_buf[k] = offset(m.lo, a_buf[k], shift[p]);
+    }
+    normalize_run_f32(xp, yp, r.n, m.hi, a_buf, c_buf);
 }
 
 }  // namespace normlab

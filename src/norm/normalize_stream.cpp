@@ -71,9 +71,9 @@ void stream_out(int width, T* dst, const T* src, std::size_t n) {
 }
 
 // The block's arithmetic, one instance per instruction set (as normalize_chunk_f32).
-NORMLAB_VECTOR_CLONES void normalize_block(const float* xp, float* out, const Run& r, const NormalizeArgs& args,
-                                           float* a_buf, float* b_buf) {
-    normalize_stat_run_f32(xp, out, r, args, a_buf, b_buf);
+NORMLAB_FMA_CLONES void normalize_block(const float* xp, float* out, const Run& r, const NormalizeArgs& args,
+                                           float* a_buf, float* c_buf) {
+    normalize_stat_run_f32(xp, out, r, args, a_buf, c_buf);
 }
 
 // The block's double arithmetic, one instance per instruction set (as normalize_chunk).
@@ -135,11 +135,11 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
 }
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
-    alignas(64) float out[kBlock], a_buf[kBlock], b_buf[kBlock];
+    alignas(64) float out[kBlock], a_buf[kBlock], c_buf[kBlock];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
         stream_run(x, y, r, out, width,
-                   [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, b_buf); });
+                   [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, c_buf); });
     });
     fence_streams();
 }

@@ -14,10 +14,17 @@
 // loader picks one at run time: 8 or 4 doubles per instruction where the CPU has them, a
 // portable binary everywhere. Contraction into FMA is off (src/norm/module.cmake), and
 // each lane rounds exactly as scalar code does, so all versions give bit-identical results.
+//
+// The float path's output kernels round y = (x - hi) * a + c once with an FMA (std::fma,
+// exact by definition), so their versions are the x86-64 levels that have FMA (v4: AVX-512,
+// v3: AVX2 and FMA) and the baseline, where each std::fma is a call into libm's exact
+// software fmaf: the same bits, slower (normalize.hpp).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NORMLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define NORMLAB_FMA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define NORMLAB_VECTOR_CLONES
+#define NORMLAB_FMA_CLONES
 #endif
 
 namespace normlab {
