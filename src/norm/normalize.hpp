@@ -38,19 +38,22 @@ void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c, c
 ///   y = fma(x - hi, a, c)    (x - hi) * a + c rounded once
 /// per (statistic, parameter element). x - hi is exact where x lies within a factor of 2 of
 /// hi (Sterbenz 1974), which is where cancellation would hurt; there the part of the mean a
-/// float cannot carry enters through c, and hi is the float nearest the mean, so |lo| <=
-/// |x - mean| for every float x: lo * a is at most x̂ * scale. Where x - hi rounds, x is far
-/// from the mean, lo is under 2^-23 of x - hi, and that rounding is the only one before the
-/// fma. The roundings of a, b, lo, c, x - hi and the fma each cost at most about half an ulp
-/// of the largest of |x̂ * scale|, |shift| and |y| (a and x - hi up to one ulp where a product
-/// crosses a binade); the float path's contract is 3 such ulps of the float64 result (scheme
-/// from DESIGN.md "Architecture"). Worst measured: 2.59 ulps over 9e8 elements of rows built
-/// to break it (scripts/float_path_stress.cpp; 3.17 for the earlier (((x - hi) - lo) - lo2) *
-/// a + b, each step rounded). The fma is std::fma: an instruction in the x86-64-v3 and v4
-/// versions of the kernels (NORMLAB_FMA_CLONES), libm's exact software FMA in the baseline
-/// one, so the bits are the same on every CPU. Every layout computes the same expression
-/// from the same constants, so a value depends on its own input, statistic and parameters
-/// only: the same row gives the same bits wherever it sits in a batch.
+/// float cannot carry enters through c. hi is the float nearest the mean (to double
+/// precision), so |lo| <= |x - mean| (1 + 2^-24) for every float x: lo * a is at most about
+/// x̂ * scale. Where x - hi rounds, |x - hi| > |hi| / 2 and |lo| <= 2^-24 |hi|, so lo * a is
+/// under 2^-23 of (x - hi) * a. Each rounding (of a, b, lo, c, x - hi and the last fma) costs
+/// about half an ulp of the largest of |x̂ * scale|, |shift| and |y|, up to a whole one where
+/// a product or c crosses a binade; summed, these bounds exceed 3, so the float path's
+/// contract, 3 such ulps of the float64 result (scheme from DESIGN.md "Architecture"), rests
+/// on measurement: worst 2.59 ulps over 9e8 elements of rows built to break it
+/// (scripts/float_path_stress.cpp; 3.17 for the earlier (((x - hi) - lo) - lo2) * a + b,
+/// each step rounded), and the precision tests. The fma is std::fma: an instruction in the
+/// x86-64-v3 and v4 versions of the kernels (NORMLAB_FMA_CLONES), a call into libm's exact
+/// fmaf in the baseline one and in builds by other compilers, so the bits are the same on
+/// every CPU (test_norm checks the kernels' bits against libm's fmaf element by element).
+/// Every layout computes the same expression from the same constants, so a value depends on
+/// its own input, statistic and parameters only: the same row gives the same bits wherever
+/// it sits in a batch.
 void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
 /// normalize_chunk_f32 for `rows` contiguous rows of n floats at x, each row a whole
