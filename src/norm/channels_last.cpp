@@ -198,17 +198,16 @@ NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::siz
     return std::fma(x - k.hi[c], k.a[c], k.c[c]);
 }
 
-// fma(v, a, c) lane by lane, each rounded once as std::fma: one vfmadd in registers of 8 or
-// 16 floats (AVX2 with FMA, AVX-512; inline assembly, as deviation_step, because this is
-// inlined into each instruction set's function), std::fma per lane in registers of 4
-// (baseline x86-64: libm's exact FMA).
 // Registers of 2W floats.
 template <int W>
 struct FloatLanes {
     typedef float F __attribute__((vector_size(8 * W)));
 };
-// v = fma(v, a, c); references, as vectors passed or returned by value would change the
-// ABI of the baseline version.
+// v = fma(v, a, c) lane by lane, each rounded once as std::fma: one vfmadd in registers of 8
+// or 16 floats (AVX2 with FMA, AVX-512; inline assembly, as deviation_step, because this is
+// inlined into each instruction set's function), std::fma per lane in registers of 4
+// (baseline x86-64: libm's exact fmaf). References, as vectors passed or returned by value
+// would change the ABI of the baseline version.
 template <int W>
 NORMLAB_INLINE inline void fma_lanes(typename FloatLanes<W>::F& v, const typename FloatLanes<W>::F& a,
                                      const typename FloatLanes<W>::F& c) {

@@ -22,8 +22,8 @@
 
 namespace normlab {
 
-/// Register width the CPU runs the sums with, in doubles: 8 (AVX-512 with FMA), 4 (AVX2 with FMA) or
-/// 2 (checked once).
+/// Register width the CPU runs the sums with, in doubles: 8 (AVX-512 with FMA), 4 (AVX2
+/// with FMA) or 2 (checked once).
 int lane_width();
 
 /// The width the dispatched kernels use now: lane_width(), or a narrower one set by
