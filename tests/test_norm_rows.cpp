@@ -415,7 +415,7 @@ TEST_CASE("given statistics over rows (the row writer) give the bits of the walk
 }
 
 TEST_CASE("RMSNorm's float path: y = fma(x, fl(rstd * w), fl(b)) to the bit, zeros and NaN included") {
-    // Without centring hi and rest are +0 and c is fl(b), and the kernels leave out the
+    // Without centring hi and lo are +0 and c is fl(b), and the kernels leave out the
     // subtraction of fma(x - hi, a, c): x - (+0) is x for every float. With
     // and without affine parameters (then w = 1 and b = 0, one a for the row).
     xt::random::seed(36);

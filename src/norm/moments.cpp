@@ -307,18 +307,17 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
 }
 
 Axes short_suffix(const Shape& xs, const Axes& reduced) {
-    auto is_reduced = [&](std::size_t d) { return has_axis(reduced, d); };
     Axes suffix;
     std::size_t block = 1, d = xs.size();
     for (; d-- > 0;) {
         if (xs[d] == 1) continue;
-        if (!is_reduced(d)) break;
+        if (!has_axis(reduced, d)) break;
         suffix.push_back(d);
         block *= xs[d];
     }
     if (suffix.empty() || block >= kShortRun || d > xs.size()) return {};
     for (std::size_t e = 0; e < d; ++e)
-        if (xs[e] > 1 && is_reduced(e)) {
+        if (xs[e] > 1 && has_axis(reduced, e)) {
             std::sort(suffix.begin(), suffix.end());
             return suffix;
         }

@@ -264,15 +264,14 @@ std::optional<Planes> planes_layout(const Shape& xs, const Axes& reduced) {
     const auto sized = sized_axes(xs);
     if (!sized) return std::nullopt;
     const std::vector<std::size_t>& dims = *sized;
-    auto is_reduced = [&](std::size_t d) { return has_axis(reduced, d); };
     std::size_t i = 0;  // dims[0, i) reduced, [i, j) kept, [j, end) reduced
-    while (i < dims.size() && is_reduced(dims[i])) ++i;
+    while (i < dims.size() && has_axis(reduced, dims[i])) ++i;
     std::size_t j = i;
-    while (j < dims.size() && !is_reduced(dims[j])) ++j;
+    while (j < dims.size() && !has_axis(reduced, dims[j])) ++j;
     if (i == 0 || j == i || j == dims.size()) return std::nullopt;
     Planes l;
     for (std::size_t k = 0; k < dims.size(); ++k) {
-        const bool r = is_reduced(dims[k]);
+        const bool r = has_axis(reduced, dims[k]);
         if (k >= j && !r) return std::nullopt;
         (k < i ? l.outer : k < j ? l.stats : l.plane) *= xs[dims[k]];
     }

@@ -74,13 +74,9 @@ NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, co
             return;
         }
         const float hi = m.hi, lo = m.lo;
-        if (lo == 0) {
-            for (std::size_t k = 0; k < r.n; ++k) yp[k] = std::fma(xp[k] - hi, fold(rs, sc[k]), sh[k]);
-            return;
-        }
         for (std::size_t k = 0; k < r.n; ++k) {
             const float a = fold(rs, sc[k]);
-            yp[k] = std::fma(xp[k] - hi, a, std::fma(-lo, a, sh[k]));
+            yp[k] = std::fma(xp[k] - hi, a, offset(lo, a, sh[k]));
         }
         return;
     }

@@ -72,7 +72,7 @@ void stream_out(int width, T* dst, const T* src, std::size_t n) {
 
 // The block's arithmetic, one instance per instruction set (as normalize_chunk_f32).
 NORMLAB_FMA_CLONES void normalize_block(const float* xp, float* out, const Run& r, const NormalizeArgs& args,
-                                           float* a_buf, float* c_buf) {
+                                        float* a_buf, float* c_buf) {
     normalize_stat_run_f32(xp, out, r, args, a_buf, c_buf);
 }
 
