@@ -23,7 +23,9 @@ packages+=(${NORMLAB_EXTRA_PACKAGES:-})
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # -O1 with line tables (-g1): readable stack traces at a fraction of -O0 -g's cost.
   # Assertions stay on (no NDEBUG).
-  cmake -S "$root" -B "$build" ${NORMLAB_SANITIZE_CMAKE_ARGS:--DCMAKE_CXX_COMPILER=g++ -DNORMLAB_SANITIZE=ON} \
+  # Without the float kernels' FMA versions (NORMLAB_FMA_CLONES): the main build tests the
+  # path of CPUs with FMA, this one the path of CPUs without.
+  cmake -S "$root" -B "$build" ${NORMLAB_SANITIZE_CMAKE_ARGS:--DCMAKE_CXX_COMPILER=g++ -DNORMLAB_SANITIZE=ON -DNORMLAB_FMA_CLONES=OFF} \
     -DNORMLAB_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >&2
 fi
 targets=()

@@ -8,7 +8,7 @@ function(normlab_cli_test name)
     NORMLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endfunction()
 
-normlab_cli_test(test_cli SOURCES test_cli.cpp DEPS normlab_data normlab_report)
+normlab_cli_test(test_cli SOURCES test_cli.cpp DEPS normlab_data normlab_report normlab_norm)
 include(cli_more.cmake OPTIONAL)
 normlab_cli_test(test_messages SOURCES test_messages.cpp DEPS normlab_data)
 normlab_cli_test(test_scripting SOURCES test_scripting.cpp DEPS normlab_config)

@@ -2,4 +2,4 @@
 # scripts/make_golden.py) and the shared public bug-report cases (tests/cases), both run
 # through the built binary.
 normlab_cli_test(test_golden SOURCES test_golden.cpp DEPS normlab_data)
-normlab_cli_test(test_cases SOURCES test_cases.cpp test_cases_conventions.cpp DEPS normlab_data)
+normlab_cli_test(test_cases SOURCES test_cases.cpp test_cases_conventions.cpp DEPS normlab_data normlab_config normlab_analysis)

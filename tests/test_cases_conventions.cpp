@@ -11,7 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "analysis/analysis.hpp"
 #include "analysis_util.hpp"
+#include "config/config.hpp"
 #include "case_util.hpp"
 #include "data/npy.hpp"
 
@@ -461,7 +463,9 @@ TEST_CASE("B19: bfloat16 RMSNorm rounds the affine step once (fused) or twice (L
             REQUIRE_MESSAGE(r32.cli.exit_code == 0, r32.cli.err);
             CHECK(saved(r32, "x", "fused", "output") == saved(r32, "x", "llama", "output"));
             const json rep32 = json::parse(read_text(r32.out / "report.json"));
-            REQUIRE(rep32["notes"].size() == 1);
+            // On a CPU without FMA a float32 run also notes its default arithmetic (the test below).
+            const bool compute_note = std::string(dtype) == "float32" && normlab::default_compute() == normlab::Compute::float64;
+            REQUIRE(rep32["notes"].size() == 1 + compute_note);
             const std::string note = rep32["notes"][0].get<std::string>();
             CHECK(note.find("/norms/llama/affine_rounding") != std::string::npos);
             CHECK(note.find(std::string("this ") + dtype + " run") != std::string::npos);
@@ -619,4 +623,45 @@ TEST_CASE("masks broadcast: a (1, 2, 1) mask for (1, 2, 3, 4) channels last coun
                   {"/data/x/mask", "mask of shape [1, 4]", "[1, 2, 3, 4]", "without its channel axis [1, 2, 3]",
                    "fewer axes that match the leading ones"},
                   files);
+}
+
+TEST_CASE("compute: a norm that does not choose takes this CPU's default, and the run says when that is double") {
+    // Values far from their mean in a row of 512: the float path and the double path round
+    // differently somewhere, so the default's bits tell which one ran.
+    json row = json::array();
+    for (int i = 0; i < 512; ++i) row.push_back(1000.0 + 0.37 * i + (i % 7) * 1e-3);
+    const json data = {{"x", values_source(json::array({row}))}};
+    const json norms = {{"dflt", {{"type", "layernorm"}, {"axes", {-1}}}},
+                        {"f", {{"type", "layernorm"}, {"axes", {-1}}, {"compute", "float"}}},
+                        {"d", {{"type", "layernorm"}, {"axes", {-1}}, {"compute", "double"}}}};
+    const json cfg = config(data, norms, apply({"x"}, {"dflt", "f", "d"}, {"output"}), "float32");
+    const RunResult r = run_config("compute_default", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto yf = saved(r, "x", "f", "output"), yd = saved(r, "x", "d", "output");
+    REQUIRE(yf != yd);
+    const bool float_default = normlab::default_compute() == normlab::Compute::float32;
+    CHECK(float_default == normlab::float_path_has_fma());
+    CHECK(saved(r, "x", "dflt", "output") == (float_default ? yf : yd));
+    const json rep = json::parse(read_text(r.out / "report.json"));
+    CHECK(rep["notes"].size() == (float_default ? 0u : 1u));
+
+    // The note itself, as a CPU without FMA gives it; none where every norm chooses, or on
+    // float64 data.
+    const auto dir = fresh_dir("compute_note");
+    const auto notes = [&](const json& c, normlab::Compute dflt) {
+        return normlab::config_notes(normlab::parse_config(normlab::Json::parse(c.dump()), (dir / "cfg.json").string(), dir, normlab::analysis_catalog()), dflt);
+    };
+    const auto without_fma = notes(cfg, normlab::Compute::float64);
+    REQUIRE(without_fma.size() == 1);
+    for (const char* m : {"cfg.json: /norms: ", "norms without \"compute\" take the double path on this machine",
+                          "no FMA instructions", "\"compute\": \"float\""})
+        CHECK_MESSAGE(without_fma[0].find(m) != std::string::npos, "missing \"" << m << "\" in " << without_fma[0]);
+    CHECK(notes(cfg, normlab::Compute::float32).empty());
+    json chosen = cfg;
+    chosen["norms"].erase("dflt");
+    chosen["analyses"][0]["norms"] = {"f", "d"};
+    CHECK(notes(chosen, normlab::Compute::float64).empty());
+    json f64 = cfg;
+    f64["dtype"] = "float64";
+    CHECK(notes(f64, normlab::Compute::float64).empty());
 }

@@ -7,6 +7,7 @@
 
 #include "cli_util.hpp"
 #include "data/npy.hpp"
+#include "norm/engine.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;
@@ -167,7 +168,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
         CHECK(j["state"] == "steady");
         CHECK(j["timed_calls"] == 3);  // --repeat alone
         CHECK(j["dtype"] == "float32");
-        CHECK(j["compute"] == "float");
+        CHECK(j["compute"] == (normlab::default_compute() == normlab::Compute::float32 ? "float" : "double"));
         // per element: median_ms over the element count; each phase was timed, and its
         // fraction of the copy is the copy's time over the phase's (moments read once)
         const double elems = j["shape"] == nlohmann::json{4, 8, 16} ? 4 * 8 * 16 : 2 * 6 * 5;

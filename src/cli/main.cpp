@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
-    bench_cmd->add_option("--compute", bench.compute, "float32 data: float (the float path, the default) or double");
+    bench_cmd->add_option("--compute", bench.compute, "float32 data: float (the float path) or double; default: float where the CPU has FMA "
+                          "instructions, else double");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
     bench_cmd->add_option("--repeat", bench_repeat, "timed repetitions per case, >= 1 (default 20)")->type_name("INT");
     bench_cmd->add_option("--min-time-ms", bench_min_time,

@@ -65,11 +65,13 @@ struct Config {
 Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
                     const AnalysisCatalog& analyses);
 
-/// Settings of `c` that are valid but change nothing in it, one line each as
-/// "file: /norms/<name>/<key>: why" (reported by run and validate, not errors):
+/// Notes on `c` that run and validate print (not errors), one line each as
+/// "file: /norms[/<name>/<key>]: why": settings that are valid but change nothing in it,
 /// `affine_rounding: "twice"` on a float32/float64 run (only half outputs are rounded after
-/// the affine step) or on a norm without affine parameters.
-std::vector<std::string> config_notes(const Config& c);
+/// the affine step) or on a norm without affine parameters; and, on a float32 run where
+/// `default_arithmetic` (default_compute(): this CPU's) is the double path, that norms without
+/// `compute` take it.
+std::vector<std::string> config_notes(const Config& c, Compute default_arithmetic = default_compute());
 
 /// The keys a norm object of `type` may hold (type and the common keys first), with their
 /// defaults as `normlab list` prints them. parse_norm declares exactly these.

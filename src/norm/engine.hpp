@@ -30,6 +30,19 @@ enum class AffineRounding { once, twice };
 /// (0.5 ulp). float64, float16 and bfloat16 data always take double arithmetic.
 enum class Compute { float32, float64 };
 
+/// Whether the float path's FMAs (std::fma in its output kernels) are instructions on this
+/// CPU: the build targets a CPU with FMA (FP_FAST_FMAF), or it carries the x86-64-v3 and v4
+/// versions of the float kernels (GCC on x86-64, NORMLAB_FMA_CLONES) and this CPU runs one
+/// of them. Otherwise each FMA is a call into libm's software fmaf: the same bits, many
+/// times slower than the double path (LayerNorm (32,64,512), one thread, AMD EPYC, a build
+/// without those versions: 6.3 ms against 0.43 ms for the double path).
+bool float_path_has_fma();
+
+/// The arithmetic float32 data gets when a norm's config does not choose: the float path
+/// where float_path_has_fma(), else the double path, the faster one there. Both meet the
+/// precision contract; their results differ in the last bits.
+Compute default_compute();
+
 /// The fields that determine a normalization (DESIGN.md "Architecture").
 struct NormSpec {
     Axes reduction_axes;   ///< axes the statistics are taken over (canonical)

@@ -9,3 +9,6 @@ target_compile_options(normlab_norm PRIVATE -ffp-contract=off)
 # sqrt may then be a vector instruction (errno is the only difference: sqrt of a negative
 # would set it; the results are the same IEEE square roots).
 target_compile_options(normlab_norm PRIVATE -fno-math-errno)
+if(NOT NORMLAB_FMA_CLONES)
+  target_compile_definitions(normlab_norm PRIVATE NORMLAB_NO_FMA_CLONES)
+endif()

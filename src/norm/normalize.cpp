@@ -93,4 +93,21 @@ NORMLAB_FMA_CLONES void normalize_rows_f32(const float* x, float* y, std::size_t
     }
 }
 
+bool float_path_has_fma() {
+#if defined(FP_FAST_FMAF)
+    return true;
+#elif defined(NORMLAB_HAS_FMA_CLONES)
+    // The loader's choice among NORMLAB_FMA_CLONES makes the same test.
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v3");
+#else
+    return false;
+#endif
+}
+
+Compute default_compute() {
+    static const Compute c = float_path_has_fma() ? Compute::float32 : Compute::float64;
+    return c;
+}
+
 }  // namespace normlab

@@ -51,6 +51,8 @@ void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c, c
 /// x86-64-v3 and v4 versions of the kernels (NORMLAB_FMA_CLONES), a call into libm's exact
 /// fmaf in the baseline one and in builds by other compilers, so the bits are the same on
 /// every CPU (test_norm checks the kernels' bits against libm's fmaf element by element).
+/// The software fmaf is many times slower than the double path, which is why norms take
+/// the float path by default only where float_path_has_fma() (engine.hpp).
 /// Every layout computes the same expression from the same constants, so a value depends on
 /// its own input, statistic and parameters only: the same row gives the same bits wherever
 /// it sits in a batch.

@@ -19,11 +19,18 @@
 // exact by definition), so their versions are the x86-64 levels that have FMA (v4: AVX-512,
 // v3: AVX2 and FMA) and the baseline, where each std::fma is a call into libm's exact
 // software fmaf: the same bits, slower (normalize.hpp).
+//
+// NORMLAB_NO_FMA_CLONES (CMake NORMLAB_FMA_CLONES=OFF) leaves the FMA versions out, so that
+// a CPU with FMA runs the baseline as one without does.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NORMLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define NORMLAB_FMA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define NORMLAB_VECTOR_CLONES
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(NORMLAB_NO_FMA_CLONES)
+#define NORMLAB_FMA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define NORMLAB_HAS_FMA_CLONES 1
+#else
 #define NORMLAB_FMA_CLONES
 #endif
 

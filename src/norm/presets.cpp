@@ -182,7 +182,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     spec.variance = d.variance;
     spec.weight_offset = d.weight_offset;
     spec.affine_rounding = d.affine_rounding;
-    spec.compute = d.compute;
+    spec.compute = d.compute.value_or(default_compute());
 
     if (is_channel_norm(d.type)) {
         std::size_t ca = data_channel_axis;

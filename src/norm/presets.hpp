@@ -100,9 +100,10 @@ struct NormDef {
     /// each replica weighted by its count (SyncBatchNorm).
     bool sync = false;
     bool has_replicas() const { return !replica_sizes.empty() || replica_count > 0; }
-    /// Arithmetic of the output for float32 data ("float": the float path, the default;
-    /// "double": x - mean and the scaling in double). Other dtypes always use double.
-    Compute compute = Compute::float32;
+    /// Arithmetic of the output for float32 data ("float": the float path; "double": x - mean
+    /// and the scaling in double); unset: default_compute(), the float path where the CPU has
+    /// FMA instructions. Other dtypes always use double.
+    std::optional<Compute> compute;
 };
 
 /// What a norm does to a batch of a given shape: pure shape logic, no data touched.

@@ -154,8 +154,10 @@ std::string run_bench(const BenchOptions& o) {
     if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
     if (!(o.min_time_ms >= 0)) throw InputError("bench --min-time-ms: must be at least 0");
-    if (o.compute != "float" && o.compute != "double")
+    if (!o.compute.empty() && o.compute != "float" && o.compute != "double")
         throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
+    const std::string compute =
+        !o.compute.empty() ? o.compute : default_compute() == Compute::float64 ? "double" : "float";
     const unsigned saved_threads = engine_threads();
 
     std::ostringstream out;
@@ -193,7 +195,7 @@ std::string run_bench(const BenchOptions& o) {
                 // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
                 const bool own_peak = reset_peak_rss();
                 NormDef def = bench_def(norm, shape, o.num_groups);
-                def.compute = o.compute == "double" ? Compute::float64 : Compute::float32;
+                def.compute = compute == "double" ? Compute::float64 : Compute::float32;
                 NormLayer layer(def, dtype);
                 StepResult s;
                 const JsonLocation at{"", "bench --norm " + norm};
@@ -219,7 +221,7 @@ std::string run_bench(const BenchOptions& o) {
                 const double n_of = ph.normalize_ms > 0 ? copy / ph.normalize_ms : 0.0;
                 if (o.json) {
                     out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
-                        << o.dtype << "\", \"compute\": \"" << o.compute << "\", \"channel_axis\": " << ca
+                        << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": " << ca
                         << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
                         << ", \"ns_per_elem\": " << med * per_el
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
@@ -244,7 +246,7 @@ std::string run_bench(const BenchOptions& o) {
                " moments_ns, normalize_ns: each phase timed on its own, ns per element; their of_copy:\n"
                " the bytes the phase moves per second (moments: one read, normalize: a read and a write)\n"
                " against the copy's; peak_rss_mib: the process's peak resident memory during this case's\n"
-               " normalization, nan when the kernel cannot reset it; compute " << o.compute << ")\n";
+               " normalization, nan when the kernel cannot reset it; compute " << compute << ")\n";
     return out.str();
 }
 

@@ -14,7 +14,8 @@ struct BenchOptions {
     std::vector<std::string> norms;              ///< batchnorm, layernorm, instancenorm, groupnorm, rmsnorm
     std::vector<std::vector<long long>> shapes;  ///< input shapes
     std::string dtype = "float32";
-    std::string compute = "float";               ///< float32 data: "float" (the float path) or "double"
+    /// float32 data: "float" (the float path) or "double"; empty: default_compute()
+    std::string compute;
     std::vector<unsigned> threads;               ///< thread counts to measure
     unsigned repeat = 20;                        ///< timed repetitions per case (median reported)
     /// more repetitions until this many milliseconds of timed calls have passed, per

@@ -67,7 +67,7 @@ struct CheckedPoints {
     Loaded last;
     std::string first_plan;    ///< point_plan() of the first point
     std::size_t peak_bytes = 0;  ///< the largest point_memory()
-    /// The points' notes (config_notes: valid settings that change nothing), each once.
+    /// The points' notes (config_notes), each once.
     std::vector<std::string> notes;
 };
 

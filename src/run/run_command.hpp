@@ -40,8 +40,8 @@ void run_config(const RunOptions& o);
 
 /// Checks a config at every sweep point as run_config does before it computes anything
 /// (check_points), without writing. Throws InputError on the first problem, with the
-/// message run_config would give. Returns the config's notes (config_notes: valid settings
-/// that change nothing), each once, which `run` also writes to report.json.
+/// message run_config would give. Returns the config's notes (config_notes), each once,
+/// which `run` also writes to report.json.
 std::vector<std::string> validate_config(const RunOptions& o);
 
 }  // namespace normlab
