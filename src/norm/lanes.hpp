@@ -100,6 +100,25 @@ NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename
     plain_deviation_step(v, k, s1, s2);
 }
 
+/// s2 += v * v, lane-wise, for v holding floats as doubles: their squares are exact in double
+/// (24-bit significands give 48-bit products, far from overflow and underflow), so one FMA
+/// rounds as the product and the sum do, to the same bits. In registers of 4 and 8 doubles
+/// (AVX2 with FMA, AVX-512) it is an FMA: Zen runs FMAs on other units than the conversions
+/// from float and the additions, which bound the product-then-sum (RMSNorm's sums of squares
+/// over rows of 512 in cache, Zen 4, a test loop: 0.091 -> 0.068 ns per element).
+template <int W>
+NORMLAB_INLINE inline void square_step(typename Lanes<W>::D v, typename Lanes<W>::D& s2) {
+#if NORMLAB_LANE_DISPATCH
+    if constexpr (W >= 4) {
+        typename Lanes<W>::D a = s2;  // a local, as in deviation_step
+        __asm__("vfmadd231pd %[v], %[v], %[s]" : [s] "+v"(a) : [v] "v"(v));
+        s2 = a;
+        return;
+    }
+#endif
+    s2 += v * v;
+}
+
 /// The fixed tree over logical lanes: lane j + n/2 onto lane j until one is left.
 template <class V>
 NORMLAB_INLINE inline double fold_lanes(const V* regs, int n) {

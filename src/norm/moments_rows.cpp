@@ -40,7 +40,7 @@ NORMLAB_INLINE inline void shifted_block(const float* p, double k, typename Lane
         typename Lanes<W>::D d;
         load_lanes<W>(p, r, d);
         if constexpr (Center) plain_deviation_step(d, k, a1[r], a2[r]);
-        else a2[r] += d * d;
+        else square_step<W>(d, a2[r]);
     }
 }
 
