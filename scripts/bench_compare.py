@@ -145,21 +145,25 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--normlab", default=os.path.join(ROOT, "build", "normlab"))
     ap.add_argument("--suites", default="float32,channels_last,float64")
-    ap.add_argument("--compute", default="float", choices=["float", "double"])
+    ap.add_argument("--compute", choices=["float", "double"],
+                    help="float32 data's arithmetic (default: normlab's default for this CPU)")
     a = ap.parse_args()
     suites = a.suites.split(",")
     for s in suites:
         if s not in SUITES:
             sys.exit(f"bench_compare.py: unknown suite {s!r} (expected {', '.join(SUITES)})")
     common = ["--threads", a.threads, "--repeat", str(a.repeat), "--min-time-ms", str(a.min_time_ms), "--json"]
-    ours, theirs = {}, {}
+    ours, theirs, ran = {}, {}, set()
     todo, torch_server = cases(suites, a.normlab), TorchServer()
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}: {len(todo)} cases", file=sys.stderr)
         for suite, nl_args, torch_args in todo:
             def normlab():
-                for row in run_json([a.normlab, "bench", "--compute", a.compute] + nl_args + common):
+                compute = ["--compute", a.compute] if a.compute else []
+                for row in run_json([a.normlab, "bench"] + compute + nl_args + common):
                     ours.setdefault(key(suite, row), []).append(row)
+                    if row["dtype"] == "float32":
+                        ran.add(row["compute"])
 
             def pytorch():
                 for row in torch_server.run(torch_args + common):
@@ -169,7 +173,7 @@ def main():
                 f()
     torch_server.close()
 
-    print(f"CPU: {cpu_model()}; normlab compute {a.compute}; medians over {a.rounds} rounds of at least "
+    print(f"CPU: {cpu_model()}; normlab compute {'/'.join(sorted(ran)) or a.compute}; medians over {a.rounds} rounds of at least "
           f"{a.repeat} repetitions and {a.min_time_ms} ms of timed calls each.\n")
     print("| suite | norm | shape | threads | normlab ms | PyTorch ms | PyTorch / normlab (target) "
           "| of copy (target) | moments ns/el (of copy) | normalize ns/el (of copy) | met |")

@@ -641,9 +641,18 @@ TEST_CASE("compute: a norm that does not choose takes this CPU's default, and th
     REQUIRE(yf != yd);
     const bool float_default = normlab::default_compute() == normlab::Compute::float32;
     CHECK(float_default == normlab::float_path_has_fma());
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__FMA__)
+    // From the build and the CPU, not from the engine: GCC's x86-64 builds carry the float
+    // kernels' FMA versions unless NORMLAB_FMA_CLONES is off, and the loader picks one on
+    // CPUs of x86-64-v3 and up. So the main build (clones on, on this CI's CPU) and the
+    // sanitizer build (clones off) each check one side.
+    __builtin_cpu_init();
+    CHECK(float_default == (NORMLAB_TEST_FMA_CLONES && __builtin_cpu_supports("x86-64-v3")));
+#endif
     CHECK(saved(r, "x", "dflt", "output") == (float_default ? yf : yd));
     const json rep = json::parse(read_text(r.out / "report.json"));
     CHECK(rep["notes"].size() == (float_default ? 0u : 1u));
+    CHECK(rep["default_compute"] == (float_default ? "float" : "double"));
 
     // The note itself, as a CPU without FMA gives it; none where every norm chooses, or on
     // float64 data.
@@ -653,15 +662,21 @@ TEST_CASE("compute: a norm that does not choose takes this CPU's default, and th
     };
     const auto without_fma = notes(cfg, normlab::Compute::float64);
     REQUIRE(without_fma.size() == 1);
-    for (const char* m : {"cfg.json: /norms: ", "norms without \"compute\" take the double path on this machine",
-                          "no FMA instructions", "\"compute\": \"float\""})
+    for (const char* m : {"cfg.json: /norms: ", "norms without \"compute\" take the double path here",
+                          "FMAs in software", "\"compute\": \"float\""})
         CHECK_MESSAGE(without_fma[0].find(m) != std::string::npos, "missing \"" << m << "\" in " << without_fma[0]);
     CHECK(notes(cfg, normlab::Compute::float32).empty());
     json chosen = cfg;
     chosen["norms"].erase("dflt");
     chosen["analyses"][0]["norms"] = {"f", "d"};
     CHECK(notes(chosen, normlab::Compute::float64).empty());
+    // On float64 data "compute" changes nothing, and the run says so for each norm that gives it.
     json f64 = cfg;
     f64["dtype"] = "float64";
-    CHECK(notes(f64, normlab::Compute::float64).empty());
+    const auto on_f64 = notes(f64, normlab::Compute::float64);
+    REQUIRE(on_f64.size() == 2);
+    // (nlohmann::json writes the norms in key order: d, dflt, f.)
+    CHECK(on_f64[0].find("cfg.json: /norms/d/compute: \"compute\" chooses the arithmetic for float32 data only; "
+                         "this float64 run always takes double arithmetic") != std::string::npos);
+    CHECK(on_f64[1].find("cfg.json: /norms/f/compute: ") != std::string::npos);
 }

@@ -372,6 +372,47 @@ TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the 
                 }
 }
 
+TEST_CASE("RMSNorm's row sums of squares (an FMA on AVX2 and AVX-512) keep the walk's bits at the floats' limits") {
+    // The row kernels form x * x + s as one FMA where the walk (masked moments) multiplies
+    // and adds: the same double only because a float's square is exact in double. Rows of
+    // subnormals, of floats near the largest, of values one ulp off 1, with infinities and
+    // NaN, at each register width.
+    const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<std::vector<float>> rows = {
+        std::vector<float>(37, tiny),
+        {tiny, 3 * tiny, 1e-40f, 1.17549435e-38f, 2e-38f, tiny, 5e-39f, 7 * tiny, 1e-42f, 1e-44f, 3e-39f, 1e-41f,
+         tiny, 2 * tiny, 9e-40f, 4e-45f, 1e-45f},
+        std::vector<float>(40, big),
+        {big, -big, 3e38f, -1e38f, 1.5e38f, big, 2e38f, -3.3e38f, 1e20f, -1e-20f, big, 1e38f, -big, 7e37f, 1, big, -2e38f},
+        {1.0000001f, 0.99999994f, 1.0000002f, 1, -1.0000001f, 0.9999999f, 1.0000004f, 1.0000001f, -0.99999994f, 1,
+         1.0000001f, 0.99999994f, 1.0000002f, 1, -1.0000001f, 0.9999999f, 1.0000004f, 1.0000001f, -0.99999994f},
+        {1, 2, inf, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+        {1, 2, 3, nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18},
+        {-inf, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33},
+    };
+    for (const auto& r : rows)
+        for (int width : {8, 4, 2}) {
+            CAPTURE(r[0]);
+            CAPTURE(r.size());
+            CAPTURE(width);
+            Tensor x;
+            x.dtype = DType::float32;
+            x.f32 = xt::xarray<float>::from_shape({std::size_t{3}, r.size()});
+            for (std::size_t i = 0; i < 3; ++i)
+                for (std::size_t j = 0; j < r.size(); ++j) x.f32(i, j) = r[(j + 5 * i) % r.size()];
+            const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(x.f32.shape());
+            set_lane_width(width);
+            const Moments fast = compute_moments(x, {1}, false), walk = compute_moments(x, {1}, false, &ones);
+            set_lane_width(0);
+            REQUIRE(fast.var.size() == 3);
+            for (std::size_t i = 0; i < 3; ++i) {
+                const double a = fast.var.data()[i], b = walk.var.data()[i];
+                CHECK_MESSAGE((a == b || (std::isnan(a) && std::isnan(b))), a << " against " << b);
+            }
+        }
+}
+
 TEST_CASE("given statistics over rows (the row writer) give the bits of the walk's output") {
     // With the statistics given and no mask, rows that are whole statistics are written by
     // the forward's row writer; a mask of ones sends the same forward through the walk. Rows

@@ -4,6 +4,7 @@
 // byte, and the same report apart from timings and the sweep's bookkeeping.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -129,4 +130,35 @@ TEST_CASE("merge refuses reports it cannot read, with a message, not a crash") {
     m = run_normlab("merge " + (dir / "out").string() + " " + (dir / "b").string());
     CHECK(m.exit_code == 2);
     CHECK_MESSAGE(m.err.find("point 5 is not below the sweep's 2 points") != std::string::npos, m.err);
+}
+
+TEST_CASE("merge refuses shards whose norms without compute took different arithmetic") {
+    // A shard run on a CPU without FMA instructions takes the double path where another
+    // takes the float path: the merged folder would mix the two.
+    fs::path dir = fresh_dir("shards_compute");
+    write_text(dir / "cfg.json", R"({"name": "c", "seed": 1,
+      "data": {"x": {"source": "gaussian", "shape": [3, 2, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"]}],
+      "sweep": {"norms.ln.eps": [1e-5, 1e-3]}})");
+    std::string shards;
+    for (int i = 0; i < 2; ++i) {
+        const fs::path sd = dir / ("s" + std::to_string(i));
+        CliResult r = run_normlab("run " + (dir / "cfg.json").string() + " --shard " + std::to_string(i) + "/2 --out " +
+                                  sd.string() + " -q");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        shards += " " + sd.string();
+    }
+    auto rep = nlohmann::ordered_json::parse(read_text(dir / "s1" / "report.json"));
+    const std::string ran = rep["default_compute"].get<std::string>();
+    CHECK((ran == "float" || ran == "double"));
+    rep["default_compute"] = ran == "float" ? "double" : "float";
+    write_text(dir / "s1" / "report.json", rep.dump(2));
+    CliResult m = run_normlab("merge " + (dir / "out").string() + shards);
+    CHECK(m.exit_code == 2);
+    CHECK_MESSAGE(m.err.find("s1/report.json: its norms without \"compute\" took the " +
+                             std::string(ran == "float" ? "double" : "float") + " path") != std::string::npos,
+                  m.err);
+    CHECK(std::count(m.err.begin(), m.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
 }

@@ -343,6 +343,10 @@ std::vector<std::string> config_notes(const Config& c, Compute default_arithmeti
     std::vector<std::string> out;
     for (const auto& name : c.norm_order) {
         const NormDef& d = c.norms.at(name);
+        if (d.compute && c.dtype != DType::float32)
+            out.push_back(JsonLocation{c.file, "/norms"}.child(name).child("compute").message(
+                "\"compute\" chooses the arithmetic for float32 data only; this " + dtype_name(c.dtype) +
+                " run always takes double arithmetic"));
         if (d.affine_rounding != AffineRounding::twice) continue;
         const JsonLocation at = JsonLocation{c.file, "/norms"}.child(name).child("affine_rounding");
         if (compute_dtype(c.dtype) == c.dtype)
@@ -354,10 +358,10 @@ std::vector<std::string> config_notes(const Config& c, Compute default_arithmeti
     if (c.dtype == DType::float32 && default_arithmetic == Compute::float64 &&
         std::any_of(c.norms.begin(), c.norms.end(), [](const auto& n) { return !n.second.compute; }))
         out.push_back(JsonLocation{c.file, "/norms"}.message(
-            "norms without \"compute\" take the double path on this machine (within 0.5 ulp of the float64 "
-            "result, where the float path is within 3): its CPU has no FMA instructions for the float path "
-            "(x86-64-v3), whose FMAs would run in software, many times slower; \"compute\": \"float\" gives the "
-            "float path's results"));
+            "norms without \"compute\" take the double path here (within 0.5 ulp of the float64 result, where "
+            "the float path is within 3): this build on this CPU would run the float path's FMAs in software "
+            "(libm's fmaf: a CPU below x86-64-v3, or a build without FMA instructions), many times slower; "
+            "\"compute\": \"float\" gives the float path's results"));
     return out;
 }
 

@@ -68,7 +68,8 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 /// Notes on `c` that run and validate print (not errors), one line each as
 /// "file: /norms[/<name>/<key>]: why": settings that are valid but change nothing in it,
 /// `affine_rounding: "twice"` on a float32/float64 run (only half outputs are rounded after
-/// the affine step) or on a norm without affine parameters; and, on a float32 run where
+/// the affine step) or on a norm without affine parameters, `compute` on a run of another
+/// dtype than float32; and, on a float32 run where
 /// `default_arithmetic` (default_compute(): this CPU's) is the double path, that norms without
 /// `compute` take it.
 std::vector<std::string> config_notes(const Config& c, Compute default_arithmetic = default_compute());

@@ -31,11 +31,14 @@ enum class AffineRounding { once, twice };
 enum class Compute { float32, float64 };
 
 /// Whether the float path's FMAs (std::fma in its output kernels) are instructions on this
-/// CPU: the build targets a CPU with FMA (FP_FAST_FMAF), or it carries the x86-64-v3 and v4
-/// versions of the float kernels (GCC on x86-64, NORMLAB_FMA_CLONES) and this CPU runs one
-/// of them. Otherwise each FMA is a call into libm's software fmaf: the same bits, many
-/// times slower than the double path (LayerNorm (32,64,512), one thread, AMD EPYC, a build
-/// without those versions: 6.3 ms against 0.43 ms for the double path).
+/// CPU: the build targets a CPU with FMA (FP_FAST_FMAF, __FMA__, aarch64), or it carries the
+/// x86-64-v3 and v4 versions of the float kernels (GCC on x86-64, NORMLAB_FMA_CLONES) and
+/// this CPU runs one of them. Otherwise each FMA is a call into libm's software fmaf: the
+/// same bits, 7 to 15 times slower than the double path (one thread, AMD EPYC, a build
+/// without those versions, (32,64,512): LayerNorm, two FMAs per element, 6.3 ms against
+/// 0.43 ms; RMSNorm and GroupNorm, one, 2.7 and 3.1 ms against 0.37 and 0.41 ms). The
+/// channels-last kernels choose their register width at run time instead (lanes.hpp): 4
+/// and 8 lanes need FMA and issue it by instruction, the 2-lane version calls std::fma.
 bool float_path_has_fma();
 
 /// The arithmetic float32 data gets when a norm's config does not choose: the float path
@@ -53,7 +56,9 @@ struct NormSpec {
     Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
     double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
     AffineRounding affine_rounding = AffineRounding::once;  ///< half dtypes only
-    Compute compute = Compute::float32;  ///< float32 data: float path (default) or double
+    /// float32 data: the float path or double. Specs from a NormDef (presets.hpp) get
+    /// default_compute() where the config does not choose.
+    Compute compute = Compute::float32;
 };
 
 /// Batch statistics in the keep-dims statistics shape (reduced axes set to 1).
@@ -123,7 +128,7 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
 /// broadcast per the spec (out.y gets `shape`). Arithmetic per spec.compute: float32 data
-/// takes the float path by default (normalize.hpp: float32 lanes, within 3 ulps of the
+/// with Compute::float32 takes the float path (normalize.hpp: float32 lanes, within 3 ulps of the
 /// float64 result, the ulp of the largest of |x̂·w|, |b| and |y|); Compute::float64 and the
 /// other dtypes form (x - mean) - mean_lo and the scaling in double and round y once (0.5
 /// ulp); for float16/bfloat16 with affine parameters and spec.affine_rounding twice, x_hat

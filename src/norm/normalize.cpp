@@ -94,7 +94,9 @@ NORMLAB_FMA_CLONES void normalize_rows_f32(const float* x, float* y, std::size_t
 }
 
 bool float_path_has_fma() {
-#if defined(FP_FAST_FMAF)
+#if defined(FP_FAST_FMAF) || defined(__FMA__) || defined(__aarch64__)
+    // Compiled for FMA hardware (clang defines __FMA__ but not FP_FAST_FMAF; every aarch64
+    // CPU has FMA): std::fma is an instruction in every version of the kernels.
     return true;
 #elif defined(NORMLAB_HAS_FMA_CLONES)
     // The loader's choice among NORMLAB_FMA_CLONES makes the same test.

@@ -122,6 +122,13 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
         const std::vector<std::size_t> points = shard_points(r, rp);
         if (!reports.empty() && r["config"] != reports.front()["config"])
             throw InputError(rp.string() + ": comes from a different config than " + dirs.front());
+        // A merged result is one run's: its norms without "compute" all took one arithmetic.
+        if (!reports.empty() && r.value("default_compute", "") != reports.front().value("default_compute", ""))
+            throw InputError(rp.string() + ": its norms without \"compute\" took the " +
+                             r.value("default_compute", "(unrecorded)") + " path, those of " + dirs.front() + " the " +
+                             reports.front().value("default_compute", "(unrecorded)") +
+                             " path (machines with and without FMA instructions): run the shards on one kind of "
+                             "machine, or give each norm \"compute\"");
         for (std::size_t pi : points) {
             if (owner.count(pi))
                 throw InputError("merge: point " + std::to_string(pi) + " is in both " + dirs[owner[pi]] + " and " + dirs[s]);
