@@ -206,6 +206,13 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     REQUIRE_MESSAGE(dbl.exit_code == 0, dbl.err);
     CHECK(nlohmann::json::parse(dbl.out)["compute"] == "double");
     CHECK(nlohmann::json::parse(dbl.out)["dtype"] == "float64");
+    // float64 data always takes double arithmetic, whatever --compute says, and bench says so.
+    CliResult f64 = run_normlab("bench --norm layernorm --shape 4,8 --compute float --dtype float64 --threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(f64.exit_code == 0, f64.err);
+    CHECK(nlohmann::json::parse(f64.out)["compute"] == "double");
+    CliResult half = run_normlab("bench --norm layernorm --shape 4,8 --dtype float16 --threads 1 --repeat 1");
+    CHECK(half.exit_code == 2);
+    CHECK_MESSAGE(half.err.find("bench --dtype: expected float32 or float64, but got \"float16\"") != std::string::npos, half.err);
     CliResult rank1 = run_normlab("bench --norm layernorm,rmsnorm --shape 64 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(rank1.exit_code == 0, rank1.err);
     CHECK(rank1.out.find("\"channel_axis\": 0") != std::string::npos);

@@ -148,6 +148,10 @@ std::vector<std::vector<long long>> default_shapes(const std::string& norm) {
 
 std::string run_bench(const BenchOptions& o) {
     DType dtype = parse_dtype(o.dtype);
+    // The bytes per second count 4 or 8 bytes per value: the half formats are held in float
+    // storage, so a figure for them would not be what it says.
+    if (dtype != DType::float32 && dtype != DType::float64)
+        throw InputError("bench --dtype: expected float32 or float64, but got \"" + o.dtype + "\"");
     std::vector<std::string> norms = o.norms;
     if (norms.empty()) norms = {"layernorm", "rmsnorm", "groupnorm", "instancenorm", "batchnorm"};
     std::vector<unsigned> threads = o.threads;
@@ -156,8 +160,11 @@ std::string run_bench(const BenchOptions& o) {
     if (!(o.min_time_ms >= 0)) throw InputError("bench --min-time-ms: must be at least 0");
     if (!o.compute.empty() && o.compute != "float" && o.compute != "double")
         throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
-    const std::string compute =
-        !o.compute.empty() ? o.compute : default_compute() == Compute::float64 ? "double" : "float";
+    // What the forward runs: the arithmetic applies to float32 data; float64 is always double.
+    const std::string compute = dtype != DType::float32 ? "double"
+                                : !o.compute.empty()    ? o.compute
+                                : default_compute() == Compute::float64 ? "double"
+                                                                         : "float";
     const unsigned saved_threads = engine_threads();
 
     std::ostringstream out;

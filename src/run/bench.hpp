@@ -36,8 +36,9 @@ struct BenchOptions {
 /// process's peak from the case's start (its input built) to the end of its timed calls,
 /// reset between cases through /proc/self/clear_refs (JSON null, table nan, when the
 /// kernel refuses the reset).
-/// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a
-/// compute other than float or double, or a norm that does not fit a shape.
+/// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a dtype
+/// other than float32 or float64, a compute other than float or double, or a norm that does
+/// not fit a shape. The compute reported is the one that ran: double for float64 data.
 std::string run_bench(const BenchOptions& o);
 
 }  // namespace normlab
