@@ -146,6 +146,24 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(v.exit_code == 0);
     CliResult l = run_normlab("list");
     CHECK(l.exit_code == 0);
+
+    // Several configs: each is checked and reported, a bad one does not stop the rest.
+    fs::path dir = fresh_dir("validate_many");
+    const std::string good = one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
+                                      R"({"type": "layernorm", "normalized_shape": [4]})");
+    write_text(dir / "a.json", good);
+    write_text(dir / "bad1.json", R"({"name": "t", "data": {)");
+    write_text(dir / "bad2.json", one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
+                                           R"({"type": "layernorm", "normalized_shape": [4], "epsx": 1})"));
+    write_text(dir / "c.json", good);
+    CliResult many = run_normlab("validate " + (dir / "a.json").string() + " " + (dir / "bad1.json").string() + " " +
+                                 (dir / "bad2.json").string() + " " + (dir / "c.json").string());
+    CHECK(many.exit_code == 2);
+    CHECK(many.out == (dir / "a.json").string() + ": ok\n" + (dir / "c.json").string() + ": ok\n");
+    CHECK(std::count(many.err.begin(), many.err.end(), '\n') == 2);
+    CHECK_MESSAGE(many.err.rfind("normlab: error: " + (dir / "bad1.json").string() + ":", 0) == 0, many.err);
+    CHECK_MESSAGE(many.err.find("\nnormlab: error: " + (dir / "bad2.json").string() + ": /norms/n/epsx: unknown key") !=
+                      std::string::npos, many.err);
     CHECK(l.out.find("groupnorm") != std::string::npos);
     CHECK(l.out.find("stats_shapes") != std::string::npos);
 }

@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
 
     RunOptions val;
     std::vector<std::string> val_paths;
-    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data) without writing anything");
+    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data) without writing anything; every config is "
+                                       "checked and reported, exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run");
@@ -193,11 +194,19 @@ int main(int argc, char** argv) {
                     integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));
             run_config(run);
         } else if (*val_cmd) {
+            // Every config gets its verdict: one bad file must not hide the state of the next.
+            int failed = 0;
             for (const auto& p : val_paths) {
                 val.config_path = p;
-                for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
-                std::cout << p << ": ok\n";
+                try {
+                    for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
+                    std::cout << p << ": ok\n";
+                } catch (const InputError& e) {
+                    std::cerr << "normlab: error: " << e.what() << '\n';
+                    ++failed;
+                }
             }
+            if (failed) return 2;
         } else if (*list_cmd) {
             std::cout << list_text();
         } else if (*shapes_cmd) {
