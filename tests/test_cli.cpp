@@ -140,6 +140,30 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
 TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(run_normlab("").exit_code == 2);
     CHECK(run_normlab("run").exit_code == 2);
+    // Command-line errors read like every other error: one line, the prefix, the command.
+    struct Usage {
+        std::string args, expect;
+    };
+    const std::vector<Usage> usage = {
+        {"", "normlab: error: a command is required: run, validate, list,"},
+        {"frobnicate", "normlab: error: unknown command \"frobnicate\"; see normlab --help"},
+        {"rnu x.json", "normlab: error: unknown command \"rnu\" (did you mean \"run\"?)"},
+        {"run x.json --thread 2", "normlab: error: run: unknown option \"--thread\" (did you mean \"--threads\"?); see normlab run --help"},
+        {"run x.json y.json", "normlab: error: run: unexpected argument \"y.json\""},
+        {"run", "normlab: error: run: config is required"},
+        {"bench --repeet 3", "normlab: error: bench: unknown option \"--repeet\" (did you mean \"--repeat\"?)"},
+    };
+    for (const auto& u : usage) {
+        CAPTURE(u.args);
+        CliResult r = run_normlab(u.args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK_MESSAGE(r.err.rfind(u.expect, 0) == 0, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+    CliResult help = run_normlab("run --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("--threads") != std::string::npos);
     CHECK(run_normlab("run /nonexistent/cfg.json").exit_code == 2);
     CHECK(run_normlab("--version").exit_code == 0);
     CliResult v = run_normlab("validate " + kSrc + "/configs/quickstart.json");

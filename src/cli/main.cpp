@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "json/reader.hpp"
 #include "norm/engine.hpp"
 #include "run/bench.hpp"
 #include "run/bench_stack.hpp"
@@ -62,6 +63,59 @@ long long integer_option(const std::string& name, const std::string& text, long 
     }
     if (v < lo || v > hi) throw InputError(name + " " + text + ": expected " + range + hint);
     return v;
+}
+
+// The option names `cmd` accepts, as typed: "--threads", "-q", ...
+std::vector<std::string> option_names(const CLI::App* cmd) {
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : cmd->get_options()) {
+        for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+        for (const auto& n : opt->get_snames()) names.push_back("-" + n);
+    }
+    return names;
+}
+
+// " (did you mean "X"?)" when `word` is close to one of `candidates`; a word shorter than
+// `min_size` is close to too many names for the guess to help ("-x" to every short option).
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, std::size_t min_size) {
+    if (word.size() < min_size) return "";
+    const std::string best = did_you_mean(word, candidates);
+    return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+}
+
+// A command-line error as normlab's other errors read: one line saying which command, what
+// was wrong and where the help is. CLI11's own texts ("A subcommand is required", "The
+// following arguments were not expected: 2 --thread") lack the command and the prefix.
+std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+    CLI::App* cmd = nullptr;
+    for (CLI::App* sub : app.get_subcommands()) cmd = sub;
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (!cmd) {  // no command recognised: name what was typed instead
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            if (a.empty() || a[0] != '-')
+                return "unknown command \"" + a + "\"" + suggestion(a, commands, 2) + "; see normlab --help";
+        }
+        if (argc > 1) return std::string("unknown option \"") + argv[1] + "\" (give a command first); see normlab --help";
+        std::string list;
+        for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
+        return "a command is required: " + list + "; see normlab --help";
+    }
+    const std::string where = cmd->get_name() + ": ";
+    const std::string help = "; see normlab " + cmd->get_name() + " --help";
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+        std::vector<std::string> options, others;
+        for (const auto& a : app.remaining(true)) (a.size() > 1 && a[0] == '-' ? options : others).push_back(a);
+        if (!options.empty()) {
+            const std::string word = options.front().substr(0, options.front().find('='));
+            return where + "unknown option \"" + word + "\"" + suggestion(word, option_names(cmd), 4) + help;
+        }
+        std::string list;
+        for (const auto& a : others) list += (list.empty() ? "\"" : " \"") + a + "\"";
+        return where + (others.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list + help;
+    }
+    return where + e.what() + help;
 }
 
 // Engine threads: at least one; the bound keeps a typo (100000) from starting a thread per chunk.
@@ -180,8 +234,9 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        int code = app.exit(e);  // prints help/version (0) or the error message
-        return code == 0 ? 0 : 2;
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+        std::cerr << "normlab: error: " << usage_error(app, e, argc, argv) << '\n';
+        return 2;
     }
 
     try {
