@@ -190,6 +190,10 @@ TEST_CASE("usage errors exit 2; validate and list") {
                       std::string::npos, many.err);
     CHECK(l.out.find("groupnorm") != std::string::npos);
     CHECK(l.out.find("stats_shapes") != std::string::npos);
+    // normalized_shape has no default: the listing must not read like one
+    CHECK(l.out.find("layernorm: normalized_shape (required unless axes: the trailing dims), axes (or normalized_shape)") !=
+          std::string::npos);
+    CHECK(l.out.find("rmsnorm: normalized_shape (required unless axes") != std::string::npos);
 }
 
 TEST_CASE("bench: one JSON object per case with the documented fields; bad options exit 2") {
