@@ -164,6 +164,11 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CliResult help = run_normlab("run --help");
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("--threads") != std::string::npos);
+    CHECK(help.out.find("writes report.json, report.html and one CSV per analysis") != std::string::npos);
+    CliResult top = run_normlab("--help");
+    CHECK(top.exit_code == 0);
+    CHECK(top.out.find("norm types and their keys, stacks,") != std::string::npos);
+    CHECK(top.out.find("--stack: a residual stack's forward and backward") != std::string::npos);
     CHECK(run_normlab("run /nonexistent/cfg.json").exit_code == 2);
     CHECK(run_normlab("--version").exit_code == 0);
     CliResult v = run_normlab("validate " + kSrc + "/configs/quickstart.json");

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     RunOptions run;
     long long seed = 0;
     std::string out, shard;
-    auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json and one CSV per analysis");
+    auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json, report.html and one CSV per analysis");
     run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
     run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)");
     run_cmd->add_option("--seed", seed, "override the config's seed");
@@ -151,13 +151,13 @@ int main(int argc, char** argv) {
 
     RunOptions val;
     std::vector<std::string> val_paths;
-    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data) without writing anything; every config is "
-                                       "checked and reported, exit 2 if any fails");
+    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
+                                       "exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run");
 
-    auto* list_cmd = app.add_subcommand("list", "norm types, conventions, data sources and analyses");
+    auto* list_cmd = app.add_subcommand("list", "norm types and their keys, stacks, conventions, data sources and analyses");
 
     ShapesOptions sh;
     std::optional<std::vector<long long>> sh_shape;
@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
     std::string bench_norms, bench_threads, bench_repeat, bench_min_time, bench_groups, bench_channel_axis;
-    auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
+    auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes; "
+                                         "--stack: a residual stack's forward and backward against plain products");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
