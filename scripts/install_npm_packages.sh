@@ -11,6 +11,11 @@ stamp="$dir/node_modules/.normlab-package-lock.json"
 if [ -f "$stamp" ] && cmp -s "$stamp" "$dir/package-lock.json"; then
   exit 0
 fi
-echo "normlab: npm ci in src/report/vega (vega, vega-lite, vega-embed for report.html)" >&2
-(cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+echo "normlab: npm ci in src/report/vega (vega, vega-lite, vega-embed and their dependencies, as package-lock.json pins them, for report.html)" >&2
+# npm's own lines ("added 87 packages in 3s") only when it fails: the line above says what happens.
+if ! log="$(cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error 2>&1)"; then
+  printf '%s\n' "$log" >&2
+  echo "normlab: npm ci failed in src/report/vega" >&2
+  exit 1
+fi
 cp "$dir/package-lock.json" "$stamp"

@@ -140,14 +140,65 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
 TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(run_normlab("").exit_code == 2);
     CHECK(run_normlab("run").exit_code == 2);
+    // Command-line errors read like every other error: one line, the prefix, the command.
+    struct Usage {
+        std::string args, expect;
+    };
+    const std::vector<Usage> usage = {
+        {"", "normlab: error: a command is required: run, validate, list,"},
+        {"frobnicate", "normlab: error: unknown command \"frobnicate\"; see normlab --help"},
+        {"rnu x.json", "normlab: error: unknown command \"rnu\" (did you mean \"run\"?)"},
+        {"run x.json --thread 2", "normlab: error: run: unknown option \"--thread\" (did you mean \"--threads\"?); see normlab run --help"},
+        {"run x.json y.json", "normlab: error: run: unexpected argument \"y.json\""},
+        {"run", "normlab: error: run: config is required"},
+        {"bench --repeet 3", "normlab: error: bench: unknown option \"--repeet\" (did you mean \"--repeat\"?)"},
+    };
+    for (const auto& u : usage) {
+        CAPTURE(u.args);
+        CliResult r = run_normlab(u.args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK_MESSAGE(r.err.rfind(u.expect, 0) == 0, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+    CliResult help = run_normlab("run --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("--threads") != std::string::npos);
+    CHECK(help.out.find("writes report.json, report.html and one CSV per analysis") != std::string::npos);
+    CliResult top = run_normlab("--help");
+    CHECK(top.exit_code == 0);
+    CHECK(top.out.find("norm types and their keys, stacks,") != std::string::npos);
+    CHECK(top.out.find("--stack: a residual stack's forward and backward") != std::string::npos);
     CHECK(run_normlab("run /nonexistent/cfg.json").exit_code == 2);
     CHECK(run_normlab("--version").exit_code == 0);
     CliResult v = run_normlab("validate " + kSrc + "/configs/quickstart.json");
     CHECK(v.exit_code == 0);
     CliResult l = run_normlab("list");
     CHECK(l.exit_code == 0);
+
+    // Several configs: each is checked and reported, a bad one does not stop the rest.
+    fs::path dir = fresh_dir("validate_many");
+    const std::string good = one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
+                                      R"({"type": "layernorm", "normalized_shape": [4]})");
+    write_text(dir / "a.json", good);
+    write_text(dir / "bad1.json", R"({"name": "t", "data": {)");
+    write_text(dir / "bad2.json", one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
+                                           R"({"type": "layernorm", "normalized_shape": [4], "epsx": 1})"));
+    write_text(dir / "c.json", good);
+    CliResult many = run_normlab("validate " + (dir / "a.json").string() + " " + (dir / "bad1.json").string() + " " +
+                                 (dir / "bad2.json").string() + " " + (dir / "c.json").string());
+    CHECK(many.exit_code == 2);
+    CHECK(many.out == (dir / "a.json").string() + ": ok\n" + (dir / "c.json").string() + ": ok\n");
+    CHECK(std::count(many.err.begin(), many.err.end(), '\n') == 2);
+    CHECK_MESSAGE(many.err.rfind("normlab: error: " + (dir / "bad1.json").string() + ":", 0) == 0, many.err);
+    CHECK_MESSAGE(many.err.find("\nnormlab: error: " + (dir / "bad2.json").string() + ": /norms/n/epsx: unknown key") !=
+                      std::string::npos, many.err);
     CHECK(l.out.find("groupnorm") != std::string::npos);
     CHECK(l.out.find("stats_shapes") != std::string::npos);
+    // normalized_shape has no default: the listing must not read like one
+    CHECK(l.out.find("layernorm: normalized_shape (required unless axes: the trailing dims), axes (or normalized_shape)") !=
+          std::string::npos);
+    CHECK(l.out.find("rmsnorm: normalized_shape (required unless axes") != std::string::npos);
 }
 
 TEST_CASE("bench: one JSON object per case with the documented fields; bad options exit 2") {

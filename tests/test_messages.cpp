@@ -56,6 +56,9 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
         {R"(--set 'norms.ln={"type":"layernorm","epsx":1}')",
          "error: --set norms.ln={\"type\":\"layernorm\",\"epsx\":1}: unknown key \"epsx\" in /norms/ln (did you mean \"eps\"?)"},
         {"--set data.row.values=[[1,2],[3]]", "error: --set data.row.values=[[1,2],[3]]: /data/row/values/1: ragged nested list"},
+        // a value that opens a list but does not parse is malformed JSON, not a string of the wrong type
+        {"--set 'data.tokens.shape=[4,16,64,'", "error: --set data.tokens.shape=[4,16,64,: the value starts with '[' but is not valid JSON: parse error at line 1, column"},
+        {"--set 'norms.ln={\"eps\": }'", "error: --set norms.ln={\"eps\": }: the value starts with '{' but is not valid JSON"},
         {"--set data.tokens.std=-1", "error: --set data.tokens.std=-1: /data/tokens/std: std must be >= 0, but got -1"},
         {"--set norms.bn.momentum=2", "error: --set norms.bn.momentum=2: /norms/bn/momentum: momentum must be in [0, 1]"},
         // found by the engine when the norm meets its data: still the override's fault

@@ -107,11 +107,14 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
                         "ln_img  [32,1,1,1]           32\nin      [32,3,1,1]           96\ngn      [32,3,1,1,1]         96\n"
                         "figure: ") != std::string::npos);
     CHECK(some.out.find("tokens") == std::string::npos);
+    // the header counts the rows --where kept, and one row is "1 row"
+    CHECK_MESSAGE(some.out.rfind("== stats_shapes (4 of 9 rows, ", 0) == 0, some.out);
 
     // 6 significant digits unless --full.
     auto shortened = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms");
     auto full = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms --full");
     CHECK(shortened.out.find("rms      0.401545\n") != std::string::npos);
+    CHECK_MESSAGE(shortened.out.rfind("== apply (1 of 7 rows, ", 0) == 0, shortened.out);
     // --full: the value as apply.csv holds it (shortest round-trip form)
     const std::string cell = normlab_test::one(normlab_test::parse_csv(read_text(out / "apply.csv")),
                                                {{"norm", "rms"}}).at("out_std_min");
@@ -124,4 +127,12 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
     CHECK(column.exit_code == 2);
     CHECK(column.err.find("no column \"nope\"") != std::string::npos);
     CHECK(run_normlab("show " + out.string() + " apply --where nope").exit_code == 2);
+
+    // a one-row table: "1 row"
+    const fs::path one = fresh_dir("report_show_one");
+    write_text(one / "cfg.json", R"({"name": "one", "data": {"x": {"source": "values", "values": [[1, 2, 3]]}},
+        "norms": {"n": {"type": "layernorm", "axes": [-1]}}, "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}]})");
+    REQUIRE(run_normlab("run " + (one / "cfg.json").string() + " --out " + (one / "out").string() + " -q").exit_code == 0);
+    auto single = run_normlab("show " + (one / "out").string());
+    CHECK_MESSAGE(single.out.rfind("== stats_shapes (1 row, ", 0) == 0, single.out);
 }

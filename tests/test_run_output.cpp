@@ -26,10 +26,10 @@ const std::string kOneAnalysis = R"({"name": "one", "seed": 1,
   "norms": {"n": {"type": "layernorm", "normalized_shape": [3]}},
   "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}])";
 
-// "N files" as report.json in `dir` lists them (the CSVs, report.html, the figures).
+// "N files": report.json and the files it lists (the CSVs, report.html, the figures).
 std::string files_written(const fs::path& dir) {
     const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
-    const std::size_t n = report["files"].size();
+    const std::size_t n = report["files"].size() + 1;
     return std::to_string(n) + (n == 1 ? " file" : " files");
 }
 
@@ -81,6 +81,7 @@ TEST_CASE("run and merge: the summary goes to stderr, stdout stays empty, counts
     CHECK_MESSAGE(r.out.empty(), r.out);
     CHECK_MESSAGE(after_notes(r.err).rfind("normlab: one: 1 point, " + files_written(out) + " written to " + out.string() + "\n", 0) == 0, r.err);
     CHECK(r.err.find("\n  " + (out / "stats_shapes.csv").string() + "\n") != std::string::npos);
+    CHECK(r.err.find("\n  " + (out / "report.json").string() + "\n") != std::string::npos);
     CHECK(run_normlab("run " + (dir / "one.json").string() + " --out " + out.string() + " -q").err.empty());
 
     write_text(dir / "sweep.json", kOneAnalysis + R"(, "sweep": {"norms.n.eps": [1e-5, 1e-3, 1e-1]}})");

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "json/reader.hpp"
 #include "norm/engine.hpp"
 #include "run/bench.hpp"
 #include "run/bench_stack.hpp"
@@ -64,6 +65,59 @@ long long integer_option(const std::string& name, const std::string& text, long 
     return v;
 }
 
+// The option names `cmd` accepts, as typed: "--threads", "-q", ...
+std::vector<std::string> option_names(const CLI::App* cmd) {
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : cmd->get_options()) {
+        for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+        for (const auto& n : opt->get_snames()) names.push_back("-" + n);
+    }
+    return names;
+}
+
+// " (did you mean "X"?)" when `word` is close to one of `candidates`; a word shorter than
+// `min_size` is close to too many names for the guess to help ("-x" to every short option).
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, std::size_t min_size) {
+    if (word.size() < min_size) return "";
+    const std::string best = did_you_mean(word, candidates);
+    return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+}
+
+// A command-line error as normlab's other errors read: one line saying which command, what
+// was wrong and where the help is. CLI11's own texts ("A subcommand is required", "The
+// following arguments were not expected: 2 --thread") lack the command and the prefix.
+std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+    CLI::App* cmd = nullptr;
+    for (CLI::App* sub : app.get_subcommands()) cmd = sub;
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (!cmd) {  // no command recognised: name what was typed instead
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            if (a.empty() || a[0] != '-')
+                return "unknown command \"" + a + "\"" + suggestion(a, commands, 2) + "; see normlab --help";
+        }
+        if (argc > 1) return std::string("unknown option \"") + argv[1] + "\" (give a command first); see normlab --help";
+        std::string list;
+        for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
+        return "a command is required: " + list + "; see normlab --help";
+    }
+    const std::string where = cmd->get_name() + ": ";
+    const std::string help = "; see normlab " + cmd->get_name() + " --help";
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+        std::vector<std::string> options, others;
+        for (const auto& a : app.remaining(true)) (a.size() > 1 && a[0] == '-' ? options : others).push_back(a);
+        if (!options.empty()) {
+            const std::string word = options.front().substr(0, options.front().find('='));
+            return where + "unknown option \"" + word + "\"" + suggestion(word, option_names(cmd), 4) + help;
+        }
+        std::string list;
+        for (const auto& a : others) list += (list.empty() ? "\"" : " \"") + a + "\"";
+        return where + (others.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list + help;
+    }
+    return where + e.what() + help;
+}
+
 // Engine threads: at least one; the bound keeps a typo (100000) from starting a thread per chunk.
 constexpr long long kMaxThreads = 1024;
 constexpr long long kNoMin = std::numeric_limits<long long>::min();
@@ -81,7 +135,7 @@ int main(int argc, char** argv) {
     RunOptions run;
     long long seed = 0;
     std::string out, shard;
-    auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json and one CSV per analysis");
+    auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json, report.html and one CSV per analysis");
     run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
     run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)");
     run_cmd->add_option("--seed", seed, "override the config's seed");
@@ -97,12 +151,13 @@ int main(int argc, char** argv) {
 
     RunOptions val;
     std::vector<std::string> val_paths;
-    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data) without writing anything");
+    auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
+                                       "exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run");
 
-    auto* list_cmd = app.add_subcommand("list", "norm types, conventions, data sources and analyses");
+    auto* list_cmd = app.add_subcommand("list", "norm types and their keys, stacks, conventions, data sources and analyses");
 
     ShapesOptions sh;
     std::optional<std::vector<long long>> sh_shape;
@@ -149,7 +204,8 @@ int main(int argc, char** argv) {
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
     std::string bench_norms, bench_threads, bench_repeat, bench_min_time, bench_groups, bench_channel_axis;
-    auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes");
+    auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes; "
+                                         "--stack: a residual stack's forward and backward against plain products");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
     bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
@@ -179,8 +235,9 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        int code = app.exit(e);  // prints help/version (0) or the error message
-        return code == 0 ? 0 : 2;
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+        std::cerr << "normlab: error: " << usage_error(app, e, argc, argv) << '\n';
+        return 2;
     }
 
     try {
@@ -193,11 +250,19 @@ int main(int argc, char** argv) {
                     integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));
             run_config(run);
         } else if (*val_cmd) {
+            // Every config gets its verdict: one bad file must not hide the state of the next.
+            int failed = 0;
             for (const auto& p : val_paths) {
                 val.config_path = p;
-                for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
-                std::cout << p << ": ok\n";
+                try {
+                    for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
+                    std::cout << p << ": ok\n";
+                } catch (const InputError& e) {
+                    std::cerr << "normlab: error: " << e.what() << '\n';
+                    ++failed;
+                }
             }
+            if (failed) return 2;
         } else if (*list_cmd) {
             std::cout << list_text();
         } else if (*shapes_cmd) {

@@ -132,14 +132,16 @@ const std::vector<KeyInfo>& norm_keys(NormType type) {
                                         {"track_running_stats", "true"}, {"running_mean", "zeros"},
                                         {"running_var", "ones"}, {"replicas", "none: R or [n1, n2, ...]"},
                                         {"sync", "false"}});
-        at(NormType::layernorm) = with({{"normalized_shape", "or axes"}, {"axes", "or normalized_shape"},
+        at(NormType::layernorm) = with({{"normalized_shape", "required unless axes: the trailing dims"},
+                                        {"axes", "or normalized_shape"},
                                         {"affine", "true"}});
         at(NormType::instancenorm) = with({{"channel_axis", "the data's"}, {"affine", "false"}, {"training", "true"},
                                            momentum, {"track_running_stats", "false"}, {"running_mean", "zeros"},
                                            {"running_var", "ones"}});
         at(NormType::groupnorm) = with({{"num_groups", "required"}, {"channel_axis", "the data's"}, {"affine", "true"},
                                         {"affine_per", "channel"}});
-        at(NormType::rmsnorm) = with({{"normalized_shape", "or axes"}, {"axes", "or normalized_shape"},
+        at(NormType::rmsnorm) = with({{"normalized_shape", "required unless axes: the trailing dims"},
+                                      {"axes", "or normalized_shape"},
                                       {"affine", "true: weight only"}, {"weight_offset", "0"}});
         return k;
     }();

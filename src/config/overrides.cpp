@@ -90,7 +90,16 @@ std::string apply_override(Json& config, const std::string& assignment) {
     check_json_nesting(text, who);
     try {
         value = Json::parse(text);
-    } catch (const Json::parse_error&) {
+    } catch (const Json::parse_error& e) {
+        // A value that opens a list or an object was meant as JSON: taken as a string, a
+        // typo in it would surface as a wrong type ("expected a list of integers, but got string").
+        const std::size_t first = text.find_first_not_of(" \t\n\r");
+        if (first != std::string::npos && (text[first] == '[' || text[first] == '{')) {
+            std::string msg = e.what();
+            if (const auto at = msg.find("parse error"); at != std::string::npos) msg = msg.substr(at);
+            throw InputError(who + ": the value starts with '" + text[first] + "' but is not valid JSON: " + msg +
+                             " (to set a string, quote it as JSON: '\"...\"')");
+        }
         value = text;  // not JSON: a plain string such as a path or a name
     } catch (const Json::out_of_range&) {
         throw InputError(who + ": the number is out of range (a double holds magnitudes up to 1.8e308)");

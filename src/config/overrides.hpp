@@ -17,7 +17,8 @@ namespace normlab {
 std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who);
 
 /// Applies one "--set PATH=VALUE" assignment: VALUE is parsed as JSON, else taken as a
-/// string. Returns the JSON pointer that was set. Throws InputError naming the assignment.
+/// string (unless it starts with [ or {: malformed JSON is then an error). Returns the JSON
+/// pointer that was set. Throws InputError naming the assignment.
 std::string apply_override(Json& config, const std::string& assignment);
 
 /// Who set which values of a config document, in the order they were set.

@@ -52,7 +52,24 @@ std::string display(const Cell& c, bool full) {
     return s;
 }
 
+using Where = std::vector<std::pair<std::size_t, std::string>>;
+
+Where where_columns(const Table& t, const TerminalTableOptions& o) {
+    Where where;
+    for (const auto& [c, v] : o.where) where.push_back({find_column(t, c, "--where"), v});
+    return where;
+}
+
+bool kept(const Where& where, const std::vector<Cell>& row) {
+    return std::all_of(where.begin(), where.end(), [&](const auto& w) { return cell_matches(row[w.first], w.second); });
+}
+
 }  // namespace
+
+std::size_t kept_rows(const Table& t, const TerminalTableOptions& o) {
+    const Where where = where_columns(t, o);
+    return static_cast<std::size_t>(std::count_if(t.rows.begin(), t.rows.end(), [&](const auto& row) { return kept(where, row); }));
+}
 
 std::pair<std::string, std::string> parse_where(const std::string& text) {
     const auto eq = text.find('=');
@@ -72,14 +89,12 @@ std::string terminal_table(const Table& t, const TerminalTableOptions& o) {
     if (o.columns.empty())
         for (std::size_t i = 0; i < t.columns.size(); ++i) cols.push_back(i);
     for (const auto& c : o.columns) cols.push_back(find_column(t, c, "--columns"));
-    std::vector<std::pair<std::size_t, std::string>> where;
-    for (const auto& [c, v] : o.where) where.push_back({find_column(t, c, "--where"), v});
+    const Where where = where_columns(t, o);
 
     std::vector<std::vector<std::string>> cells;
     std::vector<bool> numeric(cols.size(), true);
     for (const auto& row : t.rows) {
-        if (!std::all_of(where.begin(), where.end(), [&](const auto& w) { return cell_matches(row[w.first], w.second); }))
-            continue;
+        if (!kept(where, row)) continue;
         std::vector<std::string> line;
         for (std::size_t k = 0; k < cols.size(); ++k) {
             double v = 0;

@@ -234,8 +234,9 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");
     folder.commit();
+    // + 1: report.json itself, which its "files" list does not name
     std::cerr << "normlab: merged " << count_noun(dirs.size(), "shard folder") << " (" << count_noun(total, "point")
-              << "): " << count_noun(merged["files"].size(), "file") << " written to " << out << "\n";
+              << "): " << count_noun(merged["files"].size() + 1, "file") << " written to " << out << "\n";
 }
 
 }  // namespace normlab

@@ -6,6 +6,7 @@
 #include "report/output.hpp"
 #include "report/result.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
 
 namespace fs = std::filesystem;
 
@@ -70,8 +71,12 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
     }
     std::string out;
     for (const auto& [type, table] : tables) {
-        out += "== " + type + " (" + std::to_string(table.rows.size()) + " rows, " + (dir / (type + ".csv")).string() + ")\n";
-        out += terminal_table(table, o.table);
+        const std::string body = terminal_table(table, o.table);  // first: it names an unknown column
+        const std::string rows = o.table.where.empty()
+                                     ? count_noun(table.rows.size(), "row")
+                                     : std::to_string(kept_rows(table, o.table)) + " of " + count_noun(table.rows.size(), "row");
+        out += "== " + type + " (" + rows + ", " + (dir / (type + ".csv")).string() + ")\n";
+        out += body;
         const fs::path fig = dir / "figures" / (type + ".vl.json");
         out += "figure: " + (fs::exists(fig) ? fig.string() : fig.string() + " (not written yet: normlab report " + dir.string() + ")");
         out += "\n\n";

@@ -292,11 +292,15 @@ void run_points(const RunOptions& o, Provenance& origins) {
     if (!o.quiet)
         for (const auto& n : notes) std::cerr << "normlab: note: " << n << "\n";
     if (!o.quiet) {  // a message, not data: stderr
-        const Json& written = report["files"];
+        // report.json's "files" lists what report.json describes, not report.json itself;
+        // the summary counts every file the run wrote.
+        std::vector<std::string> written;
+        for (const auto& f : report["files"]) written.push_back(f.get<std::string>());
+        written.push_back("report.json");
         std::cerr << "normlab: " << first.name << ": " << count_noun(selected.size(), "point") << ", "
                   << count_noun(written.size(), "file") << " written to " << out_dir.string() << "\n";
         if (written.size() <= 20)
-            for (const auto& f : written) std::cerr << "  " << (out_dir / f.get<std::string>()).string() << "\n";
+            for (const auto& f : written) std::cerr << "  " << (out_dir / f).string() << "\n";
     }
 }
 
