@@ -105,7 +105,10 @@ NORMLAB_INLINE inline void deviation_step(typename Lanes<W>::D v, const typename
 /// rounds as the product and the sum do, to the same bits. In registers of 4 and 8 doubles
 /// (AVX2 with FMA, AVX-512) it is an FMA: Zen runs FMAs on other units than the conversions
 /// from float and the additions, which bound the product-then-sum (RMSNorm's sums of squares
-/// over rows of 512 in cache, Zen 4, a test loop: 0.091 -> 0.068 ns per element).
+/// over rows of 512 in cache, Zen 4, a test loop: 0.091 -> 0.068 ns per element). Unlike the
+/// centred row sums (deviation_step), the FMA's longer latency on the s2 chain does not show:
+/// without the subtraction and the s1 sum the units, not the chain, bound the loop, and rows
+/// of 64 got faster too ((4096,16,64), one thread: 1.74-1.91 -> 1.57-1.61 ms).
 template <int W>
 NORMLAB_INLINE inline void square_step(typename Lanes<W>::D v, typename Lanes<W>::D& s2) {
 #if NORMLAB_LANE_DISPATCH
