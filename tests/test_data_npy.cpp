@@ -126,6 +126,18 @@ TEST_CASE("npy: errors name the file and the problem") {
                          "mem: unsupported npy format version 4.0 (normlab reads 1.0, 2.0 and 3.0)",
                          InputError);
     CHECK_THROWS_WITH_AS(parse_npy("", "mem"), doctest::Contains("bad magic"), InputError);
+    // A zero dim empties the array, but the other dims' product still sizes the strides (a
+    // fuzzer's input: signed overflow in xtensor's strides before this was refused, as numpy
+    // refuses it).
+    const auto npy_v1 = [](const std::string& dict) {
+        const std::string header = dict + "\n";
+        return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+    };
+    CHECK_THROWS_WITH_AS(
+        parse_npy(npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 355555552, 55555552, 55555552, 3), }"),
+                  "mem"),
+        "mem: shape [0, 355555552, 55555552, 55555552, 3] is too large", InputError);
+    CHECK(parse_npy(npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1000, 3), }"), "mem").values.size() == 0);
 }
 
 TEST_CASE("half: bit patterns") {

@@ -314,10 +314,13 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
     const ElemType t = parse_descr(h.descr, what);
     const int major = nh.major_version;
 
-    std::size_t count = 1;
+    // As numpy does, the product of the nonzero dims (in bytes) must fit a signed size even
+    // when a zero dim empties the array: the strides are formed from it (xtensor's are signed).
+    std::size_t count = 1, span = t.size;
+    const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
     for (auto d : h.shape) {
-        if (d != 0 && count > std::numeric_limits<std::size_t>::max() / d / t.size)
-            fail(what, "shape " + format_shape(h.shape) + " is too large");
+        if (d != 0 && span > limit / d) fail(what, "shape " + format_shape(h.shape) + " is too large");
+        if (d != 0) span *= d;
         count *= d;
     }
     std::size_t data_start = nh.data_offset;
