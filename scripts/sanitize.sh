@@ -27,6 +27,9 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   # path of CPUs with FMA, this one the path of CPUs without.
   cmake -S "$root" -B "$build" ${NORMLAB_SANITIZE_CMAKE_ARGS:--DCMAKE_CXX_COMPILER=g++ -DNORMLAB_SANITIZE=ON -DNORMLAB_FMA_CLONES=OFF} \
     -DNORMLAB_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >&2
+elif [ -z "${NORMLAB_SANITIZE_CMAKE_ARGS:-}" ] && ! grep -q '^NORMLAB_FMA_CLONES:BOOL=OFF' "$build/CMakeCache.txt"; then
+  # A folder configured before that option existed keeps the clones: turn them off there too.
+  cmake -S "$root" -B "$build" -DNORMLAB_FMA_CLONES=OFF >&2
 fi
 targets=()
 for t in ${NORMLAB_TARGETS:-}; do targets+=(--target "$t"); done

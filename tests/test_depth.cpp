@@ -14,6 +14,7 @@
 #include <xtensor/xnpy.hpp>
 
 #include "cli_util.hpp"
+#include "norm/engine.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;
@@ -344,6 +345,7 @@ TEST_CASE("bench --stack: the passes asked for, every figure finite, and exit 2 
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j.at("dtype") == "float64");
+    CHECK(j.at("compute") == "double");  // float64 data always takes double arithmetic
     CHECK(j.at("layers") == 2);
     for (const char* k : {"median_s", "gflops", "dot_gflops", "fraction", "activations_mib", "peak_rss_mib"}) {
         INFO(k);
@@ -353,6 +355,8 @@ TEST_CASE("bench --stack: the passes asked for, every figure finite, and exit 2 
     auto t = run_normlab("bench --stack --layers 2 --rows 16 --features 8 --hidden 16 --repeat 2 --dtype float32");
     REQUIRE_MESSAGE(t.exit_code == 0, t.err);
     CHECK(t.out.find("forward+backward, 2 timed passes") != std::string::npos);
+    const std::string f32 = normlab::default_compute() == normlab::Compute::float32 ? "float" : "double";
+    CHECK(t.out.find("the norms of float32 stacks compute " + f32 + ")") != std::string::npos);
     for (const std::string bad : {"--placement sideways", "--stack-norm groupnorm", "--dtype float16"}) {
         INFO(bad);
         auto b = run_normlab("bench --stack --layers 2 --rows 16 --features 8 --hidden 16 --repeat 1 " + bad);

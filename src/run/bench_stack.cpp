@@ -13,6 +13,7 @@
 
 #include "analysis/stack_weights.hpp"
 #include "data/random.hpp"
+#include "norm/engine.hpp"
 #include "stack/buffers.hpp"
 #include "tensor/errors.hpp"
 
@@ -196,12 +197,16 @@ std::string run_stack_bench(const StackBenchOptions& o) {
             << std::setw(9) << "gflops" << std::setw(11) << "dot_gflops" << std::setw(10) << "fraction"
             << std::setw(17) << "activations_mib" << std::setw(13) << "weights_mib" << std::setw(14)
             << "peak_rss_mib" << "peak/activations\n";
+    // The stack's norms take the default arithmetic (default_compute) for float32 data.
+    const std::string f32_compute = default_compute() == Compute::float32 ? "float" : "double";
     for (const auto& r : rows) {
         const double frac = r.gflops / r.dot_gflops, ratio = r.peak_mib / r.act_mib;
+        const std::string compute = r.dtype == "float32" ? f32_compute : "double";
         if (o.json) {
             out << "{\"bench\": \"stack\", \"placement\": \"" << o.placement << "\", \"norm\": \"" << o.norm
                 << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"features\": " << o.features
-                << ", \"hidden\": " << o.hidden << ", \"dtype\": \"" << r.dtype << "\", \"median_s\": " << r.median_s
+                << ", \"hidden\": " << o.hidden << ", \"dtype\": \"" << r.dtype << "\", \"compute\": \"" << compute
+                << "\", \"median_s\": " << r.median_s
                 << ", \"cold_s\": " << r.cold_s << ", \"gflops\": " << r.gflops << ", \"dot_gflops\": "
                 << r.dot_gflops << ", \"fraction\": " << frac << ", \"activations_mib\": " << r.act_mib
                 << ", \"weights_mib\": " << r.weight_mib << ", \"peak_rss_mib\": " << r.peak_mib
@@ -216,7 +221,9 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     if (!o.json)
         out << "(gflops: 12 L N D H per pass; dot_gflops: the same six products per block as plain "
                "xt::linalg::dot; fraction = gflops / dot_gflops; activations: what the forward keeps for the "
-               "backward; peak_rss_mib: the pass's peak resident memory, weights included)\n";
+               "backward; peak_rss_mib: the pass's peak resident memory, weights included; the norms of float32 "
+               "stacks compute "
+            << f32_compute << ")\n";
     return out.str();
 }
 
