@@ -46,6 +46,9 @@ bool float_path_has_fma();
 /// precision contract; their results differ in the last bits.
 Compute default_compute();
 
+/// The config's name of an arithmetic: "float" (the float path) or "double".
+const char* compute_name(Compute c);
+
 /// The fields that determine a normalization (DESIGN.md "Architecture").
 struct NormSpec {
     Axes reduction_axes;   ///< axes the statistics are taken over (canonical)

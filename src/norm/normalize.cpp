@@ -107,6 +107,8 @@ bool float_path_has_fma() {
 #endif
 }
 
+const char* compute_name(Compute c) { return c == Compute::float32 ? "float" : "double"; }
+
 Compute default_compute() {
     static const Compute c = float_path_has_fma() ? Compute::float32 : Compute::float64;
     return c;

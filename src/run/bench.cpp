@@ -161,10 +161,11 @@ std::string run_bench(const BenchOptions& o) {
     if (!o.compute.empty() && o.compute != "float" && o.compute != "double")
         throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
     // What the forward runs: the arithmetic applies to float32 data; float64 is always double.
-    const std::string compute = dtype != DType::float32 ? "double"
-                                : !o.compute.empty()    ? o.compute
-                                : default_compute() == Compute::float64 ? "double"
-                                                                         : "float";
+    const Compute arithmetic = dtype != DType::float32 ? Compute::float64
+                               : o.compute.empty()     ? default_compute()
+                               : o.compute == "double" ? Compute::float64
+                                                       : Compute::float32;
+    const std::string compute = compute_name(arithmetic);
     const unsigned saved_threads = engine_threads();
 
     std::ostringstream out;
@@ -202,7 +203,7 @@ std::string run_bench(const BenchOptions& o) {
                 // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
                 const bool own_peak = reset_peak_rss();
                 NormDef def = bench_def(norm, shape, o.num_groups);
-                def.compute = compute == "double" ? Compute::float64 : Compute::float32;
+                def.compute = arithmetic;
                 NormLayer layer(def, dtype);
                 StepResult s;
                 const JsonLocation at{"", "bench --norm " + norm};

@@ -198,10 +198,10 @@ std::string run_stack_bench(const StackBenchOptions& o) {
             << std::setw(17) << "activations_mib" << std::setw(13) << "weights_mib" << std::setw(14)
             << "peak_rss_mib" << "peak/activations\n";
     // The stack's norms take the default arithmetic (default_compute) for float32 data.
-    const std::string f32_compute = default_compute() == Compute::float32 ? "float" : "double";
+    const std::string f32_compute = compute_name(default_compute());
     for (const auto& r : rows) {
         const double frac = r.gflops / r.dot_gflops, ratio = r.peak_mib / r.act_mib;
-        const std::string compute = r.dtype == "float32" ? f32_compute : "double";
+        const std::string compute = r.dtype == "float32" ? f32_compute : compute_name(Compute::float64);
         if (o.json) {
             out << "{\"bench\": \"stack\", \"placement\": \"" << o.placement << "\", \"norm\": \"" << o.norm
                 << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"features\": " << o.features

@@ -266,7 +266,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     report["dtype"] = dtype_name(first.dtype);
     // Norms without "compute" follow the CPU (default_compute), so the report says which
     // arithmetic they took: outputs of float32 runs differ in the last bits between the two.
-    report["default_compute"] = default_compute() == Compute::float32 ? "float" : "double";
+    report["default_compute"] = compute_name(default_compute());
     if (swept || o.shard) {  // merge reads the shard and its points from here
         Json sw = Json::object();
         sw["paths"] = sweep.paths;
