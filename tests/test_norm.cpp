@@ -423,6 +423,70 @@ TEST_CASE("every layout gives the same bits with every register width") {
             }
 }
 
+namespace {
+
+struct OnePassCase {
+    Shape shape;
+    Axes reduced, params;
+    bool center;
+};
+
+// Checks the forward of c's reduction (weight and bias, the unbiased variance) against
+// compute_moments and the normalize formula of engine.hpp applied element by element, in
+// both arithmetics: the statistics and every output bit equal.
+void check_one_pass(const OnePassCase& c) {
+    CAPTURE(format_shape(c.shape));
+    CAPTURE(c.center);
+    Tensor t = Tensor::from_double(xt::random::randn<double>(c.shape) * 2.0 + 50.0, DType::float32);
+    xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+    xt::xarray<double> b = xt::random::randn<double>(select_dims(c.shape, c.params));
+    ForwardInputs in;
+    in.weight = &w;
+    in.bias = &b;
+    Moments m = compute_moments(t, c.reduced, c.center);
+    xt::xarray<double> mean = xt::broadcast(m.mean, c.shape), lo = xt::broadcast(m.mean_lo, c.shape);
+    xt::xarray<double> n = xt::broadcast(m.count, c.shape), var = xt::broadcast(m.var, c.shape);
+    Shape ws = c.shape;
+    for (std::size_t d = 0; d < ws.size(); ++d)
+        if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
+    xt::xarray<double> wb = xt::broadcast(xt::reshape_view(w, ws), c.shape);
+    xt::xarray<double> bb = xt::broadcast(xt::reshape_view(b, ws), c.shape);
+    for (Compute compute : {Compute::float64, Compute::float32}) {
+        CAPTURE(compute == Compute::float32);
+        NormSpec spec;
+        spec.reduction_axes = c.reduced;
+        spec.param_axes = c.params;
+        spec.center = c.center;
+        spec.variance = VarianceEstimator::unbiased;
+        spec.compute = compute;
+        ForwardResult r = forward(t, spec, in);
+        CHECK(r.batch.mean == m.mean);
+        CHECK(r.batch.mean_lo == m.mean_lo);
+        CHECK(r.batch.var == m.var);
+        CHECK(r.batch.count == m.count);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            const double rstd = 1.0 / std::sqrt(var.data()[i] * n.data()[i] / (n.data()[i] - 1) + spec.eps);
+            const double mu = mean.data()[i], ml = lo.data()[i];
+            const float x = t.f32.data()[i];
+            float y;
+            if (compute == Compute::float64) {
+                y = static_cast<float>(((x - mu) - ml) * (rstd * wb.data()[i]) + bb.data()[i]);
+            } else {  // hi, lo = fl(mean), fl(rest); a = fl(rstd * w); off = fl(b - lo * a)
+                const float hi = static_cast<float>(mu);
+                const float low = static_cast<float>((mu - hi) + ml);
+                const float a = static_cast<float>(rstd * wb.data()[i]), bf = static_cast<float>(bb.data()[i]);
+                const float off = low == 0 ? bf : std::fma(-low, a, bf);
+                y = std::fma(x - hi, a, off);
+            }
+            differ += y != r.y.f32.data()[i];
+        }
+        CHECK(differ == 0);
+    }
+}
+
+}  // namespace
+
 TEST_CASE("the one-pass forward gives the bits of compute_moments plus the normalize formula") {
     // Statistics over trailing blocks (LayerNorm rows, RMSNorm, InstanceNorm planes,
     // GroupNorm's (N, G, C/G, H, W) view) are computed and applied chunk by chunk in one
@@ -430,65 +494,39 @@ TEST_CASE("the one-pass forward gives the bits of compute_moments plus the norma
     // channels-last InstanceNorm and GroupNorm, one sample at a time. Both arithmetics of
     // engine.hpp, element by element.
     xt::random::seed(12);
-    struct Case { Shape shape; Axes reduced, params; bool center; };
-    std::vector<Case> cases = {{{200, 768}, {1}, {1}, true},       {{200, 768}, {1}, {1}, false},
-                               {{4, 6, 50, 50}, {2, 3}, {1}, true}, {{4, 3, 2, 30, 30}, {2, 3, 4}, {1, 2}, true},
-                               {{2, 40000}, {1}, {1}, true},
-                               // channels last: one sample at a time (InstanceNorm, GroupNorm),
-                               // and BatchNorm's two phases, with 64 channels and with 20
-                               // (vectors that start mid-row)
-                               {{4, 30, 30, 64}, {1, 2}, {3}, true}, {{4, 20, 20, 16, 4}, {1, 2, 4}, {3, 4}, true},
-                               {{6, 30, 30, 20}, {0, 1, 2}, {3}, true}, {{4, 30, 30, 64}, {1, 2}, {3}, false}};
-    for (const auto& c : cases) {
-        CAPTURE(format_shape(c.shape));
-        CAPTURE(c.center);
-        Tensor t = Tensor::from_double(xt::random::randn<double>(c.shape) * 2.0 + 50.0, DType::float32);
-        xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
-        xt::xarray<double> b = xt::random::randn<double>(select_dims(c.shape, c.params));
-        ForwardInputs in;
-        in.weight = &w;
-        in.bias = &b;
-        Moments m = compute_moments(t, c.reduced, c.center);
-        xt::xarray<double> mean = xt::broadcast(m.mean, c.shape), lo = xt::broadcast(m.mean_lo, c.shape);
-        xt::xarray<double> n = xt::broadcast(m.count, c.shape), var = xt::broadcast(m.var, c.shape);
-        Shape ws = c.shape;
-        for (std::size_t d = 0; d < ws.size(); ++d)
-            if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
-        xt::xarray<double> wb = xt::broadcast(xt::reshape_view(w, ws), c.shape);
-        xt::xarray<double> bb = xt::broadcast(xt::reshape_view(b, ws), c.shape);
-        for (Compute compute : {Compute::float64, Compute::float32}) {
-            CAPTURE(compute == Compute::float32);
-            NormSpec spec;
-            spec.reduction_axes = c.reduced;
-            spec.param_axes = c.params;
-            spec.center = c.center;
-            spec.variance = VarianceEstimator::unbiased;
-            spec.compute = compute;
-            ForwardResult r = forward(t, spec, in);
-            CHECK(r.batch.mean == m.mean);
-            CHECK(r.batch.mean_lo == m.mean_lo);
-            CHECK(r.batch.var == m.var);
-            CHECK(r.batch.count == m.count);
-            std::size_t differ = 0;
-            for (std::size_t i = 0; i < t.size(); ++i) {
-                const double rstd = 1.0 / std::sqrt(var.data()[i] * n.data()[i] / (n.data()[i] - 1) + spec.eps);
-                const double mu = mean.data()[i], ml = lo.data()[i];
-                const float x = t.f32.data()[i];
-                float y;
-                if (compute == Compute::float64) {
-                    y = static_cast<float>(((x - mu) - ml) * (rstd * wb.data()[i]) + bb.data()[i]);
-                } else {  // hi, lo = fl(mean), fl(rest); a = fl(rstd * w); off = fl(b - lo * a)
-                    const float hi = static_cast<float>(mu);
-                    const float low = static_cast<float>((mu - hi) + ml);
-                    const float a = static_cast<float>(rstd * wb.data()[i]), bf = static_cast<float>(bb.data()[i]);
-                    const float off = low == 0 ? bf : std::fma(-low, a, bf);
-                    y = std::fma(x - hi, a, off);
-                }
-                differ += y != r.y.f32.data()[i];
-            }
-            CHECK(differ == 0);
+    const std::vector<OnePassCase> cases = {
+        {{200, 768}, {1}, {1}, true}, {{200, 768}, {1}, {1}, false}, {{4, 6, 50, 50}, {2, 3}, {1}, true},
+        {{4, 3, 2, 30, 30}, {2, 3, 4}, {1, 2}, true}, {{2, 40000}, {1}, {1}, true},
+        // channels last: one sample at a time (InstanceNorm, GroupNorm), and BatchNorm's two
+        // phases, with 64 channels and with 20 (vectors that start mid-row)
+        {{4, 30, 30, 64}, {1, 2}, {3}, true}, {{4, 20, 20, 16, 4}, {1, 2, 4}, {3, 4}, true},
+        {{6, 30, 30, 20}, {0, 1, 2}, {3}, true}, {{4, 30, 30, 64}, {1, 2}, {3}, false}};
+    for (const auto& c : cases) check_one_pass(c);
+}
+
+TEST_CASE("channels last, streamed: the pipelined forward gives the bits of compute_moments plus the formula") {
+    // Outputs of 8 MiB and more on the float path, on two threads (2 samples each), take
+    // the next sample's moments step by step between the steps of this one's output; one
+    // thread takes a sample's moments, then its output. GroupNorm on 64 channels; InstanceNorm on 20 channels (steps that end mid-row),
+    // on 4 channels with 136900 rows (3 blocks of rows per sample, the sums carried across
+    // steps and blocks), on 2400 channels (2 blocks of channels, steps of one row), and
+    // without centring (RMSNorm-like sums of squares).
+    xt::random::seed(16);
+    const std::vector<OnePassCase> cases = {{{4, 96, 96, 32, 2}, {1, 2, 4}, {3, 4}, true},
+                                            {{4, 200, 140, 20}, {1, 2}, {3}, true},
+                                            {{4, 370, 370, 4}, {1, 2}, {3}, true},
+                                            {{4, 15, 15, 2400}, {1, 2}, {3}, true},
+                                            {{4, 96, 96, 64}, {1, 2}, {3}, false}};
+    const unsigned saved = engine_threads();
+    for (unsigned th : {1u, 2u}) {
+        CAPTURE(th);
+        set_engine_threads(th);
+        for (const auto& c : cases) {
+            REQUIRE(sizeof(float) * num_elements(c.shape) >= (8u << 20));
+            check_one_pass(c);
         }
     }
+    set_engine_threads(saved);
 }
 
 TEST_CASE("the same row gives the same bits wherever it sits, in both arithmetics") {
