@@ -141,7 +141,9 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// InstanceNorm, GroupNorm) and there is no mask or given statistics, each cache-sized
 /// chunk gets its statistics and its output in one pass over memory - the same bits as
 /// compute_moments followed by the same formula; so do channels-last InstanceNorm and
-/// GroupNorm, one sample at a time. Results are bit-identical for every
+/// GroupNorm, one sample at a time (on two or more threads with a streamed float-path
+/// output, each sample's output interleaved with the next one's moments). Results are
+/// bit-identical for every
 /// thread count, and a value depends only on its own input, statistic and parameters.
 /// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh
 /// memory. Float-path outputs of 8 MiB and more are written with streaming stores, past the

@@ -21,6 +21,7 @@ namespace {
 // Elements per block: the block's output, and its parameters where they are gathered, stay
 // in L1 (12 KiB).
 constexpr std::size_t kBlock = 1024;
+static_assert(kBlock * sizeof(float) % 64 == 0, "blocks of whole cache lines");
 
 #if NORMLAB_LANE_DISPATCH
 // dst[k] = src[k] for k < n (float or double), the aligned middle with streaming stores of
@@ -86,11 +87,18 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
 }
 
 // y for run r of x, a block of up to kBlock values at a time: block(xp, out, b) forms block b
-// in `out`, which stays in L1, and the block is then streamed to y.
+// in `out`, which stays in L1, and the block is then streamed to y. The first block ends
+// where a cache line of y starts, so every later block starts on one and only the run's
+// two ends take scalar stores: blocks cut from the run's start put a line shared by two
+// blocks, written in part by scalar stores and in part streamed, at every block's end
+// wherever y is not 64-byte aligned (as malloc's large blocks are not), and GroupNorm
+// (32,64,56,56) took 2.30 to 2.40 ms on one thread against 1.94 to 1.99 with the tensors
+// aligned.
 template <class T, class Block>
 void stream_run(const T* x, T* y, const Run& r, T* out, int width, Block&& block) {
-    for (std::size_t k = 0; k < r.n; k += kBlock) {
-        const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(kBlock, r.n - k), r.da, r.db};
+    const std::size_t skew = reinterpret_cast<std::uintptr_t>(y + r.x) % 64 / sizeof(T);
+    for (std::size_t k = 0, len = kBlock - skew; k < r.n; k += len, len = kBlock) {
+        const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(len, r.n - k), r.da, r.db};
         block(x + b.x, out, b);
         stream_out(width, y + b.x, out, b.n);
     }
