@@ -15,6 +15,7 @@
 #include "norm/engine.hpp"
 #include "norm/lanes.hpp"
 #include "norm/moments_rows.hpp"
+#include "norm/normalize_stream.hpp"
 
 using namespace normlab;
 
@@ -254,6 +255,75 @@ TEST_CASE("outputs of 8 MiB and more (written with streaming stores) have the bi
                                               : reinterpret_cast<const char*>(fs.y.f32.data());
         CHECK(std::memcmp(ps, pb + 10 * per * bytes, 2 * per * bytes) == 0);
     }
+}
+
+namespace {
+
+// Writes with `write(y)` into a buffer at each of the `lanes` element offsets within a
+// cache line, and checks the n values there against `ref` and that nothing around them
+// changed.
+template <class T, class Write>
+void check_every_offset(std::size_t lanes, const std::vector<T>& ref, Write&& write) {
+    const std::size_t n = ref.size();
+    for (std::size_t off = 0; off < lanes; ++off) {
+        CAPTURE(off);
+        std::vector<T> buf(n + 2 * lanes, T(-12345));
+        // off elements past the buffer's own place in its line: every offset in turn.
+        const std::size_t skew = reinterpret_cast<std::uintptr_t>(buf.data()) % 64 / sizeof(T);
+        const std::size_t at = (lanes - skew + off) % lanes;
+        write(buf.data() + at);
+        CHECK(std::memcmp(buf.data() + at, ref.data(), n * sizeof(T)) == 0);
+        std::size_t touched = 0;
+        for (std::size_t i = 0; i < buf.size(); ++i)
+            if ((i < at || i >= at + n) && buf[i] != T(-12345)) ++touched;
+        CHECK(touched == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the streaming writers give the cached writers' bits wherever y starts in a cache line") {
+    // The streaming writers cut a run's output at y's cache lines, so where y starts in a
+    // line decides which elements take scalar stores and where the blocks end: each of the
+    // 16 float offsets (8 double), runs longer than a block (rows of 3000: blocks cut mid-
+    // run) and shorter (768), both arithmetics, against the cached writers on the same walk.
+    xt::random::seed(35);
+    const std::size_t rows_n = 5, n = 3000, total = rows_n * n;
+    const Shape xs{rows_n, n};
+    const Axes reduced{1}, params{1};
+    const Walk w(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, params), kChunk);
+    const xt::xarray<double> xv = xt::random::randn<double>({total}) * 3.0 + 7.0;
+    std::vector<float> xf(total);
+    std::vector<double> xd(total);
+    for (std::size_t i = 0; i < total; ++i) xd[i] = xf[i] = static_cast<float>(xv(i));
+    std::vector<double> mean(rows_n), lo(rows_n, 0.0), rstd(rows_n), scale(n), shift(n);
+    std::vector<float> shift_f(n);
+    for (std::size_t r = 0; r < rows_n; ++r) mean[r] = 7.0 + 0.1 * r, rstd[r] = 1.0 / (3.0 + r);
+    const xt::xarray<double> pw = xt::random::randn<double>({2 * n});
+    for (std::size_t k = 0; k < n; ++k) scale[k] = pw(k), shift[k] = pw(n + k), shift_f[k] = static_cast<float>(shift[k]);
+    NormalizeArgs a;
+    a.mean = mean.data(), a.mean_lo = lo.data(), a.rstd = rstd.data();
+    a.scale = scale.data(), a.shift = shift.data(), a.shift_f = shift_f.data();
+
+    std::vector<float> ref(total);
+    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref.data(), w, c, a);
+    check_every_offset<float>(16, ref, [&](float* y) {
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w, c, a);
+    });
+    check_every_offset<float>(16, ref, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, a); });
+    std::vector<float> ref768(rows_n * 768);
+    normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
+    check_every_offset<float>(16, ref768, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
+
+    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), ref.data(), w, c, a);
+    check_every_offset<float>(16, ref, [&](float* y) {
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, w, c, a);
+    });
+    std::vector<double> refd(total);
+    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xd.data(), refd.data(), w, c, a);
+    check_every_offset<double>(8, refd, [&](double* y) {
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, w, c, a);
+    });
 }
 
 TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes) have the bits of the walk's path") {
