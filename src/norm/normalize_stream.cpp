@@ -22,6 +22,9 @@ namespace {
 // in L1 (12 KiB).
 constexpr std::size_t kBlock = 1024;
 static_assert(kBlock * sizeof(float) % 64 == 0, "blocks of whole cache lines");
+// The longest block: a run's last block takes in a rest shorter than a cache line
+// (stream_run).
+constexpr std::size_t kBlockMax = kBlock + 16;
 
 #if NORMLAB_LANE_DISPATCH
 // dst[k] = src[k] for k < n (float or double), the aligned middle with streaming stores of
@@ -86,19 +89,25 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
     normalize_run_double(xp, out, r, args);
 }
 
-// y for run r of x, a block of up to kBlock values at a time: block(xp, out, b) forms block b
-// in `out`, which stays in L1, and the block is then streamed to y. The first block ends
-// where a cache line of y starts, so every later block starts on one and only the run's
-// two ends take scalar stores: blocks cut from the run's start put a line shared by two
-// blocks, written in part by scalar stores and in part streamed, at every block's end
-// wherever y is not 64-byte aligned (as malloc's large blocks are not), and GroupNorm
-// (32,64,56,56) took 2.30 to 2.40 ms on one thread against 1.94 to 1.99 with the tensors
-// aligned.
+// y for run r of x, a block of about kBlock values at a time: block(xp, out, b) forms block
+// b in `out` (kBlockMax values), which stays in L1, and the block is then streamed to y. The
+// first block ends where a cache line of y starts, so every later block starts on one and
+// only the run's two ends take scalar stores: blocks cut from the run's start put a line
+// shared by two blocks, written in part by scalar stores and in part streamed, at every
+// block's end wherever y is not 64-byte aligned (as malloc's large blocks are not), and
+// GroupNorm (32,64,56,56) took 2.30 to 2.40 ms on one thread against 1.94 to 1.99 with the
+// tensors aligned. A rest shorter than a line joins the last block rather than make one
+// more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at
+// lines, LayerNorm (8,512,4096) on one thread ran 6.9 to 8.0 ms against 6.45 to 7.0 in
+// alternating builds, though its output pass alone got faster (0.54 to 0.59 ns per element
+// against 0.56 to 0.62); the cause was not found.
 template <class T, class Block>
-void stream_run(const T* x, T* y, const Run& r, T* out, int width, Block&& block) {
-    const std::size_t skew = reinterpret_cast<std::uintptr_t>(y + r.x) % 64 / sizeof(T);
+void stream_run(const T* x, T* y, const Run& r, T* out, int width, bool at_lines, Block&& block) {
+    constexpr std::size_t line = 64 / sizeof(T);
+    const std::size_t skew = at_lines ? reinterpret_cast<std::uintptr_t>(y + r.x) % 64 / sizeof(T) : 0;
     for (std::size_t k = 0, len = kBlock - skew; k < r.n; k += len, len = kBlock) {
-        const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, std::min(len, r.n - k), r.da, r.db};
+        if (r.n - k < len + line) len = r.n - k;
+        const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, len, r.da, r.db};
         block(x + b.x, out, b);
         stream_out(width, y + b.x, out, b.n);
     }
@@ -113,10 +122,11 @@ inline void fence_streams() {
 
 template <class T>
 void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
-    alignas(64) T out[kBlock];
+    alignas(64) T out[kBlockMax];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
-        stream_run(x, y, r, out, width, [&](const T* xp, T* o, const Run& b) { normalize_block_double(xp, o, b, args); });
+        stream_run(x, y, r, out, width, true,
+                   [&](const T* xp, T* o, const Run& b) { normalize_block_double(xp, o, b, args); });
     });
     fence_streams();
 }
@@ -125,11 +135,11 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& args) {
-    alignas(64) float out[kBlock];
+    alignas(64) float out[kBlockMax];
     const int width = active_lane_width();
     if (n > kBlock) {  // long rows: a block of a row at a time
         for (std::size_t i = 0; i < rows; ++i)
-            stream_run(x, y, Run{i * n, first + i, 0, n, 0, pstep}, out, width,
+            stream_run(x, y, Run{i * n, first + i, 0, n, 0, pstep}, out, width, false,
                        [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, nullptr, nullptr); });
     } else {  // short rows: as many whole rows as fill a block, streamed out together
         const std::size_t per = kBlock / n;
@@ -143,10 +153,10 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
 }
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
-    alignas(64) float out[kBlock], a_buf[kBlock], c_buf[kBlock];
+    alignas(64) float out[kBlockMax], a_buf[kBlockMax], c_buf[kBlockMax];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
-        stream_run(x, y, r, out, width,
+        stream_run(x, y, r, out, width, true,
                    [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, c_buf); });
     });
     fence_streams();
