@@ -431,6 +431,12 @@ struct OnePassCase {
     bool center;
 };
 
+// Restores the engine's thread count when a test ends, failed checks included.
+struct ThreadsGuard {
+    unsigned saved = engine_threads();
+    ~ThreadsGuard() { set_engine_threads(saved); }
+};
+
 // Checks the forward of c's reduction (weight and bias, the unbiased variance) against
 // compute_moments and the normalize formula of engine.hpp applied element by element, in
 // both arithmetics: the statistics and every output bit equal.
@@ -522,7 +528,7 @@ TEST_CASE("streamed outputs give the bits of compute_moments plus the formula") 
                                             {{4, 370, 370, 4}, {1, 2}, {3}, true},
                                             {{4, 15, 15, 2400}, {1, 2}, {3}, true},
                                             {{4, 96, 96, 64}, {1, 2}, {3}, false}};
-    const unsigned saved = engine_threads();
+    const ThreadsGuard guard;
     for (unsigned th : {1u, 2u}) {
         CAPTURE(th);
         set_engine_threads(th);
@@ -531,7 +537,6 @@ TEST_CASE("streamed outputs give the bits of compute_moments plus the formula") 
             check_one_pass(c);
         }
     }
-    set_engine_threads(saved);
 }
 
 TEST_CASE("the same row gives the same bits wherever it sits, in both arithmetics") {

@@ -286,7 +286,9 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     // The streaming writers cut a run's output at y's cache lines, so where y starts in a
     // line decides which elements take scalar stores and where the blocks end: each of the
     // 16 float offsets (8 double), runs longer than a block (rows of 3000: blocks cut mid-
-    // run) and shorter (768), both arithmetics, against the cached writers on the same walk.
+    // run) and shorter (768), runs whose rest shorter than a line joins the last block (rows
+    // of 2056 in the rows' writer, runs of 1030 in the walk's where the first block is cut
+    // fewer than 10 values short), both arithmetics, against the cached writers.
     xt::random::seed(35);
     const std::size_t rows_n = 5, n = 3000, total = rows_n * n;
     const Shape xs{rows_n, n};
@@ -314,6 +316,18 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     std::vector<float> ref768(rows_n * 768);
     normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
     check_every_offset<float>(16, ref768, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
+
+    std::vector<float> ref2056(2 * 2056);
+    normalize_rows_f32(xf.data(), ref2056.data(), 2, 2056, 0, 1, a);
+    check_every_offset<float>(16, ref2056, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, 2, 2056, 0, 1, a); });
+    const Shape xs1030{rows_n, 1030};
+    const Walk w1030(xs1030, broadcast_strides(xs1030, keepdims_shape(xs1030, reduced)), param_strides(xs1030, params),
+                     kChunk);
+    std::vector<float> ref1030(rows_n * 1030);
+    for (std::size_t c = 0; c < w1030.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref1030.data(), w1030, c, a);
+    check_every_offset<float>(16, ref1030, [&](float* y) {
+        for (std::size_t c = 0; c < w1030.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w1030, c, a);
+    });
 
     for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), ref.data(), w, c, a);
     check_every_offset<float>(16, ref, [&](float* y) {

@@ -36,6 +36,9 @@ constexpr std::size_t kBlockValues = 16 * kChunk;
 // Per-channel constants are stored kWrap entries past C (entry C + k repeats entry k mod C),
 // so a vector of up to kWrap lanes starting at any channel reads them contiguously.
 constexpr std::size_t kWrap = 16;
+// Doubles in the widest register (AVX-512): a block's sums between steps are stored this
+// far past its channels, as a register of sums may end past them.
+constexpr std::size_t kMaxLanes = 8;
 
 // The shift K of a block: its pilot mean rounded to float, so that for float data x - K is
 // a difference of two floats, exact in double; the double mean where float's range ends
@@ -224,8 +227,8 @@ NORMLAB_INLINE inline void put(T* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 
-// The float path over n elements of whole rows at x (channel 0 first): y = fma(x - hi, a, c)
-// per element, the same expression as normalize_chunk_f32, in vectors of 2W floats whose
+// The float path over n elements at x, x[0] of channel ph0: y = fma(x - hi, a, c) per
+// element, the same expression as normalize_chunk_f32, in vectors of 2W floats whose
 // channels start at phase ph.
 NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::size_t c) {
     return std::fma(x - k.hi[c], k.a[c], k.c[c]);
@@ -323,8 +326,9 @@ NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, st
     }
 }
 
-// Double arithmetic over n elements of whole rows: y = ((x - mean) - mean_lo) * (rstd *
-// scale) + shift rounded once to T, as normalize_chunk, in pairs of registers of W doubles.
+// Double arithmetic over n elements at x, x[0] of channel ph0: y = ((x - mean) - mean_lo) *
+// (rstd * scale) + shift rounded once to T, as normalize_chunk, in pairs of registers of W
+// doubles.
 template <class T>
 NORMLAB_INLINE inline T double_value(T x, const GroupConstants& k, std::size_t c) {
     return static_cast<T>(((static_cast<double>(x) - k.mean[c]) - k.mlo[c]) * k.da[c] + k.db[c]);
@@ -479,11 +483,11 @@ void chunk_of_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_
 
 // Rows [r0, r1) of group o's moments (every chunk they cross, each a step of its block):
 // the partials of chunk i at parts + i * 3 * cw once its block's last row is in; each
-// channel block's sums between steps at st + cb * 3 * (cw + kWrap).
+// channel block's sums between steps at st + cb * 3 * (cw + kMaxLanes).
 template <class T>
 void advance_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_t o, std::size_t r0, std::size_t r1,
                    bool center, double* st, double* parts) {
-    const std::size_t C = l.channels, sw = p.cw + kWrap;
+    const std::size_t C = l.channels, sw = p.cw + kMaxLanes;
     for (std::size_t b = r0 / p.rb; b * p.rb < r1; ++b) {
         const std::size_t first = b * p.rb, n = std::min(p.rb, l.rows - first);
         const std::size_t from = std::max(r0, first) - first, to = std::min(r1, first + n) - first;
@@ -604,7 +608,8 @@ std::size_t line_start(const T* y, std::size_t at, std::size_t end) {
     return std::min(end, at + (64 - off) % 64 / sizeof(T));
 }
 
-// Values per step of the forward's pipeline: 8 KiB of float32.
+// Values per step of the forward's pipeline: 8 KiB of float32 (one row where rows are
+// longer).
 constexpr std::size_t kStepValues = 2048;
 
 template <class T>
@@ -616,55 +621,57 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
     const std::size_t threads = std::min<std::size_t>(engine_threads(), l.outer);
     const std::size_t step = std::max<std::size_t>(1, kStepValues / C);
     // Each thread takes a contiguous range of groups. Where the float path's output is
-    // streamed and threads share the memory bus, they are pipelined: the output of a group
-    // goes out in steps of 8 KiB, each after a step of the next group's moments, so that the
-    // moments' arithmetic runs while the streamed stores drain; the group being written was
-    // read one group earlier and is still in L2 or L3. Channels last (32,56,56,64) float32,
-    // two threads, alternating builds (5 rounds): GroupNorm 1.30 -> 1.19 ms and InstanceNorm
-    // 1.29 -> 1.09 ms with the copy slow (50 GB/s), 0.98-1.00 against 0.99-1.03 and
-    // 0.93-0.94 against 0.86-0.89 ms with it fast (100 GB/s). Elsewhere a group's moments,
-    // then its output: pipelined, one thread ran 2 to 8% slower, batches in cache 10% slower
-    // (the steps' own cost), float64 and the double arithmetic, whose output pass weighs
-    // more, 3 to 15% slower. Steps of 4 and 16 KiB were no faster than 8 KiB on two threads,
-    // and steps of 256 rows (64 KiB) gave nothing in a test loop.
+    // streamed and threads share the memory bus, a thread with two groups or more pipelines
+    // them: the output of a group goes out in steps of about 8 KiB, each after a step of the
+    // next group's moments, so that the moments' arithmetic runs while the streamed stores
+    // drain; the group being written was read one group earlier and is still in L2 or L3.
+    // Channels last (32,56,56,64) float32, two threads, alternating builds (5 rounds):
+    // GroupNorm 1.30 -> 1.19 ms and InstanceNorm 1.29 -> 1.09 ms with the copy slow
+    // (50 GB/s); with it fast (100 GB/s) GroupNorm 0.98-1.00 -> 0.99-1.03 ms, InstanceNorm
+    // 0.93-0.94 -> 0.86-0.89. Elsewhere a group's moments, then its output: pipelined, one
+    // thread ran 2 to 8% slower, batches in cache 10% slower (the steps' own cost), float64
+    // and the double arithmetic, whose output pass weighs more, 3 to 15% slower. Steps of 4
+    // and 16 KiB were no faster than 8 KiB on two threads, and steps of 256 rows (64 KiB)
+    // gave nothing in a test loop.
     const bool pipeline = stream && f32 && std::is_same_v<T, float> && threads > 1;
     parallel_chunks(threads, [&](std::size_t t, std::size_t) {
         thread_local std::vector<double> parts, state;
         thread_local Fine fine;
-        thread_local GroupConstants k[2];
+        thread_local GroupConstants k;
         if (parts.size() < per * stride) parts.resize(per * stride);
-        if (state.size() < p.ncb * 3 * (p.cw + kWrap)) state.resize(p.ncb * 3 * (p.cw + kWrap));
+        if (state.size() < p.ncb * 3 * (p.cw + kMaxLanes)) state.resize(p.ncb * 3 * (p.cw + kMaxLanes));
         const std::size_t o0 = l.outer * t / threads, o1 = l.outer * (t + 1) / threads;
-        auto ready = [&](std::size_t o, GroupConstants& g) {
+        // Group o's statistics and constants, once its moments are all in `parts`.
+        auto ready = [&](std::size_t o) {
             merge_group(l, p, o, parts.data(), center, fine, raw);
             finish(o * l.stats, l.stats);
-            build_constants(l, o, a, f32, g);
+            build_constants(l, o, a, f32, k);
         };
-        if (!pipeline) {
+        if (!pipeline || o1 - o0 < 2) {
             for (std::size_t o = o0; o < o1; ++o) {
                 advance_group(x, l, p, o, 0, R, center, state.data(), parts.data());
-                ready(o, k[0]);
-                kernels<T>().range(x + o * R * C, y + o * R * C, R * C, C, 0, k[0], f32, stream);
+                ready(o);
+                kernels<T>().range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
             }
             return fence_streams(stream);
         }
         advance_group(x, l, p, o0, 0, R, center, state.data(), parts.data());
-        ready(o0, k[0]);
+        ready(o0);
         for (std::size_t o = o0; o < o1; ++o) {
             const bool next = o + 1 < o1;
-            const GroupConstants& g = k[(o - o0) % 2];
-            // Output steps end where a cache line of y starts, so that each one's streamed
-            // stores run in whole vectors from its first element to its last.
+            // Output steps end where a cache line of y starts, so that no line is written in
+            // part by one step's last stores and in part by the next step's first.
             std::size_t at = o * R * C;
             const std::size_t end = at + R * C;
             for (std::size_t r = 0; r < R; r += step) {
                 const std::size_t e = std::min(R, r + step);
                 if (next) advance_group(x, l, p, o + 1, r, e, center, state.data(), parts.data());
                 const std::size_t cut = e == R ? end : line_start(y, (o * R + e) * C, end);
-                kernels<T>().range(x + at, y + at, cut - at, C, at % C, g, f32, stream);
+                kernels<T>().range(x + at, y + at, cut - at, C, at % C, k, f32, stream);
                 at = cut;
             }
-            if (next) ready(o + 1, k[(o + 1 - o0) % 2]);
+            // Group o's output is out: its constants can give way to group o + 1's.
+            if (next) ready(o + 1);
         }
         fence_streams(stream);
     });

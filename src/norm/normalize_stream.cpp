@@ -94,9 +94,9 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
 // first block ends where a cache line of y starts, so every later block starts on one and
 // only the run's two ends take scalar stores: blocks cut from the run's start put a line
 // shared by two blocks, written in part by scalar stores and in part streamed, at every
-// block's end wherever y is not 64-byte aligned (as malloc's large blocks are not), and
-// GroupNorm (32,64,56,56) took 2.30 to 2.40 ms on one thread against 1.94 to 1.99 with the
-// tensors aligned. A rest shorter than a line joins the last block rather than make one
+// block's end wherever y is not 64-byte aligned (as malloc's large blocks are not):
+// GroupNorm (32,64,56,56) on one thread, alternating builds, 2.32 to 2.49 -> 2.04 to 2.11 ms
+// (2.04 to 2.09 with the tensors allocated 64-byte aligned, as a test). A rest shorter than a line joins the last block rather than make one
 // more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at
 // lines, LayerNorm (8,512,4096) on one thread ran 6.9 to 8.0 ms against 6.45 to 7.0 in
 // alternating builds, though its output pass alone got faster (0.54 to 0.59 ns per element
