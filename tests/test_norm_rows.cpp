@@ -12,6 +12,7 @@
 #include <xtensor/xrandom.hpp>
 #include <xtensor/xview.hpp>
 
+#include "norm/channels_last.hpp"
 #include "norm/engine.hpp"
 #include "norm/lanes.hpp"
 #include "norm/moments_rows.hpp"
@@ -338,6 +339,44 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     check_every_offset<double>(8, refd, [&](double* y) {
         for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, w, c, a);
     });
+}
+
+TEST_CASE("the channels-last pipeline gives the same bits wherever y starts in a cache line") {
+    // The pipeline's output steps end where a cache line of y starts and begin at the
+    // channel of their first element, so where y sits decides every cut: each of the 16
+    // float offsets, on two threads (2 samples each, pipelined), against one thread (a
+    // sample's moments, then its output). InstanceNorm over (4, 200, 140, 20): 20 channels,
+    // rows that are not whole lines, 9 MB, so streamed.
+    xt::random::seed(36);
+    const Shape xs{4, 200, 140, 20};
+    const std::size_t n = num_elements(xs), C = 20, stats = 4 * C;
+    const auto l = channels_last_layout(xs, Axes{1, 2}, Axes{3});
+    REQUIRE(l);
+    REQUIRE(n * sizeof(float) >= kStreamBytes);
+    const xt::xarray<double> xv = xt::random::randn<double>({n}) * 2.0 + 50.0;
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(xv(i));
+    const xt::xarray<double> pw = xt::random::randn<double>({2 * C});
+    std::vector<double> scale(C), shift(C);
+    std::vector<float> shift_f(C);
+    for (std::size_t c = 0; c < C; ++c) scale[c] = pw(c), shift[c] = pw(C + c), shift_f[c] = static_cast<float>(shift[c]);
+    auto forward_into = [&](float* y) {
+        std::vector<double> count(stats, 0.0), mean(stats, 0.0), lo(stats, 0.0), m2(stats, 0.0), rstd(stats);
+        NormalizeArgs a;
+        a.mean = mean.data(), a.mean_lo = lo.data(), a.rstd = rstd.data();
+        a.scale = scale.data(), a.shift = shift.data(), a.shift_f = shift_f.data();
+        const RawMoments raw{count.data(), mean.data(), lo.data(), m2.data()};
+        channels_last_forward(x.data(), y, *l, true, raw, a, true, [&](std::size_t first, std::size_t k) {
+            for (std::size_t i = first; i < first + k; ++i) rstd[i] = 1.0 / std::sqrt(m2[i] / count[i] + 1e-5);
+        });
+    };
+    const unsigned saved = engine_threads();
+    set_engine_threads(1);
+    std::vector<float> ref(n);
+    forward_into(ref.data());
+    set_engine_threads(2);
+    check_every_offset<float>(16, ref, forward_into);
+    set_engine_threads(saved);
 }
 
 TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes) have the bits of the walk's path") {
