@@ -180,7 +180,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     d.affine_rounding = r.choice("affine_rounding", {"once", "twice"}, "once") == "twice"
                             ? AffineRounding::twice : AffineRounding::once;
     if (r.has("compute"))
-        d.compute = r.choice("compute", {"float", "double"}, "float") == "double" ? Compute::float64 : Compute::float32;
+        d.compute = compute_from_name(r.choice("compute", {"float", "double"}, "float"));
 
     const bool channel_norm = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
                               d.type == NormType::groupnorm;

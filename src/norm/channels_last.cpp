@@ -470,32 +470,42 @@ Plan plan_of(const ChannelsLast& l) {
     return p;
 }
 
-// Partial moments of chunk `i` of group o (row block i / ncb, channel block i % ncb): mean,
-// mean_lo and m2 of its channels at q, q + cw and q + 2 cw.
+// Rows [from, to) of chunk `i` of group o (row block i / ncb, channel block i % ncb; rows
+// counted from the block's first), a step of its block (block_moments, sums between steps in
+// s): once the block's last row is in, mean, mean_lo and m2 of its channels at q, q + cw and
+// q + 2 cw.
+template <class T>
+void chunk_step(const Kernels<T>& kern, const T* x, const ChannelsLast& l, const Plan& p, std::size_t o,
+                std::size_t i, std::size_t from, std::size_t to, bool center, BlockState s, double* q) {
+    const std::size_t C = l.channels, c0 = (i % p.ncb) * p.cw, r0 = i / p.ncb * p.rb;
+    kern.moments(x + (o * l.rows + r0) * C + c0, C, std::min(p.cw, C - c0), std::min(p.rb, l.rows - r0), from, to,
+                 center, s, q, q + p.cw, q + 2 * p.cw);
+}
+
+// Rows in the row block of chunk i.
+inline std::size_t chunk_rows(const ChannelsLast& l, const Plan& p, std::size_t i) {
+    return std::min(p.rb, l.rows - i / p.ncb * p.rb);
+}
+
+// Partial moments of chunk `i` of group o, whole (chunk_step).
 template <class T>
 void chunk_of_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_t o, std::size_t i, bool center,
                     double* q) {
-    const std::size_t C = l.channels, b = i / p.ncb, c0 = (i % p.ncb) * p.cw, r0 = b * p.rb;
-    const std::size_t n = std::min(p.rb, l.rows - r0);
-    kernels<T>().moments(x + (o * l.rows + r0) * C + c0, C, std::min(p.cw, C - c0), n, 0, n, center, BlockState{}, q,
-                         q + p.cw, q + 2 * p.cw);
+    chunk_step(kernels<T>(), x, l, p, o, i, 0, chunk_rows(l, p, i), center, BlockState{}, q);
 }
 
 // Rows [r0, r1) of group o's moments (every chunk they cross, each a step of its block):
 // the partials of chunk i at parts + i * 3 * cw once its block's last row is in; each
 // channel block's sums between steps at st + cb * 3 * (cw + kMaxLanes).
 template <class T>
-void advance_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_t o, std::size_t r0, std::size_t r1,
-                   bool center, double* st, double* parts) {
-    const std::size_t C = l.channels, sw = p.cw + kMaxLanes;
+void advance_group(const Kernels<T>& kern, const T* x, const ChannelsLast& l, const Plan& p, std::size_t o,
+                   std::size_t r0, std::size_t r1, bool center, double* st, double* parts) {
+    const std::size_t sw = p.cw + kMaxLanes;
     for (std::size_t b = r0 / p.rb; b * p.rb < r1; ++b) {
-        const std::size_t first = b * p.rb, n = std::min(p.rb, l.rows - first);
-        const std::size_t from = std::max(r0, first) - first, to = std::min(r1, first + n) - first;
+        const std::size_t first = b * p.rb, from = std::max(r0, first) - first;
         for (std::size_t cb = 0; cb < p.ncb; ++cb) {
-            const std::size_t c0 = cb * p.cw;
-            double* q = parts + (b * p.ncb + cb) * 3 * p.cw;
-            kernels<T>().moments(x + (o * l.rows + first) * C + c0, C, std::min(p.cw, C - c0), n, from, to, center,
-                                 BlockState{st + cb * 3 * sw, sw}, q, q + p.cw, q + 2 * p.cw);
+            const std::size_t i = b * p.ncb + cb, to = std::min(r1 - first, chunk_rows(l, p, i));
+            chunk_step(kern, x, l, p, o, i, from, to, center, BlockState{st + cb * 3 * sw, sw}, parts + i * 3 * p.cw);
         }
     }
 }
@@ -586,6 +596,7 @@ void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs
     // out over the threads.
     const std::size_t rb = std::max<std::size_t>(1, kChunk / C), nrb = (l.rows + rb - 1) / rb;
     const std::size_t blocks = l.outer * nrb, parts = std::min<std::size_t>(engine_threads(), blocks);
+    const Kernels<T>& kern = kernels<T>();
     parallel_chunks(parts, [&](std::size_t t, std::size_t) {
         thread_local CachedConstants cache;
         for (std::size_t c = blocks * t / parts; c < blocks * (t + 1) / parts; ++c) {
@@ -595,17 +606,17 @@ void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs
                 cache.epoch = epoch, cache.group = o;
             }
             const std::size_t at = (o * l.rows + r0) * C;
-            kernels<T>().range(x + at, y + at, n * C, C, 0, cache.k, f32, stream);
+            kern.range(x + at, y + at, n * C, C, 0, cache.k, f32, stream);
         }
         fence_streams(stream);
     });
 }
 
-// The first i >= at, up to `end`, where y + i starts a cache line (64 bytes).
+// The first i >= at, up to `end`, where y + i starts a cache line.
 template <class T>
 std::size_t line_start(const T* y, std::size_t at, std::size_t end) {
-    const std::size_t off = reinterpret_cast<std::uintptr_t>(y + at) % 64;
-    return std::min(end, at + (64 - off) % 64 / sizeof(T));
+    constexpr std::size_t line = 64 / sizeof(T);
+    return std::min(end, at + (line - line_offset(y + at)) % line);
 }
 
 // Values per step of the forward's pipeline: 8 KiB of float32 (one row where rows are
@@ -634,6 +645,7 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
     // and 16 KiB were no faster than 8 KiB on two threads, and steps of 256 rows (64 KiB)
     // gave nothing in a test loop.
     const bool pipeline = stream && f32 && std::is_same_v<T, float> && threads > 1;
+    const Kernels<T>& kern = kernels<T>();
     parallel_chunks(threads, [&](std::size_t t, std::size_t) {
         thread_local std::vector<double> parts, state;
         thread_local Fine fine;
@@ -649,13 +661,13 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
         };
         if (!pipeline || o1 - o0 < 2) {
             for (std::size_t o = o0; o < o1; ++o) {
-                advance_group(x, l, p, o, 0, R, center, state.data(), parts.data());
+                advance_group(kern, x, l, p, o, 0, R, center, state.data(), parts.data());
                 ready(o);
-                kernels<T>().range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
+                kern.range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
             }
             return fence_streams(stream);
         }
-        advance_group(x, l, p, o0, 0, R, center, state.data(), parts.data());
+        advance_group(kern, x, l, p, o0, 0, R, center, state.data(), parts.data());
         ready(o0);
         for (std::size_t o = o0; o < o1; ++o) {
             const bool next = o + 1 < o1;
@@ -665,9 +677,9 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
             const std::size_t end = at + R * C;
             for (std::size_t r = 0; r < R; r += step) {
                 const std::size_t e = std::min(R, r + step);
-                if (next) advance_group(x, l, p, o + 1, r, e, center, state.data(), parts.data());
+                if (next) advance_group(kern, x, l, p, o + 1, r, e, center, state.data(), parts.data());
                 const std::size_t cut = e == R ? end : line_start(y, (o * R + e) * C, end);
-                kernels<T>().range(x + at, y + at, cut - at, C, at % C, k, f32, stream);
+                kern.range(x + at, y + at, cut - at, C, at % C, k, f32, stream);
                 at = cut;
             }
             // Group o's output is out: its constants can give way to group o + 1's.

@@ -4,6 +4,8 @@
 // normalization means adding a preset, not a kernel (Flax linen/normalization.py
 // `_compute_stats` + `_normalize`; PyTorch ATen's math_group_norm composite).
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "tensor/tensor.hpp"
 
@@ -48,6 +50,9 @@ Compute default_compute();
 
 /// The config's name of an arithmetic: "float" (the float path) or "double".
 const char* compute_name(Compute c);
+
+/// The arithmetic compute_name calls `name` ("float" or "double"); nothing for other text.
+std::optional<Compute> compute_from_name(const std::string& name);
 
 /// The fields that determine a normalization (DESIGN.md "Architecture").
 struct NormSpec {

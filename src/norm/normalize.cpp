@@ -109,6 +109,12 @@ bool float_path_has_fma() {
 
 const char* compute_name(Compute c) { return c == Compute::float32 ? "float" : "double"; }
 
+std::optional<Compute> compute_from_name(const std::string& name) {
+    for (Compute c : {Compute::float32, Compute::float64})
+        if (name == compute_name(c)) return c;
+    return std::nullopt;
+}
+
 Compute default_compute() {
     static const Compute c = float_path_has_fma() ? Compute::float32 : Compute::float64;
     return c;

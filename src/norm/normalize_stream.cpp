@@ -96,15 +96,15 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
 // shared by two blocks, written in part by scalar stores and in part streamed, at every
 // block's end wherever y is not 64-byte aligned (as malloc's large blocks are not):
 // GroupNorm (32,64,56,56) on one thread, alternating builds, 2.32 to 2.49 -> 2.04 to 2.11 ms
-// (2.04 to 2.09 with the tensors allocated 64-byte aligned, as a test). A rest shorter than a line joins the last block rather than make one
-// more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at
+// (2.04 to 2.09 with the tensors allocated 64-byte aligned, as a test). A rest shorter than
+// a line joins the last block rather than make one more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at
 // lines, LayerNorm (8,512,4096) on one thread ran 6.9 to 8.0 ms against 6.45 to 7.0 in
 // alternating builds, though its output pass alone got faster (0.54 to 0.59 ns per element
 // against 0.56 to 0.62); the cause was not found.
 template <class T, class Block>
 void stream_run(const T* x, T* y, const Run& r, T* out, int width, bool at_lines, Block&& block) {
     constexpr std::size_t line = 64 / sizeof(T);
-    const std::size_t skew = at_lines ? reinterpret_cast<std::uintptr_t>(y + r.x) % 64 / sizeof(T) : 0;
+    const std::size_t skew = at_lines ? line_offset(y + r.x) : 0;
     for (std::size_t k = 0, len = kBlock - skew; k < r.n; k += len, len = kBlock) {
         if (r.n - k < len + line) len = r.n - k;
         const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, len, r.da, r.db};

@@ -66,11 +66,6 @@ bool kept(const Where& where, const std::vector<Cell>& row) {
 
 }  // namespace
 
-std::size_t kept_rows(const Table& t, const TerminalTableOptions& o) {
-    const Where where = where_columns(t, o);
-    return static_cast<std::size_t>(std::count_if(t.rows.begin(), t.rows.end(), [&](const auto& row) { return kept(where, row); }));
-}
-
 std::pair<std::string, std::string> parse_where(const std::string& text) {
     const auto eq = text.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -84,7 +79,7 @@ bool cell_matches(const Cell& c, const std::string& value) {
     return cell_number(c, a) && parse_double(value, b) && a == b;
 }
 
-std::string terminal_table(const Table& t, const TerminalTableOptions& o) {
+std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::size_t* kept_count) {
     std::vector<std::size_t> cols;
     if (o.columns.empty())
         for (std::size_t i = 0; i < t.columns.size(); ++i) cols.push_back(i);
@@ -103,6 +98,7 @@ std::string terminal_table(const Table& t, const TerminalTableOptions& o) {
         }
         cells.push_back(std::move(line));
     }
+    if (kept_count) *kept_count = cells.size();
     std::vector<std::size_t> w(cols.size());
     for (std::size_t k = 0; k < cols.size(); ++k) {
         w[k] = width(t.columns[cols[k]]);

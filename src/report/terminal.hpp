@@ -27,13 +27,9 @@ std::pair<std::string, std::string> parse_where(const std::string& text);
 /// matches 1e-05 and 0.00001).
 bool cell_matches(const Cell& c, const std::string& value);
 
-/// How many rows of `t` the `where` conditions of `options` keep (all of them without any).
-/// Throws InputError naming an unknown column, as terminal_table does.
-std::size_t kept_rows(const Table& t, const TerminalTableOptions& options);
-
-/// The table as aligned lines: a header, a rule, one line per kept row, "\n" line ends.
-/// Throws InputError naming an unknown column in `columns` or `where` (with the columns
-/// the table has).
-std::string terminal_table(const Table& t, const TerminalTableOptions& options);
+/// The table as aligned lines: a header, a rule, one line per kept row, "\n" line ends; the
+/// number of kept rows in *kept_count when given. Throws InputError naming an unknown column
+/// in `columns` or `where` (with the columns the table has).
+std::string terminal_table(const Table& t, const TerminalTableOptions& options, std::size_t* kept_count = nullptr);
 
 }  // namespace normlab

@@ -158,13 +158,10 @@ std::string run_bench(const BenchOptions& o) {
     if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
     if (!(o.min_time_ms >= 0)) throw InputError("bench --min-time-ms: must be at least 0");
-    if (!o.compute.empty() && o.compute != "float" && o.compute != "double")
-        throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
+    const std::optional<Compute> chosen = o.compute.empty() ? default_compute() : compute_from_name(o.compute);
+    if (!chosen) throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
     // What the forward runs: the arithmetic applies to float32 data; float64 is always double.
-    const Compute arithmetic = dtype != DType::float32 ? Compute::float64
-                               : o.compute.empty()     ? default_compute()
-                               : o.compute == "double" ? Compute::float64
-                                                       : Compute::float32;
+    const Compute arithmetic = dtype != DType::float32 ? Compute::float64 : *chosen;
     const std::string compute = compute_name(arithmetic);
     const unsigned saved_threads = engine_threads();
 

@@ -71,10 +71,11 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
     }
     std::string out;
     for (const auto& [type, table] : tables) {
-        const std::string body = terminal_table(table, o.table);  // first: it names an unknown column
+        std::size_t kept = 0;
+        const std::string body = terminal_table(table, o.table, &kept);
         const std::string rows = o.table.where.empty()
                                      ? count_noun(table.rows.size(), "row")
-                                     : std::to_string(kept_rows(table, o.table)) + " of " + count_noun(table.rows.size(), "row");
+                                     : std::to_string(kept) + " of " + count_noun(table.rows.size(), "row");
         out += "== " + type + " (" + rows + ", " + (dir / (type + ".csv")).string() + ")\n";
         out += body;
         const fs::path fig = dir / "figures" / (type + ".vl.json");
