@@ -294,7 +294,9 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm layernorm --shape ''", "bench --shape: expected comma-separated dims"},
                          Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"},
                          Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"},
-                         Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"}}) {
+                         Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"},
+                         Bad{"--norm layernorm --shape 2,3 --compute ''", "bench --compute: expected float or double, but got \"\""},
+                         Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);
         CHECK(e.exit_code == 2);

@@ -293,6 +293,10 @@ int main(int argc, char** argv) {
                 return 0;
             }
             bench.norms = split(bench_norms);
+            if (bench_cmd->count("--norm") && bench.norms.empty())
+                throw InputError("bench --norm: expected comma-separated norm types, but got \"\"");
+            if (bench_cmd->count("--compute") && bench.compute.empty())
+                throw InputError("bench --compute: expected float or double, but got \"\"");
             if (bench_cmd->count("--channel-axis"))
                 bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
             if (bench_cmd->count("--num-groups"))
