@@ -9,6 +9,8 @@ Cases (all from committed configs, changed with --set only):
   sweep100        configs/sweep.json with a 10 x 10 grid of eps and data std: 100 points
                   on its (8, 16, 64) batch, rebuilt whenever std changes
   sweep100_25MiB  100 eps values on a (64, 128, 768) float32 batch (24 MiB), built once
+  sweep_shapes6   6 shapes of that batch, (64, 128 - k, 768) for k = 0..5: every point
+                  builds a new batch and needs outputs of a new size
 
 Each case runs --rounds times, each in its own process writing to a fresh temporary
 folder; the table gives the median wall time, the time per sweep point, and the largest
@@ -41,6 +43,9 @@ SWEEP100 = json.dumps({"norms.ln.eps": grid(10, 1e-8, 1e-1), "data.tokens.std": 
 # eps only: the batch is built once and every point normalises it again
 EPS100 = json.dumps({"norms.ln.eps": grid(100, 1e-8, 1e-1), "seed_per_point": False})
 
+# the batch's T shrinks by one a point: no point's outputs fit the next
+SHAPES6 = json.dumps({"data.tokens.shape": [[64, 128 - k, 768] for k in range(6)], "seed_per_point": False})
+
 # case -> (config, --set values, points, batch bytes or None when not a sweep)
 CASES = {
     "quickstart": ("configs/quickstart.json", [], 1, None),
@@ -48,6 +53,8 @@ CASES = {
     "sweep100_25MiB": ("configs/sweep.json", ["sweep=" + EPS100, "data.tokens.shape=[64,128,768]",
                                             "norms.ln.normalized_shape=[768]"], 100,
                        64 * 128 * 768 * 4),
+    "sweep_shapes6": ("configs/sweep.json", ["sweep=" + SHAPES6, "norms.ln.normalized_shape=[768]"], 6,
+                      64 * 128 * 768 * 4),
 }
 
 

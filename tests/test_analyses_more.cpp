@@ -71,6 +71,31 @@ TEST_CASE("output pool: a step's buffers pass to the next step of the same size 
         CHECK(dbl.fwd.y.f64.size() == 4 * 64);
     }
     CHECK(normlab::current_output_pool() == nullptr);
+
+    // Across sweep points: a miss drops what earlier points gave back (a point whose shape
+    // changed must not hold its predecessors' outputs while it allocates its own), and keeps
+    // what the current point gave back (data entries of other sizes alternate in a point).
+    normlab::OutputPool points;
+    normlab::OutputPoolScope scope(points);
+    const normlab::Batch b6 = batch(6);
+    { normlab::Step s = normlab::apply_norm(d, normlab::DType::float32, b4); }
+    CHECK(points.size() == 1);
+    points.next_point();
+    { normlab::Step s = normlab::apply_norm(d, normlab::DType::float32, b4); }  // a hit
+    {
+        normlab::Step s = normlab::apply_norm(d, normlab::DType::float32, b5);  // a miss in the same point
+        CHECK(points.size() == 1);
+    }
+    CHECK(points.size() == 2);
+    points.next_point();
+    {
+        normlab::Step s = normlab::apply_norm(d, normlab::DType::float32, b4);  // a hit keeps the rest
+        CHECK(points.size() == 1);
+        normlab::Step t = normlab::apply_norm(d, normlab::DType::float32, b6);  // a miss: b5's output dropped
+        CHECK(points.size() == 0);
+        CHECK(t.fwd.y.f32.size() == 6 * 64);
+    }
+    CHECK(points.size() == 2);
 }
 
 TEST_CASE("invariance: which norm is invariant to which scale and shift (the textbook table)") {

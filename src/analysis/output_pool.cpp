@@ -1,5 +1,6 @@
 #include "analysis/output_pool.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace normlab {
@@ -15,17 +16,21 @@ std::size_t held(const Tensor& t) { return t.dtype == DType::float64 ? t.f64.sto
 
 StepResult OutputPool::take(const Tensor& x) {
     for (auto it = m_free.begin(); it != m_free.end(); ++it)
-        if (it->fwd.y.dtype == x.dtype && held(it->fwd.y) == x.size()) {
-            StepResult s = std::move(*it);
+        if (it->result.fwd.y.dtype == x.dtype && held(it->result.fwd.y) == x.size()) {
+            StepResult s = std::move(it->result);
             m_free.erase(it);
             return s;
         }
+    // Freed before the caller allocates, so that the old and the new outputs are not held
+    // at once.
+    m_free.erase(std::remove_if(m_free.begin(), m_free.end(), [&](const Free& f) { return f.point < m_point; }),
+                 m_free.end());
     return {};
 }
 
 void OutputPool::give(StepResult&& s) {
     if (held(s.fwd.y) <= 1) return;  // moved from, or too small to matter
-    m_free.push_back(std::move(s));
+    m_free.push_back(Free{std::move(s), m_point});
     if (m_free.size() > kKeep) m_free.erase(m_free.begin());
 }
 

@@ -15,15 +15,29 @@ namespace normlab {
 class OutputPool {
 public:
     /// A free result whose output matches x's element count and dtype (its buffers are
-    /// reused by NormLayer::forward), or an empty one.
+    /// reused by NormLayer::forward), or an empty one. On a miss, the free results given
+    /// back before the current sweep point are dropped first: a point whose shapes changed
+    /// would otherwise allocate its outputs while its predecessors' stayed held (a sweep over
+    /// six shapes of a 64 MiB batch peaked at 396 MiB), and results of the current point,
+    /// whose sizes may alternate between data entries, stay.
     StepResult take(const Tensor& x);
-    /// Keeps s for a later take(); the oldest free result is dropped beyond kKeep, so the
-    /// pool holds no more than the few outputs an analysis has alive at once.
+    /// Keeps s for a later take(), marked with the current point; the oldest free result is
+    /// dropped beyond kKeep, so the pool holds no more than the few outputs an analysis has
+    /// alive at once.
     void give(StepResult&& s);
+    /// Starts the next sweep point (the run pipeline calls it before each point).
+    void next_point() { ++m_point; }
+    /// Free results held now (for tests).
+    std::size_t size() const { return m_free.size(); }
     static constexpr std::size_t kKeep = 4;
 
 private:
-    std::vector<StepResult> m_free;
+    struct Free {
+        StepResult result;
+        std::size_t point;  ///< the point during which it was given back
+    };
+    std::vector<Free> m_free;
+    std::size_t m_point = 0;
 };
 
 /// Makes `pool` the one forward steps draw from, on this thread, until the scope ends.

@@ -182,6 +182,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     Loaded previous = std::move(checked.last);
     for (std::size_t k = 0; k < selected.size(); ++k) {
         const SweepPoint& pt = *selected[k];
+        outputs.next_point();
         if (progress) std::cerr << "\rnormlab: point " << (k + 1) << "/" << selected.size() << std::flush;
         Loaded l = load_point(parse_point(point_doc(pt), o.config_path), &previous);
         const Config& c = l.config;
