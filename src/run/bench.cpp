@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iomanip>
 #include <limits>
 #include <sstream>
@@ -16,6 +15,7 @@
 #include "data/random.hpp"
 #include "norm/presets.hpp"
 #include "report/table.hpp"
+#include "run/process_memory.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -34,29 +34,6 @@ double median(std::vector<double> v) {
     if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Lowers the kernel's record of this process's peak resident memory (VmHWM) to what is
-// resident now, so that the next reading is one case's own peak (Linux >= 4.0: writing 5
-// to /proc/self/clear_refs, see proc(5)). False when the kernel refuses.
-bool reset_peak_rss() {
-    std::ofstream f("/proc/self/clear_refs");
-    f << "5";
-    f.flush();
-    return static_cast<bool>(f);
-}
-
-// VmHWM from /proc/self/status in MiB: the peak resident memory since the last
-// reset_peak_rss(); NaN when it cannot be read.
-double peak_rss_mib() {
-    std::ifstream in("/proc/self/status");
-    std::string key;
-    double kib = 0;
-    while (in >> key) {
-        if (key == "VmHWM:" && in >> kib) return kib / 1024.0;
-        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    }
-    return std::numeric_limits<double>::quiet_NaN();
 }
 
 // Median time of f() over `repeat` calls after one untimed call, and over more calls until

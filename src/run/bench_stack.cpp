@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <iomanip>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include "analysis/stack_weights.hpp"
 #include "data/random.hpp"
 #include "norm/engine.hpp"
+#include "run/process_memory.hpp"
 #include "stack/buffers.hpp"
 #include "tensor/errors.hpp"
 
@@ -30,23 +30,9 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Resets the kernel's peak-RSS mark (Linux >= 4.0: "5" > /proc/self/clear_refs); false when
-// unavailable, and the process-wide maximum is reported instead.
-bool reset_peak_rss() {
-    std::ofstream f("/proc/self/clear_refs");
-    if (!f) return false;
-    f << "5";
-    f.flush();
-    return static_cast<bool>(f);
-}
-
-double peak_rss_mib(bool since_reset) {
-    if (since_reset) {
-        std::ifstream f("/proc/self/status");
-        std::string line;
-        while (std::getline(f, line))
-            if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-    }
+// The peak since the reset, or the process-wide maximum when the kernel refused the reset.
+double case_peak_mib(bool since_reset) {
+    if (since_reset) return peak_rss_mib();
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
     return static_cast<double>(u.ru_maxrss) / 1024.0;
@@ -160,7 +146,7 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
         if (k == 0) {
             row.cold_s = t;
             // What the pass needed: measured before the plain products add their operands.
-            row.peak_mib = peak_rss_mib(row.peak_reset);
+            row.peak_mib = case_peak_mib(row.peak_reset);
             dots.emplace(R, D, H);
             dots->seconds_for(1);  // warm-up: OpenBLAS's threads and buffers
             continue;
@@ -193,7 +179,7 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     if (!o.json)
         out << "stack " << o.placement << " ffn " << o.norm << ": L=" << o.layers << " N=" << o.rows << " D="
             << o.features << " H=" << o.hidden << ", forward+backward, " << o.repeat << " timed passes\n"
-            << std::left << std::setw(9) << "dtype" << std::setw(10) << "median_s" << std::setw(9) << "cold_s"
+            << std::left << std::setw(9) << "dtype" << std::setw(12) << "median_s" << std::setw(12) << "cold_s"
             << std::setw(9) << "gflops" << std::setw(11) << "dot_gflops" << std::setw(10) << "fraction"
             << std::setw(17) << "activations_mib" << std::setw(13) << "weights_mib" << std::setw(14)
             << "peak_rss_mib" << "peak/activations\n";
@@ -212,7 +198,7 @@ std::string run_stack_bench(const StackBenchOptions& o) {
                 << ", \"weights_mib\": " << r.weight_mib << ", \"peak_rss_mib\": " << r.peak_mib
                 << ", \"peak_since_reset\": " << (r.peak_reset ? "true" : "false") << "}\n";
         } else {
-            out << std::left << std::setw(9) << r.dtype << std::setw(10) << r.median_s << std::setw(9) << r.cold_s
+            out << std::left << std::setw(9) << r.dtype << std::setw(12) << r.median_s << std::setw(12) << r.cold_s
                 << std::setw(9) << r.gflops << std::setw(11) << r.dot_gflops << std::setw(10) << frac
                 << std::setw(17) << r.act_mib << std::setw(13) << r.weight_mib << std::setw(14) << r.peak_mib
                 << ratio << "\n";
