@@ -657,7 +657,10 @@ TEST_CASE("compute: a norm that does not choose takes this CPU's default, and th
     // float64 data.
     const auto dir = fresh_dir("compute_note");
     const auto notes = [&](const json& c, normlab::Compute dflt) {
-        return normlab::config_notes(normlab::parse_config(normlab::Json::parse(c.dump()), (dir / "cfg.json").string(), dir, normlab::analysis_catalog()), dflt);
+        std::vector<std::string> out;
+        for (const auto& n : normlab::config_notes(normlab::parse_config(normlab::Json::parse(c.dump()), (dir / "cfg.json").string(), dir, normlab::analysis_catalog()), dflt))
+            out.push_back(n.message());
+        return out;
     };
     const auto without_fma = notes(cfg, normlab::Compute::float64);
     REQUIRE(without_fma.size() == 1);

@@ -106,6 +106,62 @@ TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
     check_refused(s, "error: --set /sweep/norms.m.eps=[2]: /sweep/norms.m.eps/0 (sweep point 0): /norms/m does not exist");
 }
 
+TEST_CASE("an error or warning found at a value of the file names the override or sweep point that set a value it depends on") {
+    const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
+    // A swept data shape that the file's LayerNorm does not fit: the error is found at
+    // /norms/n/normalized_shape when the norm meets the point's data, which the file did not set.
+    const std::string mismatch = "/norms/n/normalized_shape: layernorm \"n\" on data \"x\": given normalized_shape=[4], "
+                                 "expected input with shape [*, 4], but got input of shape [2, 6, 3]";
+    const std::string swept = base + R"(, "sweep": {"data.x.shape.2": [4, 3]}})";
+    for (const std::string command : {"run", "validate"}) {
+        CAPTURE(command);
+        check_refused(on_config("blame_swept_shape_" + command, swept, command),
+                      "cfg.json: /sweep/data.x.shape.2/1 (sweep point 1): " + mismatch);
+        check_refused(on_config("blame_set_sweep_shape_" + command, config(kGauss, kLn), command,
+                                R"(--set 'sweep={"data.x.shape.2":[4,3]}')"),
+                      R"(error: --set sweep={"data.x.shape.2":[4,3]}: /sweep/data.x.shape.2/1 (sweep point 1): )" + mismatch);
+        check_refused(on_config("blame_set_shape_" + command, config(kGauss, kLn), command,
+                                "--set norms.n.eps=1e-3 --set data.x.shape.2=3"),
+                      "error: --set data.x.shape.2=3: " + mismatch);
+        // An override that gives the key the file's object already has the other of.
+        check_refused(on_config("blame_set_conflict_" + command, config(kGauss, kLn), command,
+                                "--set norms.n.axes=[-1]"),
+                      "error: --set norms.n.axes=[-1]: /norms/n: give either normalized_shape or axes, not both");
+        // An error under a whole object an override set names that override, not one that
+        // set something else ...
+        check_refused(on_config("blame_set_object_" + command, config(kGauss, kLn), command,
+                                R"(--set norms.n.eps=1e-3 --set 'data.x={"source":"gaussian","shape":[2,6,3]}')"),
+                      R"(error: --set data.x={"source":"gaussian","shape":[2,6,3]}: )" + mismatch);
+        // ... and what the overrides and the sweep did not touch stays the file's.
+        CliResult own_conflict = on_config("blame_file_conflict_" + command,
+                                           config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "axes": [-1]})"),
+                                           command, "--set norms.n.eps=1e-3 --set data.x.std=2");
+        check_refused(own_conflict, "cfg.json: /norms/n: give either normalized_shape or axes, not both");
+        CHECK(own_conflict.err.find("--set") == std::string::npos);
+        const std::string narrow = config(R"({"source": "gaussian", "shape": [2, 6, 3]})", kLn);
+        CliResult own_shape = on_config("blame_file_shape_" + command,
+                                        narrow.substr(0, narrow.size() - 1) + R"(, "sweep": {"norms.n.eps": [1e-5, 1e-3]}})",
+                                        command, "--set norms.n.eps=1e-3");
+        check_refused(own_shape, "cfg.json: " + mismatch);
+        CHECK(own_shape.err.find("sweep") == std::string::npos);
+        CHECK(own_shape.err.find("--set") == std::string::npos);
+    }
+    // Warnings and notes too: the NaN is in the values the override gave, and the note on
+    // "compute" holds because the override made the run float64.
+    CliResult nan = on_config("blame_set_nan", config(kGauss, kLn), "run",
+                              R"(--set 'data.x={"source":"values","values":[[1,"nan",3,4],[4,5,6,7]]}')");
+    CHECK(nan.exit_code == 0);
+    CHECK_MESSAGE(nan.err.find(R"(normlab: warning: --set data.x={"source":"values","values":[[1,"nan",3,4],[4,5,6,7]]}: /data/x: 1 of 8 values is NaN)") !=
+                      std::string::npos, nan.err);
+    const std::string computed = config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "compute": "float"})");
+    for (const std::string command : {"run", "validate"}) {
+        CliResult note = on_config("blame_set_note_" + command, computed, command, "--set dtype=float64");
+        CHECK(note.exit_code == 0);
+        CHECK_MESSAGE(note.err.find("normlab: note: --set dtype=float64: /norms/n/compute: \"compute\" chooses the arithmetic "
+                                    "for float32 data only") != std::string::npos, note.err);
+    }
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;

@@ -48,7 +48,8 @@ Options read_options(const AnalysisSpec& spec) {
     };
     if (const Json* pj = r.raw("pairs")) {
         if (r.has("reference") || r.has("ports"))
-            r.at("pairs").fail("give either pairs or reference/ports, not both");
+            r.at("pairs").fail("give either pairs or reference/ports, not both",
+                               {r.at("reference").pointer, r.at("ports").pointer});
         JsonLocation at = r.at("pairs");
         if (!pj->is_array() || pj->empty()) at.fail("expected a non-empty list of [reference, port] pairs");
         for (std::size_t i = 0; i < pj->size(); ++i) {
@@ -82,7 +83,8 @@ Options read_options(const AnalysisSpec& spec) {
             spec.loc.child("norms").fail("port_check needs a reference and at least one port: list two or more norms");
         for (const auto& p : ports) o.pairs.push_back({ref, p});
     }
-    if (r.has("steps") && r.has("train_data")) r.at("steps").fail("give either steps or train_data, not both");
+    if (r.has("steps") && r.has("train_data"))
+        r.at("steps").fail("give either steps or train_data, not both", {r.at("train_data").pointer});
     o.steps = r.integer("steps", 0);
     if (o.steps < 1 && r.has("steps")) r.at("steps").fail("steps must be >= 1, but got " + std::to_string(o.steps));
     if (auto td = r.strings("train_data")) {

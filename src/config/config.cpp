@@ -189,7 +189,9 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     } else {
         d.normalized_shape = r.integers("normalized_shape");
         d.axes = r.integers("axes");
-        if (d.normalized_shape && d.axes) loc.fail("give either normalized_shape or axes, not both");
+        if (d.normalized_shape && d.axes)
+            loc.fail("give either normalized_shape or axes, not both",
+                     {r.at("normalized_shape").pointer, r.at("axes").pointer});
         if (!d.normalized_shape && !d.axes)
             r.missing_one_of({"normalized_shape", "axes"}, "missing \"normalized_shape\" (trailing dims) or \"axes\" (any axes)");
         if (d.normalized_shape) {
@@ -341,29 +343,35 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     return c;
 }
 
-std::vector<std::string> config_notes(const Config& c, Compute default_arithmetic) {
-    std::vector<std::string> out;
+std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic) {
+    std::vector<ConfigNote> out;
     for (const auto& name : c.norm_order) {
         const NormDef& d = c.norms.at(name);
+        const JsonLocation norm = JsonLocation{c.file, "/norms"}.child(name);
         if (d.compute && c.dtype != DType::float32)
-            out.push_back(JsonLocation{c.file, "/norms"}.child(name).child("compute").message(
-                "\"compute\" chooses the arithmetic for float32 data only; this " + dtype_name(c.dtype) +
-                " run always takes double arithmetic"));
+            out.push_back({norm.child("compute"),
+                           "\"compute\" chooses the arithmetic for float32 data only; this " + dtype_name(c.dtype) +
+                               " run always takes double arithmetic",
+                           {"/dtype"}});
         if (d.affine_rounding != AffineRounding::twice) continue;
-        const JsonLocation at = JsonLocation{c.file, "/norms"}.child(name).child("affine_rounding");
+        const JsonLocation at = norm.child("affine_rounding");
         if (compute_dtype(c.dtype) == c.dtype)
-            out.push_back(at.message("\"twice\" changes only float16 and bfloat16 outputs; in this " +
-                                     dtype_name(c.dtype) + " run x_hat is not rounded before the affine step"));
+            out.push_back({at,
+                           "\"twice\" changes only float16 and bfloat16 outputs; in this " + dtype_name(c.dtype) +
+                               " run x_hat is not rounded before the affine step",
+                           {"/dtype"}});
         else if (!d.affine.value_or(d.type != NormType::instancenorm))
-            out.push_back(at.message("\"twice\" has no effect: the norm has no affine parameters (affine false)"));
+            out.push_back({at, "\"twice\" has no effect: the norm has no affine parameters (affine false)",
+                           {norm.child("affine").pointer, norm.child("type").pointer}});
     }
     if (c.dtype == DType::float32 && default_arithmetic == Compute::float64 &&
         std::any_of(c.norms.begin(), c.norms.end(), [](const auto& n) { return !n.second.compute; }))
-        out.push_back(JsonLocation{c.file, "/norms"}.message(
+        out.push_back({JsonLocation{c.file, "/norms"},
             "norms without \"compute\" take the double path here (within 0.5 ulp of the float64 result, where "
             "the float path is within 3): this build on this CPU would run the float path's FMAs in software "
             "(libm's fmaf: a CPU below x86-64-v3, or a build without FMA instructions), many times slower; "
-            "\"compute\": \"float\" gives the float path's results"));
+            "\"compute\": \"float\" gives the float path's results",
+            {}});
     return out;
 }
 
@@ -373,6 +381,11 @@ JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {
 
 JsonLocation norm_location(const std::string& file, const NormError& e) {
     return norm_location(JsonLocation{file, "/norms"}.child(e.norm()), e);
+}
+
+std::vector<std::string> data_related(const std::string& name) {
+    if (name.empty()) return {};
+    return {JsonLocation{"", "/data"}.child(name).pointer};
 }
 
 }  // namespace normlab

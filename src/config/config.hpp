@@ -65,14 +65,23 @@ struct Config {
 Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
                     const AnalysisCatalog& analyses);
 
+/// A note on a config that run and validate print (not an error): where and why.
+struct ConfigNote {
+    JsonLocation at;                   ///< the setting it is about
+    std::string reason;                ///< why it changes nothing, or what it does here
+    std::vector<std::string> related;  ///< pointers of the other values it depends on (JsonError::related)
+    /// "file: pointer: reason".
+    std::string message() const { return at.message(reason); }
+};
+
 /// Notes on `c` that run and validate print (not errors), one line each as
-/// "file: /norms[/<name>/<key>]: why": settings that are valid but change nothing in it,
+/// "file: /norms[/<name>/<key>]: why" (ConfigNote::message): settings that are valid but change nothing in it,
 /// `affine_rounding: "twice"` on a float32/float64 run (only half outputs are rounded after
 /// the affine step) or on a norm without affine parameters, `compute` on a run of another
 /// dtype than float32; and, on a float32 run where
 /// `default_arithmetic` (default_compute(): this CPU's) is the double path, that norms without
 /// `compute` take it.
-std::vector<std::string> config_notes(const Config& c, Compute default_arithmetic = default_compute());
+std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic = default_compute());
 
 /// The keys a norm object of `type` may hold (type and the common keys first), with their
 /// defaults as `normlab list` prints them. parse_norm declares exactly these.
@@ -98,14 +107,18 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
 /// Where the key a StackError names sits in config `file`: /stacks/<name>[/<key>].
 JsonLocation stack_location(const std::string& file, const StackError& e);
 
-/// Calls f(); a StackError from it is thrown again as the InputError a user of config
-/// `file` reads: "file: /stacks/<name>/<key>: message".
+/// The JSON pointer of data entry `name` ("/data/<name>") as the related value of an error
+/// found when a norm or stack met that data (JsonError::related); none for "".
+std::vector<std::string> data_related(const std::string& name);
+
+/// Calls f(); a StackError from it is thrown again as the JsonError a user of config `file`
+/// reads: "file: /stacks/<name>/<key>: message", related to the data the stack met.
 template <class F>
 auto locate_stack_errors(const std::string& file, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const StackError& e) {
-        stack_location(file, e).fail(e.what());
+        stack_location(file, e).fail(e.what(), data_related(e.data()));
     }
 }
 
@@ -115,14 +128,15 @@ JsonLocation norm_location(const JsonLocation& norm, const NormError& e);
 /// The same for a norm of config `file`: file, /norms/<e.norm()>[/<e.key()>].
 JsonLocation norm_location(const std::string& file, const NormError& e);
 
-/// Calls f(); a NormError from it is thrown again as the InputError a user of config `file`
-/// reads: "file: /norms/<name>/<key>: message" (the engine knows no JSON, the config does).
+/// Calls f(); a NormError from it is thrown again as the JsonError a user of config `file`
+/// reads: "file: /norms/<name>/<key>: message" (the engine knows no JSON, the config does),
+/// related to the data the norm met, so that a data shape set by an override names it.
 template <class F>
 auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const NormError& e) {
-        norm_location(file, e).fail(e.what());
+        norm_location(file, e).fail(e.what(), data_related(e.data()));
     }
 }
 

@@ -121,16 +121,42 @@ const Provenance::Origin* Provenance::origin_of(const std::string& pointer) cons
     return best;
 }
 
+std::string Provenance::setter(const std::string& pointer, const std::vector<std::string>& related) const {
+    if (const Origin* o = origin_of(pointer)) return o->label;
+    // The value itself is the file's: name whoever set a value it was checked against. A
+    // related value counts as set when it, an ancestor or anything under it was (a swept
+    // data.x.shape.2 sets part of /data/x).
+    std::vector<std::string> labels;
+    auto add = [&](const std::string& label) {
+        if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+    };
+    for (const auto& r : related) {
+        if (const Origin* o = origin_of(r)) add(o->label);
+        for (const auto& o : m_origins)
+            if (o.pointer != r && at_or_under(o.pointer, r)) add(o.label);
+    }
+    std::string out;
+    for (const auto& l : labels) out += (out.empty() ? "" : " and ") + l;
+    return out;
+}
+
 std::string Provenance::blame(const JsonError& e) const {
-    const Origin* o = origin_of(e.where.pointer);
-    if (!o) return "";
+    const std::string who = setter(e.where.pointer, e.related);
+    if (who.empty()) return "";
     if (!e.unknown_key.empty()) {
         const std::string& p = e.where.pointer;
         const std::string object = p.substr(0, p.rfind('/'));
-        return o->label + ": unknown key \"" + e.unknown_key + "\" in " + (object.empty() ? "/" : object) +
+        return who + ": unknown key \"" + e.unknown_key + "\" in " + (object.empty() ? "/" : object) +
                (e.hint.empty() ? "" : " (did you mean \"" + e.hint + "\"?)");
     }
-    return o->label + ": " + (e.where.pointer.empty() ? "/" : e.where.pointer) + ": " + e.reason;
+    return JsonLocation{who, e.where.pointer}.message(e.reason);
+}
+
+std::string Provenance::message(const JsonLocation& at, const std::string& reason,
+                                const std::vector<std::string>& related) const {
+    const std::string who = setter(at.pointer, related);
+    if (who.empty()) return at.message(reason);
+    return JsonLocation{who, at.pointer}.message(reason);
 }
 
 }  // namespace normlab

@@ -35,10 +35,19 @@ public:
     /// The origin of the value at `pointer`: the record at it or at its closest ancestor;
     /// nullptr when the value comes from the config file.
     const Origin* origin_of(const std::string& pointer) const;
-    /// The message of `e` blaming the origin of its value: "<label>: unknown key "k" in
-    /// <object> (did you mean "h"?)" for an unknown key, "<label>: <pointer>: <reason>"
-    /// otherwise; "" when the value comes from the file.
+    /// Who set what a message at `pointer` is about: the origin of that value; else, for
+    /// each of `related` (other values the message depends on: the data a norm met, the
+    /// other key of a conflict), the origin of it or of anything set under it, their labels
+    /// joined by " and ". "" when all of it comes from the config file.
+    std::string setter(const std::string& pointer, const std::vector<std::string>& related = {}) const;
+    /// The message of `e` blaming who set its value or a related one (setter()): "<label>:
+    /// unknown key "k" in <object> (did you mean "h"?)" for an unknown key, "<label>:
+    /// <pointer>: <reason>" otherwise; "" when it all comes from the file.
     std::string blame(const JsonError& e) const;
+    /// A warning's line about the value at `at`: "<label>: <pointer>: <reason>" when an
+    /// override or sweep point set it or one of `related` (setter()), else at.message(reason).
+    std::string message(const JsonLocation& at, const std::string& reason,
+                        const std::vector<std::string>& related = {}) const;
 
 private:
     std::vector<Origin> m_origins;

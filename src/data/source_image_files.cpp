@@ -38,7 +38,8 @@ SourceData build_image_files(const std::string&, ObjectReader& r, const DataCont
     const auto paths = r.strings("paths");
     const auto folder = r.string("folder");
     if (paths.has_value() == folder.has_value())
-        r.location().fail("give either \"paths\" (a list of image files) or \"folder\", not both or neither");
+        r.location().fail("give either \"paths\" (a list of image files) or \"folder\", not both or neither",
+                          {r.at("paths").pointer, r.at("folder").pointer});
     const bool tile = r.choice("mode", {"center", "tile"}, "center") == "tile";
     const long long channels = r.integer("channels", 3);
     if (channels != 1 && channels != 3)

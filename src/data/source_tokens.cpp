@@ -17,7 +17,9 @@ SourceData build_tokens(const std::string& name, ObjectReader& r, const DataCont
     Rng rng(derive_seed(ctx.seed, name));
     std::vector<std::size_t> lengths;
     if (const auto given = r.integers("lengths")) {
-        if (r.has("min_len")) r.location().fail("give either \"lengths\" or \"min_len\", not both");
+        if (r.has("min_len"))
+            r.location().fail("give either \"lengths\" or \"min_len\", not both",
+                              {r.at("lengths").pointer, r.at("min_len").pointer});
         if (given->size() != batch)
             r.at("lengths").fail("expected " + count_noun(batch, "length") + " (one per sequence, batch = " +
                                  std::to_string(batch) + "), but got " + std::to_string(given->size()));

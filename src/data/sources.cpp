@@ -156,7 +156,7 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
         const auto lengths = r.integers("lengths");
         const std::string side = r.choice("padding_side", {"right", "left"}, "right");
         if (mask_path && lengths)
-            loc.fail("give either \"mask\" or \"lengths\", not both");
+            loc.fail("give either \"mask\" or \"lengths\", not both", {r.at("mask").pointer, r.at("lengths").pointer});
         if (r.has("padding_side") && !lengths)
             r.at("padding_side").fail("\"padding_side\" applies to \"lengths\", which is not given");
         if (mask_path) {

@@ -51,7 +51,11 @@ std::string JsonLocation::message(const std::string& what) const {
     return where + (pointer.empty() ? std::string("/") : pointer) + ": " + what;
 }
 
-void JsonLocation::fail(const std::string& what) const { throw JsonError(*this, what); }
+void JsonLocation::fail(const std::string& what, std::vector<std::string> related) const {
+    JsonError e(*this, what);
+    e.related = std::move(related);
+    throw e;
+}
 
 JsonError::JsonError(JsonLocation where_, std::string reason_, std::string unknown_key_, std::string hint_)
     : InputError(where_.message(reason_)), where(std::move(where_)), reason(std::move(reason_)),

@@ -23,8 +23,9 @@ struct JsonLocation {
     JsonLocation child(std::size_t index) const;
     /// "file: pointer: message" as one line.
     std::string message(const std::string& what) const;
-    /// Throws JsonError (an InputError) with message(what).
-    [[noreturn]] void fail(const std::string& what) const;
+    /// Throws JsonError (an InputError) with message(what). `related`: the JSON pointers of
+    /// other values the error depends on (JsonError::related).
+    [[noreturn]] void fail(const std::string& what, std::vector<std::string> related = {}) const;
 };
 
 /// An input error at a JSON location. what() is the whole line, "file: pointer: reason";
@@ -36,6 +37,10 @@ struct JsonError : InputError {
     std::string reason;       ///< the message without the location
     std::string unknown_key;  ///< set when the error is an unknown key: that key
     std::string hint;         ///< the unknown key's did-you-mean, or ""
+    /// JSON pointers of the other values the error depends on: the other key of a "give
+    /// either a or b" conflict, the data entry a norm met. The value at `where` may come from
+    /// the file while one of these was set by an override, which is then the one to name.
+    std::vector<std::string> related;
 };
 
 /// How deeply JSON may nest in a config or a --set value. Deeper documents are refused

@@ -167,7 +167,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                               const std::string& data_name) const {
     const NormDef& d = m_def;
     auto fail = [&](const std::string& key, const std::string& what) {
-        throw NormError(d.name, key, pair_msg(d, data_name, what));
+        throw NormError(d.name, key, pair_msg(d, data_name, what), data_name);
     };
     Resolution r;
     r.input_shape = xs;
@@ -320,7 +320,8 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
 
 void NormLayer::require_mask(bool data_has_mask, const std::string& data_name) const {
     if (m_def.mask && !data_has_mask)
-        throw NormError(m_def.name, "mask", pair_msg(m_def, data_name, "mask is true but the data has no padding mask"));
+        throw NormError(m_def.name, "mask", pair_msg(m_def, data_name, "mask is true but the data has no padding mask"),
+                        data_name);
 }
 
 namespace {

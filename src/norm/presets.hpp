@@ -43,15 +43,17 @@ double default_momentum(Convention c);
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",
 /// ...; empty for the norm as a whole), so that a caller that knows where the norm was
 /// written can point there (the config module: "file: /norms/<name>/<key>: message").
+/// data() names the data the norm met when that is what failed, empty otherwise.
 class NormError : public InputError {
 public:
-    NormError(std::string norm, std::string key, const std::string& what)
-        : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)) {}
+    NormError(std::string norm, std::string key, const std::string& what, std::string data = {})
+        : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)), m_data(std::move(data)) {}
     const std::string& norm() const { return m_norm; }  ///< NormDef::name
     const std::string& key() const { return m_key; }
+    const std::string& data() const { return m_data; }  ///< the data's name, or ""
 
 private:
-    std::string m_norm, m_key;
+    std::string m_norm, m_key, m_data;
 };
 
 /// How a weight, bias or running statistic is initialised.

@@ -167,12 +167,18 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
         if (origins) *origins = base;
         return point_document(doc, sweep, pt, file, origins);
     };
+    std::vector<std::string> noted;  // the notes given, as the file's (config_notes)
     for (const SweepPoint* pt : points) {
         const Config c = parse_point(point_doc(*pt), file);
         check_memory(c, file, max_memory);
         out.peak_bytes = std::max(out.peak_bytes, point_memory(c, limit));
-        for (auto& n : config_notes(c))  // sweep points repeat them
-            if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
+        // Sweep points repeat a note: it is given once, naming who set what it is about at
+        // the first point that has it.
+        for (const auto& n : config_notes(c))
+            if (std::find(noted.begin(), noted.end(), n.message()) == noted.end()) {
+                noted.push_back(n.message());
+                out.notes.push_back(origins ? origins->message(n.at, n.reason, n.related) : n.message());
+            }
     }
     for (std::size_t k = 0; k < points.size(); ++k) {
         out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);

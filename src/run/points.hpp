@@ -67,7 +67,8 @@ struct CheckedPoints {
     Loaded last;
     std::string first_plan;    ///< point_plan() of the first point
     std::size_t peak_bytes = 0;  ///< the largest point_memory()
-    /// The points' notes (config_notes), each once.
+    /// The points' notes (config_notes), each once, naming the --set or sweep entry that set
+    /// what a note is about, as an error would (Provenance::message).
     std::vector<std::string> notes;
 };
 

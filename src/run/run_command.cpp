@@ -205,12 +205,15 @@ void run_points(const RunOptions& o, Provenance& origins) {
             point_data[n] = data_summary(l.batches.at(n));
             const std::size_t bad = point_data[n]["nonfinite_values"].get<std::size_t>();
             const std::size_t total = l.batches.at(n).x.size();
-            if (bad && !o.quiet && warned_nonfinite.insert(n).second)
+            const JsonLocation at = JsonLocation{o.config_path, "/data"}.child(n);
+            if (bad && !o.quiet && warned_nonfinite.insert(n).second)  // the values come from the whole entry
                 std::cerr << "normlab: warning: "
-                          << JsonLocation{o.config_path, "/data"}.child(n).message(
-                                 std::to_string(bad) + " of " + count_noun(total, "value") + (bad == 1 ? " is" : " are") +
-                                 " NaN or infinite; every statistic they enter is non-finite "
-                                 "(report.json: nonfinite_values; apply.csv: nonfinite_in, nonfinite_stats)")
+                          << origins.message(at,
+                                             std::to_string(bad) + " of " + count_noun(total, "value") +
+                                                 (bad == 1 ? " is" : " are") +
+                                                 " NaN or infinite; every statistic they enter is non-finite "
+                                                 "(report.json: nonfinite_values; apply.csv: nonfinite_in, nonfinite_stats)",
+                                             {at.pointer})
                           << "\n";
         }
         if (swept) data_summaries[std::to_string(pt.index)] = point_data;

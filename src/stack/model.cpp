@@ -67,7 +67,7 @@ std::size_t stack_memory_bytes(const StackDef& def, const Shape& data_shape, DTy
 void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t channel_axis, DType dtype,
                   const std::string& data_name) {
     auto fail = [&](const std::string& key, const std::string& what) {
-        throw StackError(def.name, key, stack_msg(def, data_name, what));
+        throw StackError(def.name, key, stack_msg(def, data_name, what), data_name);
     };
     if (dtype != DType::float32 && dtype != DType::float64)
         fail("", "stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype) +
@@ -107,7 +107,8 @@ Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape,
                              stack_msg(m_def, data_name, "weight \"" + slot.name + "\" must have shape " +
                                                              format_shape(slot.shape) + " (layers, fan_in, fan_out) in " +
                                                              dtype_name(dtype) + ", but has " + format_shape(t.shape()) +
-                                                             " in " + dtype_name(t.dtype)));
+                                                             " in " + dtype_name(t.dtype)),
+                             data_name);
     }
 
     if (m_def.has_norm()) {

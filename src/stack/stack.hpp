@@ -35,16 +35,18 @@ enum class InitKind { xavier_normal, xavier_uniform, kaiming_normal, normal };
 /// A stack that does not fit its data or its own weights. The message names the stack and
 /// the data; key() is the stack's key at fault ("weights/w1", "hidden", ...; empty for the
 /// stack as a whole), so that a caller that knows where the stack was written can point
-/// there (the config module: "file: /stacks/<name>/<key>: message").
+/// there (the config module: "file: /stacks/<name>/<key>: message"). data() names the data
+/// the stack met when that is what failed, empty otherwise.
 class StackError : public InputError {
 public:
-    StackError(std::string stack, std::string key, const std::string& what)
-        : InputError(what), m_stack(std::move(stack)), m_key(std::move(key)) {}
+    StackError(std::string stack, std::string key, const std::string& what, std::string data = {})
+        : InputError(what), m_stack(std::move(stack)), m_key(std::move(key)), m_data(std::move(data)) {}
     const std::string& stack() const { return m_stack; }  ///< StackDef::name
     const std::string& key() const { return m_key; }
+    const std::string& data() const { return m_data; }  ///< the data's name, or ""
 
 private:
-    std::string m_stack, m_key;
+    std::string m_stack, m_key, m_data;
 };
 
 const std::vector<std::string>& placement_names();
