@@ -1,7 +1,8 @@
 #pragma once
 // Values of a config document that do not come from the config file: --set overrides,
 // --seed, and the values of sweep points. An error at such a value blames whoever set it
-// ("--set norms.ln.epsx=1e-3: unknown key ..."), not the file, which does not hold it.
+// ("--set norms.ln.epsx=1e-3: unknown key ..."), not the file, which does not hold it; so
+// does an error at a file's value that depends on one (JsonError::related), and a warning.
 #include <string>
 #include <vector>
 
