@@ -486,3 +486,31 @@ TEST_CASE("the figures the docs quote come from the shipped configs") {
         CHECK_QUOTES(readme, te["analyses"][0]["steps"].dump() + " training steps");
     }
 }
+
+TEST_CASE("results/README.md's figure table has a row for every analysis normlab list names") {
+    CliResult list = run_normlab("list");
+    REQUIRE(list.exit_code == 0);
+    std::vector<std::string> analyses;
+    bool in = false;
+    for (const auto& line : lines_of(list.out)) {
+        if (line.rfind("analyses", 0) == 0) in = true;
+        else if (line.rfind("conventions", 0) == 0 || (line.rfind("  ", 0) != 0 && !line.empty())) in = false;
+        else if (in && line.rfind("  ", 0) == 0 && line[2] != ' ') analyses.push_back(line.substr(2, line.find(':') - 2));
+    }
+    REQUIRE(analyses.size() >= 13);
+    // The table of the section "report.html and normlab show": from its header to the first
+    // line that is not a table row.
+    const std::string text = read_text(kSrc + "/results/README.md");
+    const auto start = text.find("| analysis | figure |");
+    REQUIRE(start != std::string::npos);
+    std::set<std::string> rows;
+    for (const auto& line : lines_of(text.substr(start))) {
+        if (line.rfind("|", 0) != 0) break;
+        const auto a = line.find('`'), b = line.find('`', a + 1);
+        if (a != std::string::npos && b != std::string::npos) rows.insert(line.substr(a + 1, b - a - 1));
+    }
+    for (const auto& a : analyses) {
+        CAPTURE(a);
+        CHECK(rows.count(a) == 1);
+    }
+}

@@ -263,3 +263,91 @@ TEST_CASE("labels leave out columns with one value; a series with one value gets
     CHECK_FALSE(layers(constant)[0]["encoding"].contains("color"));
     CHECK(layers(constant)[0]["encoding"]["y"]["title"] == "norm");
 }
+
+TEST_CASE("padding figure: the norm as configured first; masked norms named and grey, their contamination hypothetical") {
+    // Masked and unmasked BatchNorm have the same contamination columns (they compare the
+    // statistics with and without padding whatever the mask); only re-padding differs.
+    const AnalysisType* a = find_analysis("padding");
+    REQUIRE(a != nullptr);
+    Table t;
+    t.columns = a->columns;
+    for (const bool masked : {false, true}) {
+        std::vector<Cell> row;
+        for (const auto& c : t.columns) {
+            if (c == "data") row.emplace_back(std::string("tokens"));
+            else if (c == "norm") row.emplace_back(std::string(masked ? "bn_masked" : "bn"));
+            else if (c == "masked") row.emplace_back(masked);
+            else if (c == "repad_max_abs_diff") row.emplace_back(masked ? 0.0 : 1.3);
+            else if (c == "mean_contamination_max") row.emplace_back(0.0843);
+            else row.emplace_back(0.5);
+        }
+        t.add_row(row);
+    }
+    const Json s = figure_specs("padding", a->figure, t, {})[0].spec;
+    const Json& v = values(s);
+    REQUIRE(v.size() == 6);
+    // The first panel is the configured norm's own result: re-padding.
+    CHECK(v[0]["metric"].get<std::string>().find("re-padding") != std::string::npos);
+    CHECK(v[1]["value"] == 0.0);
+    CHECK(v[2]["metric"].get<std::string>().find("padding included") != std::string::npos);
+    // The legend says what masked means, and masked rows have their own (grey) colour.
+    CHECK(v[0]["series"] == "unmasked: padding included");
+    CHECK(v[1]["series"] == "masked: padding excluded");
+    const Json& scale = layers(s)[0]["encoding"]["color"]["scale"];
+    CHECK(scale["domain"] == Json::array({"unmasked: padding included", "masked: padding excluded"}));
+    CHECK(scale["range"][1] == "#a0a0a0");
+    CHECK(scale["range"][0] != scale["range"][1]);
+    // The title says so on a second line.
+    REQUIRE(s["title"]["text"].is_array());
+    CHECK(s["title"]["text"][1].get<std::string>().find("masked norms exclude padding") != std::string::npos);
+}
+
+TEST_CASE("figure cosmetics: a 0 bar is written, log bars have room, end dots unclipped, labels kept apart") {
+    // Linear bars: a value of exactly 0 gets a text mark "0" at 0 (no bar to see otherwise).
+    Table t = small_table();
+    t.rows[1][3] = 0.0;
+    const Json lin = figure_specs("demo", bars_figure(), t, {})[0].spec;
+    bool zero_text = false;
+    for (const auto& l : layers(lin))
+        if (l["mark"]["type"] == "text" && l["encoding"].contains("text") && l["encoding"]["text"].value("value", "") == "0") {
+            zero_text = true;
+            CHECK(l["transform"][0]["filter"] == "datum.value === 0");
+            CHECK(l["encoding"]["x"]["field"] == "value");
+        }
+    CHECK(zero_text);
+    // Linear axes drop labels that would touch ("0.0350.04").
+    CHECK(layers(lin)[0]["encoding"]["x"]["axis"]["labelOverlap"] == true);
+    CHECK(layers(lin)[0]["encoding"]["x"]["axis"]["labelSeparation"].get<int>() > 0);
+    // One panel: wider than three panels in a row.
+    CHECK(lin["width"].get<int>() > 300);
+
+    // Log bars start at the left edge: the scale is padded so that the smallest value
+    // (1.2e-13 beside 1e-4) is a bar, not a sliver at the axis minimum.
+    Figure f = bars_figure();
+    f.log = true;
+    t.rows[0][3] = 1.2e-13;
+    t.rows[1][3] = 1e-4;
+    t.rows[2][3] = 0.5;
+    const Json lg = figure_specs("demo", f, t, {})[0].spec;
+    CHECK(layers(lg)[0]["encoding"]["x"]["scale"]["type"] == "log");
+    CHECK(layers(lg)[0]["encoding"]["x"]["scale"]["padding"].get<int>() >= 8);
+
+    // Ranges and lines: the dots at the ends of the domain (a std of 1) are not clipped.
+    Figure r;
+    r.title = "ranges";
+    r.kind = FigureKind::ranges;
+    r.category = {"data", "norm"};
+    r.metrics = {{"eps", "range", "max_abs_diff"}};
+    const Json rs = figure_specs("demo", r, small_table(), {})[0].spec;
+    REQUIRE(layers(rs).size() >= 3);
+    CHECK(layers(rs)[1]["mark"]["type"] == "point");
+    CHECK(layers(rs)[1]["mark"]["clip"] == false);
+    CHECK(layers(rs)[2]["mark"]["clip"] == false);
+    Figure l;
+    l.title = "lines";
+    l.kind = FigureKind::lines;
+    l.x = "eps";
+    l.metrics = {{"max_abs_diff", "max |diff|"}};
+    const Json ls = figure_specs("demo", l, small_table(), {})[0].spec;
+    CHECK(layers(ls)[0]["mark"]["point"]["clip"] == false);
+}

@@ -216,8 +216,9 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const auto [sum_max, cos_max] = group_directions(x, dx, dy, s);
             t.add_row({dn, nn, norm_type_name(def.type), o.upstream.label, in_rms, up_rms,
                        up_rms > 0 ? in_rms / up_rms : kNan, sum_max, cos_max, cross_sample_fraction(b, s, dy, keep),
-                       s.in.has_weight ? rms(g.dweight) : kNan, s.in.has_bias ? rms(g.dbias) : kNan,
-                       o.fd_check ? fd_check(ctx, b, def, dy) : kNan, static_cast<long long>(empty)});
+                       s.in.has_weight ? Cell(rms(g.dweight)) : not_applicable(),
+                       s.in.has_bias ? Cell(rms(g.dbias)) : not_applicable(),
+                       o.fd_check ? Cell(fd_check(ctx, b, def, dy)) : not_applicable(), static_cast<long long>(empty)});
         }
     }
     return t;

@@ -208,12 +208,22 @@ AnalysisType padding_analysis() {
                  "padding_invariant", "mean_contamination_rel_max", "var_contamination_max",
                  "mean_included_avg", "mean_excluded_avg", "var_included_avg", "var_excluded_avg",
                  "empty_groups", "repad_shape", "repad_note", "tolerance"};
-    a.figure.title = "statistics contaminated by padding, and real outputs that change when re-padded";
+    // The norm as configured first: its real outputs under re-padding. The contamination
+    // columns compare statistics with and without padding whatever the norm's mask, so a
+    // masked norm's bars there are what including the padding would do, not what it does:
+    // the legend and the panel titles say so.
+    a.figure.title = "real outputs that change when re-padded (the norm as configured), and statistics with vs "
+                     "without padding\nmasked norms exclude padding: their bars in the last two panels show what "
+                     "including it would do";
     a.figure.category = {"data", "norm"};
     a.figure.series = {"masked"};
-    a.figure.metrics = {{"mean_contamination_max", "max |mean with - without padding|"},
-                        {"var_contamination_rel_max", "max relative variance change"},
-                        {"repad_max_abs_diff", "max |real output change| after re-padding"}};
+    a.figure.value_names = {{"masked=true", "masked: padding excluded"},
+                            {"masked=false", "unmasked: padding included"}};
+    // Grey for the masked norms: in the contamination panels their bars are hypothetical.
+    a.figure.series_colors = {{"masked: padding excluded", "#a0a0a0"}, {"unmasked: padding included", "#4c78a8"}};
+    a.figure.metrics = {{"repad_max_abs_diff", "max |real output change| after re-padding"},
+                        {"mean_contamination_max", "padding included: max |mean with - without|"},
+                        {"var_contamination_rel_max", "padding included: max relative variance change"}};
     a.keys = {{"batch_mates", "2"}, {"extra_length", "half the padded axis"}, {"pad_value", "0"},
               {"tolerance", "8 x machine eps x max(1, max |output|)"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };

@@ -32,6 +32,7 @@ namespace {
 
 constexpr const char* kRed = "#c0392b";
 constexpr const char* kGrey = "#7f7f7f";
+constexpr int kLogBarPadding = 12;  // pixels below the smallest (and above the largest) log bar
 
 Json nominal(const std::string& field, const std::string& title) {
     Json j = {{"field", field}, {"type", "nominal"}, {"sort", nullptr}};
@@ -68,14 +69,16 @@ Json quantitative(const std::string& field, const std::string& title, bool log, 
     j["title"] = title.empty() ? Json(nullptr) : Json(title);
     // 2.5e-9 rather than 0.0000000025. A labelExpr, not the axis "format": Vega gives an
     // axis format the precision of the tick step, which writes 10, 20, 30 as 1e+1, 2e+1, 3e+1.
+    // labelOverlap with a separation: labels such as 0.035 and 0.04 otherwise touch ("0.0350.04").
     j["axis"] = {{"labelExpr", "datum.value != 0 && (abs(datum.value) < 1e-3 || abs(datum.value) >= 1e5) ? "
-                               "format(datum.value, '~e') : format(datum.value, '~g')"}};
+                               "format(datum.value, '~e') : format(datum.value, '~g')"},
+                 {"labelOverlap", true}, {"labelSeparation", 6}};
     if (log) {
         j["scale"] = {{"type", "log"}};
         // 1e-06 rather than 0.000001.
         j["axis"] = {{"labelExpr", "abs(datum.value) < 1e-3 || abs(datum.value) >= 1e5 ? format(datum.value, '.0e') : "
                                    "format(datum.value, '~g')"},
-                     {"labelOverlap", "greedy"}};
+                     {"labelOverlap", "greedy"}, {"labelSeparation", 6}};
         const std::vector<std::string> fields = field == "value" || field == "value2"
                                                     ? std::vector<std::string>{"value", "value2"}
                                                     : std::vector<std::string>{field};
@@ -108,6 +111,27 @@ bool any_note(const PlotData& d, bool x_ok, bool value_ok) {
     return false;
 }
 
+// Whether some row's value is exactly 0.
+bool any_zero(const PlotData& d) {
+    for (const auto& r : d.rows)
+        if (r["value"].is_number() && r["value"].get<double>() == 0) return true;
+    return false;
+}
+
+// The colour scale of the series: f.series_colors when it names every series label (in the
+// order of first appearance), else the tableau10 scheme.
+Json series_scale(const Figure& f, const PlotData& d) {
+    Json domain = Json::array(), range = Json::array();
+    for (const auto& r : d.rows) {
+        if (!r.contains("series") || std::find(domain.begin(), domain.end(), r["series"]) != domain.end()) continue;
+        auto it = f.series_colors.find(r["series"].get<std::string>());
+        if (it == f.series_colors.end()) return {{"scheme", "tableau10"}};
+        domain.push_back(r["series"]);
+        range.push_back(it->second);
+    }
+    return {{"domain", domain}, {"range", range}};
+}
+
 Json tooltip(const std::vector<std::string>& raw, bool range) {
     Json t = Json::array();
     for (const auto& c : raw) t.push_back({{"field", c}});
@@ -124,14 +148,15 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
     Json color;
     if (has_series) {
         color = nominal("series", d.series_title);
-        color["scale"] = {{"scheme", "tableau10"}};
+        color["scale"] = series_scale(f, d);
         color["legend"] = {{"labelLimit", 400}};
     }
     if (f.kind == FigureKind::lines) {
         Json enc = {{"x", quantitative(f.x, f.x, f.x_log, d)}, {"y", quantitative("value", value_title, f.log, d)}};
         if (has_series) enc["color"] = color;
         enc["tooltip"] = tooltip(d.raw_columns, false);
-        L.push_back({{"mark", {{"type", "line"}, {"point", true}, {"clip", true}}}, {"encoding", enc}});
+        // The dots unclipped: a dot at the end of the x domain would be cut in half.
+        L.push_back({{"mark", {{"type", "line"}, {"point", {{"clip", false}}}, {"clip", true}}}, {"encoding", enc}});
         // Rows whose value or x cannot be placed: at the top edge, at the left edge, or both.
         // Only the layers that have rows: an empty layer makes Vega warn about its extent.
         const Json top = {{"value", 6}}, left = {{"value", 0}};
@@ -163,16 +188,33 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         // A log axis has no 0 to start a bar from: bars start at the plot's left edge.
         // Bars side by side, never stacked (stacking would also put 0 into a log domain).
         enc["x"]["stack"] = nullptr;
-        if (f.log) enc["x2"] = {{"value", 0}};
+        if (f.log) {
+            enc["x2"] = {{"value", 0}};
+            // Room below the smallest value: without it the smallest bar ends where the axis
+            // starts (1.2e-13 beside 1e-4 is a sliver of a pixel). Vega pads log domains in log space.
+            enc["x"]["scale"]["padding"] = kLogBarPadding;
+        }
         L.push_back({{"mark", {{"type", "bar"}, {"clip", true}}}, {"encoding", enc}});
+        // A value of exactly 0 draws a bar of no length: the 0 is written where it starts.
+        if (!f.log && any_zero(d)) {
+            Json zero = base;
+            zero["x"] = enc["x"];
+            zero["text"] = {{"value", "0"}};
+            zero["tooltip"] = enc["tooltip"];
+            L.push_back({{"transform", Json::array({{{"filter", "datum.value === 0"}}})},
+                         {"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3},
+                                   {"fontSize", 10}, {"color", kGrey}}},
+                         {"encoding", zero}});
+        }
     } else {
         Json rule = enc;
         rule["x2"] = {{"field", "value2"}};
         L.push_back({{"mark", {{"type", "rule"}, {"strokeWidth", 3}, {"clip", true}}}, {"encoding", rule}});
-        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", enc}});
+        // The dots unclipped: a dot at the end of the domain (a std of 1) would be cut in half.
+        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", false}}}, {"encoding", enc}});
         Json hi = enc;
         hi["x"] = quantitative("value2", value_title, f.log, d);
-        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", true}}}, {"encoding", hi}});
+        L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", false}}}, {"encoding", hi}});
     }
     Json note = base;
     note["x"] = {{"value", 0}};
@@ -194,17 +236,32 @@ std::string subtitle_counts(const PlotData& d) {
     return s;
 }
 
+// The width of one panel: narrower as more share a row (three at most when they wrap; one
+// per panel in a sweep's rows), so that a row fits a page of about 1200 pixels beside the
+// category labels and the legend.
+int panel_width(const Figure& f, const PlotData& d, bool swept) {
+    const std::size_t across = d.has_panel ? (swept ? d.panel_order.size() : std::min<std::size_t>(3, d.panel_order.size())) : 1;
+    if (f.kind == FigureKind::lines) return across <= 1 ? 360 : across == 2 ? 320 : 240;
+    return across <= 1 ? 420 : across == 2 ? 340 : 260;
+}
+
 // Wraps the layers in a (possibly faceted) spec: panel columns, one row per sweep point.
 Json assemble(const Figure& f, const PlotData& d, const std::string& title, const std::string& value_title,
               bool swept, bool independent_values) {
     Json spec = {{"$schema", "https://vega.github.io/schema/vega-lite/v6.json"}};
-    Json t = {{"text", title}, {"anchor", "start"}};
+    // Lines of the title ('\n' in Figure::title): one text, or an array of lines.
+    Json lines = Json::array();
+    for (std::size_t a = 0, b; a <= title.size(); a = b + 1) {
+        b = std::min(title.find('\n', a), title.size());
+        lines.push_back(title.substr(a, b - a));
+    }
+    Json t = {{"text", lines.size() == 1 ? lines[0] : lines}, {"anchor", "start"}};
     const std::string counts = subtitle_counts(d);
     if (!counts.empty()) t["subtitle"] = counts;
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};
     Json inner = {{"layer", layers(f, d, value_title)}};
-    inner["width"] = f.kind == FigureKind::lines ? (d.has_panel ? 240 : 300) : 260;
+    inner["width"] = panel_width(f, d, swept);
     if (f.kind == FigureKind::lines) inner["height"] = 200;
     else inner["height"] = {{"step", d.grouped ? 10 : 16}};  // grouped: the step of one bar of a group
     const bool panels = d.has_panel;

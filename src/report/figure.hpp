@@ -3,6 +3,7 @@
 // of its table. figure_specs() turns a Figure and the table into Vega-Lite specifications
 // (https://vega.github.io/vega-lite/docs/), written with nlohmann::json: the main figure,
 // and with a sweep one "metric against swept value" figure per numeric swept column.
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +35,7 @@ enum class SweepSummary { max, mean };
 
 /// What an analysis draws. Labels made of several columns join their values with " · ".
 struct Figure {
-    std::string title;                  ///< one line: what the figure shows
+    std::string title;                  ///< what the figure shows; a '\n' starts a second line
     FigureKind kind = FigureKind::bars;
     std::vector<std::string> category;  ///< bars, ranges: columns that name one bar (e.g. data, norm)
     std::string x;                      ///< lines: the numeric x column
@@ -44,6 +45,13 @@ struct Figure {
     std::vector<FigureMetric> metrics;  ///< more than one: one panel column per metric
     bool log = false;                   ///< log value axis
     SweepSummary sweep_summary = SweepSummary::max;
+    /// What a label shows for a column's value, by "column=value" (the value as the CSV
+    /// writes it): {"masked=true", "masked: padding excluded"}. Values not listed show as
+    /// usual (names alone, numbers and booleans as column=value).
+    std::map<std::string, std::string> value_names;
+    /// Fixed colours by series label (as shown, after value_names), used when every series
+    /// label of the figure has one; otherwise the tableau10 scheme.
+    std::map<std::string, std::string> series_colors;
 
     /// Every column the figure reads, in the order a table shows them first: category or
     /// x, series, panels, metrics.

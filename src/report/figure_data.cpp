@@ -67,16 +67,21 @@ std::string names_of(const Table& t, const std::vector<std::size_t>& cols) {
     return s;
 }
 
+// One column's part of a label: its name in f.value_names, else the value, which says which
+// column it is from when it is a number or boolean (or `named`): "scale=0.1".
+std::string label_part(const Figure& f, const Table& t, const std::vector<Cell>& row, std::size_t col, bool named = false) {
+    const Cell& c = row[col];
+    const std::string pair = t.columns[col] + "=" + cell_to_string(c);
+    auto it = f.value_names.find(pair);
+    if (it != f.value_names.end()) return it->second;
+    return named || !std::holds_alternative<std::string>(c) ? pair : cell_to_string(c);
+}
+
 // Names (data, norm, ...) stand alone; numbers and booleans say which column they are from:
 // "tokens · ln · scale=0.1".
-std::string label(const Table& t, const std::vector<Cell>& row, const std::vector<std::size_t>& cols) {
+std::string label(const Figure& f, const Table& t, const std::vector<Cell>& row, const std::vector<std::size_t>& cols) {
     std::string s;
-    for (std::size_t k = 0; k < cols.size(); ++k) {
-        const Cell& c = row[cols[k]];
-        s += k ? kLabelSeparator : "";
-        if (!std::holds_alternative<std::string>(c)) s += t.columns[cols[k]] + "=";
-        s += cell_to_string(c);
-    }
+    for (std::size_t k = 0; k < cols.size(); ++k) s += (k ? kLabelSeparator : "") + label_part(f, t, row, cols[k]);
     return s;
 }
 
@@ -159,17 +164,17 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
                     d.x_not_on_axis += m == 0;
                 }
             } else {
-                r["category"] = label(t, row, cat);
+                r["category"] = label(f, t, row, cat);
             }
             if (!ser.empty()) {
-                r["series"] = label(t, row, ser);
+                r["series"] = label(f, t, row, ser);
                 if (!lines) {
                     auto& seen = series_of[r["category"].get<std::string>()];
                     seen.insert(r["series"].get<std::string>());
                     d.grouped = d.grouped || seen.size() > 1;
                 }
             }
-            const std::string panel = label(t, row, pan);
+            const std::string panel = label(f, t, row, pan);
             if (f.metrics.size() > 1) r["panel"] = metric.title + (panel.empty() ? "" : kLabelSeparator + panel);
             else if (!pan.empty()) r["panel"] = panel;
             if (r.contains("panel") && std::find(d.panel_order.begin(), d.panel_order.end(), r["panel"]) == d.panel_order.end())
@@ -249,8 +254,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         std::string line;
         for (auto p : parts) {
             const bool named = std::find(sweep_columns.begin(), sweep_columns.end(), t.columns[p]) != sweep_columns.end();
-            line += (line.empty() ? "" : kLabelSeparator) +
-                    (named ? t.columns[p] + "=" + cell_to_string(row[p]) : label(t, row, {p}));
+            line += (line.empty() ? "" : kLabelSeparator) + label_part(f, t, row, p, named);
         }
         if (line.empty()) line = "all rows";
         double x = 0;

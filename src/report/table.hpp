@@ -14,6 +14,11 @@ namespace normlab {
 /// One CSV cell. Shapes and axis lists are strings in compact form, e.g. "[1,3,1,1]".
 using Cell = std::variant<std::string, double, long long, bool>;
 
+/// The cell of a value that does not apply to a row (a parameter the norm does not have, a
+/// check that was turned off): an empty CSV field and "" in report.json, as text columns
+/// leave out a value, so that nan/inf always mean a computed value that is not finite.
+inline Cell not_applicable() { return std::string(); }
+
 /// One table: a header and rows of equal length; one observation per row.
 struct Table {
     std::vector<std::string> columns;
