@@ -17,6 +17,21 @@ namespace normlab_test {
 /// One CSV row, by column name.
 using CsvRow = std::map<std::string, std::string>;
 
+/// The rows report.json in the result folder `out` holds for its first analysis of type
+/// `type` (null when there is none). Cells as report.json writes them: "" for a value that
+/// does not apply, "nan"/"inf" for a computed non-finite one.
+inline nlohmann::json report_rows(const std::filesystem::path& out, const std::string& type) {
+    const auto report = nlohmann::json::parse(read_text(out / "report.json"));
+    for (const auto& a : report["analyses"])
+        if (a["type"] == type) return a["rows"];
+    return nullptr;
+}
+
+/// Whether report.html in `out` marks any table cell red as non-finite.
+inline bool html_flags_nonfinite(const std::filesystem::path& out) {
+    return read_text(out / "report.html").find("non-finite cell") != std::string::npos;
+}
+
 /// Parses RFC 4180 CSV text (header row, quoted fields with "" escapes, "\n" line ends).
 inline std::vector<CsvRow> parse_csv(const std::string& text) {
     std::vector<std::vector<std::string>> lines(1);

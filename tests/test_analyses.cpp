@@ -322,6 +322,34 @@ TEST_CASE("padding: re-padding leaves LayerNorm over D and RMSNorm exactly uncha
     }
 }
 
+TEST_CASE("padding: a norm that cannot take the re-padded batch leaves the re-padding columns empty, not nan") {
+    // LayerNorm over (T, D) with a given (T, D) weight: the longer batch needs a (T', D)
+    // weight, so the re-padding check does not apply (repad_note says why).
+    json data = {{"s", {{"source", "gaussian"}, {"shape", {2, 3, 2}}, {"channel_axis", -1}, {"lengths", {3, 2}}}}};
+    json norms = {{"ln_td", {{"type", "layernorm"}, {"normalized_shape", {3, 2}}, {"weight", {{"npy", "w.npy"}}}}},
+                  {"ln_d", {{"type", "layernorm"}, {"normalized_shape", {2}}}}};
+    xt::xarray<double> w = {{1, 2}, {3, 4}, {5, 6}};
+    auto r = run_config("repad_na", config(data, norms, {{{"type", "padding"}, {"data", {"s"}}, {"norms", {"ln_td", "ln_d"}}}},
+                                           "float64"),
+                        {{"w.npy", normlab::npy_bytes(w, normlab::DType::float64)}});
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = r.csv("padding");
+    auto na = one(rows, {{"norm", "ln_td"}});
+    CHECK(na.at("repad_note").rfind("not applicable: ", 0) == 0);
+    CHECK(na.at("repad_max_abs_diff").empty());
+    CHECK(na.at("padding_invariant").empty());  // neither true nor false: not checked
+    CHECK(std::isfinite(num(na, "real_output_max_abs_diff")));
+    auto ok = one(rows, {{"norm", "ln_d"}});
+    CHECK(ok.at("repad_max_abs_diff") == "0");
+    CHECK(ok.at("padding_invariant") == "true");
+    for (const auto& row : report_rows(r.out, "padding")) {
+        const bool applies = row["repad_note"] == "";
+        CHECK((row["repad_max_abs_diff"] == "") == !applies);
+        CHECK((row["padding_invariant"] == "") == !applies);
+    }
+    CHECK_FALSE(html_flags_nonfinite(r.out));
+}
+
 TEST_CASE("padding: input errors name the analysis and the data") {
     json data = {{"x", {{"source", "values"}, {"values", {{1, 2}, {3, 4}}}}}};
     json norms = {{"ln", {{"type", "layernorm"}, {"axes", {-1}}}}};

@@ -193,7 +193,7 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
         }
     // (N, C) data: alone, BatchNorm has one value per channel, which PyTorch refuses.
     auto alone = one(rows, {{"data", "feat"}, {"norm", "bn"}, {"batch_size", "1"}});
-    CHECK(alone.at("max_abs_diff") == "nan");
+    CHECK(alone.at("max_abs_diff").empty());  // refused: no difference computed (not nan)
     CHECK(alone.at("batch_dependent") == "true");
     CHECK_MESSAGE(alone.at("status").rfind("error: batchnorm \"bn\" on data \"feat\": in training mode: one value per channel", 0) == 0,
                   alone.at("status"));
@@ -206,6 +206,10 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
     auto img1 = one(rows, {{"data", "img"}, {"norm", "bn"}, {"batch_size", "1"}});
     CHECK(img1.at("status") == "ok");
     CHECK(num(img1, "max_abs_diff") > 1e-3);
+    // report.json: "" where the layer refused; report.html flags nothing as non-finite.
+    for (const auto& row : report_rows(r.out, "batch_dependence"))
+        CHECK((row["max_abs_diff"] == "") == (row["status"] != "ok"));
+    CHECK_FALSE(html_flags_nonfinite(r.out));
 }
 
 TEST_CASE("batch_dependence: BatchNorm's difference is the one its batch statistics predict") {
@@ -281,9 +285,20 @@ TEST_CASE("train_eval: running statistics follow the momentum rule; norms withou
             CAPTURE(k);
             auto row = one(rows, {{"norm", n}, {"step", std::to_string(k)}});
             CHECK(row.at("eval_train_max_abs_diff") == "0");
-            CHECK(row.at("running_mean_avg") == "nan");
+            // No running statistics: not applicable (empty), never nan (a computed value).
+            CHECK(row.at("running_mean_avg").empty());
+            CHECK(row.at("running_var_avg").empty());
             CHECK(row.at("has_running_stats") == "false");
         }
+    // report.json says the same (""), and report.html flags no cell as non-finite.
+    const json rep = report_rows(r.out, "train_eval");
+    REQUIRE(rep.size() == rows.size());
+    for (const auto& row : rep) {
+        const bool running = row["has_running_stats"].get<bool>();
+        CHECK((row["running_mean_avg"] == "") == !running);
+        CHECK((row["running_var_avg"] == "") == !running);
+    }
+    CHECK_FALSE(html_flags_nonfinite(r.out));
 }
 
 TEST_CASE("analyses that add samples refuse data without a batch axis") {

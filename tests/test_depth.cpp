@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xnpy.hpp>
 
-#include "cli_util.hpp"
+#include "analysis_util.hpp"
 #include "norm/engine.hpp"
 
 using namespace normlab_test;
@@ -23,32 +23,8 @@ namespace {
 
 const fs::path kSource = NORMLAB_SOURCE_DIR;
 
-/// depth.csv as rows of column -> text.
-std::vector<std::map<std::string, std::string>> read_csv(const fs::path& p) {
-    std::istringstream in(read_text(p));
-    std::string line;
-    std::vector<std::string> header;
-    std::vector<std::map<std::string, std::string>> rows;
-    auto split = [](const std::string& s) {
-        std::vector<std::string> v;
-        std::stringstream ss(s);
-        std::string c;
-        while (std::getline(ss, c, ',')) v.push_back(c);
-        return v;
-    };
-    std::getline(in, line);
-    header = split(line);
-    while (std::getline(in, line)) {
-        auto cells = split(line);
-        REQUIRE(cells.size() == header.size());
-        std::map<std::string, std::string> row;
-        for (std::size_t i = 0; i < cells.size(); ++i) row[header[i]] = cells[i];
-        rows.push_back(row);
-    }
-    return rows;
-}
-
-double num(const std::map<std::string, std::string>& r, const std::string& c) { return std::stod(r.at(c)); }
+/// depth.csv as rows of column -> text (empty cells kept: values that do not apply).
+std::vector<CsvRow> read_csv(const fs::path& p) { return parse_csv(read_text(p)); }
 
 const std::map<std::string, std::string>& row(const std::vector<std::map<std::string, std::string>>& rows,
                                               const std::string& stack, long long layers, long long layer) {
@@ -76,12 +52,57 @@ TEST_CASE("configs/depth.json: pre vs post on (10, 512) with a 512 x 512 block, 
     const double x0 = num(row(rows, "pre", 1, 0), "resid_rms");
     CHECK(num(row(rows, "pre", 1, 1), "resid_rms") / x0 == doctest::Approx(std::sqrt(513.0)).epsilon(0.05));
     CHECK(num(row(rows, "post", 1, 1), "resid_rms") == doctest::Approx(1.0).epsilon(1e-6));
-    CHECK(std::isnan(num(row(rows, "pre", 1, 0), "grad_w_norm")));
+    CHECK(row(rows, "pre", 1, 0).at("grad_w_norm").empty());  // row 0 has no block
     // Eval mode divides by the unbiased running variance 64/63 where training divided by
     // the biased batch variance: (63/64)^(l/2) after l layers (the PyTorch golden's value).
     for (long long l = 0; l <= 20; ++l)
         CHECK(num(row(rows, "bn20", 20, l), "eval_train_ratio") ==
               doctest::Approx(std::pow(63.0 / 64.0, static_cast<double>(l) / 2.0)).epsilon(1e-9));
+}
+
+TEST_CASE("depth: block columns a row does not have are empty cells (\"\" in report.json), not nan") {
+    // Row 0 has no block; norm_only has no branch and no weights; none has no norm; linear
+    // has no W1; identity no weights; a norm without affine no weight gradient; without
+    // train_steps there is no eval/train ratio. Each is not applicable, never a computed nan.
+    const fs::path dir = fresh_dir("depth_na");
+    write_text(dir / "na.json", R"({"name": "na", "dtype": "float64",
+      "data": {"x": {"source": "gaussian", "shape": [4, 6]}},
+      "norms": {"ln": {"type": "layernorm", "axes": [-1]}, "ln0": {"type": "layernorm", "axes": [-1], "affine": false}},
+      "stacks": {"pre": {"layers": 2, "placement": "pre", "norm": "ln"},
+                 "ffn": {"layers": 2, "placement": "post", "norm": "ln0", "block": "ffn", "hidden": 3},
+                 "ident": {"layers": 2, "placement": "pre", "norm": "ln", "block": "identity"},
+                 "only": {"layers": 2, "placement": "norm_only", "norm": "ln"},
+                 "none": {"layers": 2, "placement": "none"}},
+      "analyses": [{"type": "depth", "data": ["x"], "stacks": ["pre", "ffn", "ident", "only", "none"], "draws": 2}]})");
+    auto r = run_normlab("run " + (dir / "na.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto rows = read_csv(dir / "out" / "depth.csv");
+    const auto rep = report_rows(dir / "out", "depth");
+    REQUIRE(rows.size() == 5 * 3);
+    REQUIRE(rep.size() == rows.size());
+    // stack -> the block columns it has (layer >= 1).
+    const std::map<std::string, std::vector<std::string>> has = {
+        {"pre", {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_gamma_norm"}},
+        {"ffn", {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_w1_norm"}},
+        {"ident", {"branch_rms", "norm_in_rms", "grad_gamma_norm"}},
+        {"only", {"norm_in_rms", "grad_gamma_norm"}},
+        {"none", {"branch_rms", "grad_w_norm"}}};
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        INFO(row.at("stack") << " layer " << row.at("layer"));
+        const auto& cols = has.at(row.at("stack"));
+        for (const char* c : {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_w1_norm", "grad_gamma_norm"}) {
+            INFO(c);
+            const bool applies = row.at("layer") != "0" && std::find(cols.begin(), cols.end(), c) != cols.end();
+            CHECK(row.at(c).empty() == !applies);
+            CHECK((rep[i][c] == "") == !applies);
+            if (applies) CHECK(std::isfinite(num(row, c)));
+        }
+        CHECK(row.at("eval_train_ratio").empty());  // no train_steps
+        CHECK(rep[i]["eval_train_ratio"] == "");
+        for (const char* c : {"resid_rms", "resid_growth", "grad_x_rms"}) CHECK(std::isfinite(num(row, c)));
+    }
+    CHECK_FALSE(html_flags_nonfinite(dir / "out"));
 }
 
 // PyTorch autograd's means over 64 seeds of configs/depth_sweep.json's set-up

@@ -184,6 +184,27 @@ TEST_CASE("jacobian: singular values match the closed forms to 1e-9 in float64 (
     CHECK(sv.values(0, 511) < 1e-9 * rstd);
 }
 
+TEST_CASE("jacobian: a masked norm with batch statistics has no closed form: gain_xhat_expected is empty, not nan") {
+    json c = {{"name", "jac_mask"},
+              {"dtype", "float64"},
+              {"data", {{"s", {{"source", "gaussian"}, {"shape", {2, 3, 2}}, {"channel_axis", -1}, {"lengths", {3, 2}}}}}},
+              {"norms", {{"ln_m", {{"type", "layernorm"}, {"axes", {1, 2}}, {"mask", true}}},
+                         {"ln", {{"type", "layernorm"}, {"axes", {1, 2}}}}}},
+              {"analyses", {{{"type", "jacobian"}, {"data", {"s"}}, {"norms", {"ln_m", "ln"}}}}}};
+    RunResult r = run_config("jacobian_masked", c);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = r.csv("jacobian");
+    REQUIRE(rows.size() == 4);
+    for (const auto& row : rows) {
+        CAPTURE(row.at("norm"));
+        CHECK(row.at("gain_xhat_expected").empty() == (row.at("norm") == "ln_m"));
+        CHECK(std::isfinite(num(row, "gain_xhat")));
+    }
+    for (const auto& row : report_rows(r.out, "jacobian"))
+        CHECK((row["gain_xhat_expected"] == "") == (row["norm"] == "ln_m"));
+    CHECK_FALSE(html_flags_nonfinite(r.out));
+}
+
 TEST_CASE("apply: upstream and saved gradients in the data's and the parameters' shapes and dtypes") {
     // The same seeded normal upstream in apply and gradients; a number upstream scales dx;
     // float16 saves grad_input in float16 and the parameter gradients in float32.

@@ -639,7 +639,14 @@ TEST_CASE("port_check: identical definitions agree exactly; bad keys are input e
     Row same = one(rows, {{"port", "b"}});
     CHECK(num(same, "max_abs_diff") == 0);
     CHECK(same.at("ref_values") == same.at("port_values"));
-    CHECK(std::isnan(num(same, "running_mean_max_abs_diff")));  // layernorm keeps none
+    // layernorm keeps no running statistics: not applicable (empty, "" in report.json), not nan
+    CHECK(same.at("running_mean_max_abs_diff").empty());
+    CHECK(same.at("running_var_max_abs_diff").empty());
+    for (const auto& row : report_rows(r.out, "port_check")) {
+        CHECK(row["running_mean_max_abs_diff"] == "");
+        CHECK(row["running_var_max_abs_diff"] == "");
+    }
+    CHECK_FALSE(html_flags_nonfinite(r.out));
     Row diff = one(rows, {{"port", "c"}});
     CHECK(num(diff, "max_abs_diff") > 0.01);
     CHECK(list_cell(diff.at("ref_values")).size() == 5);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -161,4 +162,47 @@ TEST_CASE("merge refuses shards whose norms without compute took different arith
                   m.err);
     CHECK(std::count(m.err.begin(), m.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("values that do not apply (empty cells) merge like any other, and show --where COLUMN= selects them") {
+    // train_eval's running averages and port_check's running-statistics differences do not
+    // apply to LayerNorm (no running statistics): empty CSV cells, "" in report.json.
+    fs::path dir = fresh_dir("shards_empty_cells");
+    write_text(dir / "cfg.json", R"({"name": "e", "seed": 5, "dtype": "float64",
+      "data": {"x": {"source": "gaussian", "shape": [4, 3]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [3]}, "bn": {"type": "batchnorm"}},
+      "analyses": [{"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "steps": 2},
+                   {"type": "port_check", "data": ["x"], "norms": ["bn", "ln"]}],
+      "sweep": {"norms.ln.eps": [1e-5, 1e-2]}})");
+    check_all_shardings(dir, (dir / "cfg.json").string(), 2 + 1);
+    const fs::path merged = dir / "merged2";
+    const auto report = nlohmann::json::parse(read_text(merged / "report.json"));
+    std::size_t empty = 0;
+    for (const auto& a : report["analyses"])
+        for (const auto& row : a["rows"])
+            for (const char* c : {"running_mean_avg", "running_var_avg", "running_mean_max_abs_diff"})
+                if (row.contains(c)) {
+                    const bool ln = row.contains("norm") ? row["norm"] == "ln" : true;  // port_check: bn vs ln
+                    CHECK((row[c] == "") == ln);
+                    empty += row[c] == "";
+                }
+    CHECK(empty == 2 * 3 * 2 + 2);  // per point: ln's 3 steps x 2 columns, and 1 port_check row
+    CHECK(read_text(merged / "report.html").find("non-finite cell") == std::string::npos);
+    // show --where running_mean_avg= keeps the rows where it does not apply: LayerNorm's.
+    CliResult s = run_normlab("show " + merged.string() + " train_eval --columns norm,running_mean_avg --where running_mean_avg=");
+    REQUIRE_MESSAGE(s.exit_code == 0, s.err);
+    CHECK(s.out.find("(6 of 12 rows") != std::string::npos);
+    CHECK(s.out.find("bn") == std::string::npos);
+    // A number column with empty cells stays right-aligned: the values end under its name.
+    CliResult all = run_normlab("show " + merged.string() + " train_eval --columns norm,running_mean_avg --where step=1");
+    REQUIRE_MESSAGE(all.exit_code == 0, all.err);
+    std::istringstream lines(all.out);
+    std::string line, header, bn;
+    while (std::getline(lines, line)) {
+        if (line.rfind("norm ", 0) == 0) header = line;
+        if (line.rfind("bn ", 0) == 0 && bn.empty()) bn = line;
+    }
+    REQUIRE(!header.empty());
+    REQUIRE(!bn.empty());
+    CHECK(bn.size() == header.size());
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
@@ -120,7 +121,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const xt::xarray<double> ref = flat_slice(y, k * per, per);
             // One row: the sample's output `get()` gives against ref, or the layer's refusal.
             auto row = [&](long long batch_size, const char* kind, long long replicas, const auto& get) {
-                double diff = std::numeric_limits<double>::quiet_NaN();
+                std::optional<double> diff;  // absent: the layer refused (an empty cell)
                 std::string status = "ok";
                 try {
                     diff = deviation(get(), ref, ctx.dtype).max_abs;
@@ -131,7 +132,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     // does not belong in the table.
                     status = "error: " + std::string(e.what());
                 }
-                t.add_row({dn, nn, norm_type_name(def.type), batch_size, diff, !(diff == 0), status,
+                t.add_row({dn, nn, norm_type_name(def.type), batch_size, diff ? Cell(*diff) : not_applicable(),
+                           !(diff && *diff == 0), status,
                            static_cast<long long>(k), std::string(kind), replicas});
             };
             for (std::size_t i = 0; i < batches.size(); ++i)

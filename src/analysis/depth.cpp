@@ -160,8 +160,10 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     }
 }
 
-// The number columns of one stack's rows (resid_rms ... eval_train_ratio), per layer.
-using LayerValues = std::array<double, 9>;
+// The number columns of one stack's rows (resid_rms ... eval_train_ratio), per layer; absent
+// where the value does not apply (row 0 has no block; a block without that part; no
+// train_steps), which the table writes as an empty cell.
+using LayerValues = std::array<std::optional<double>, 9>;
 
 // One draw of stack `def` on batch b: its weights and the projection from `seed`.
 std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
@@ -178,7 +180,7 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
     const auto& rm = s.row_mask();
     StackGrads g;
     s.backward(tr, loss_gradient(o, r, tr.y(), rm), g, {o.save_gradients, o.save_gradients});
-    std::vector<double> ratio(def.layers + 1, kNaN);
+    std::vector<std::optional<double>> ratio(def.layers + 1);
     if (o.train_steps > 0) {
         Stack ev = s.eval_copy();
         StackTrace etr;
@@ -186,13 +188,20 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
         for (std::size_t l = 0; l <= def.layers; ++l) ratio[l] = rms(etr.x[l], rm) / rms(tr.x[l], rm);
     }
     const double rms0 = rms(tr.x[0], rm);
+    // Which parts a block has: from the definition, not from a NaN in its values, so that a
+    // computed NaN stays one.
+    const bool branch = def.placement != Placement::norm_only, norm = def.has_norm();
+    const bool has_w = branch && def.block != BlockKind::identity, has_w1 = branch && def.block == BlockKind::ffn;
+    const bool gamma = norm && !tr.blocks.empty() && tr.blocks.front().norm.res.has_weight;
+    auto part = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
     std::vector<LayerValues> out(def.layers + 1);
     for (std::size_t l = 0; l <= def.layers; ++l) {
         const double x_rms = rms(tr.x[l], rm);
         const BlockTrace* bt = l > 0 ? &tr.blocks[l - 1] : nullptr;
-        out[l] = {x_rms, x_rms / rms0, bt ? bt->branch_rms : kNaN, bt ? bt->norm_in_rms : kNaN, g.grad_x_rms[l],
-                  bt ? g.grad_w_norm[l - 1] : kNaN, bt ? g.grad_w1_norm[l - 1] : kNaN,
-                  bt ? g.grad_gamma_norm[l - 1] : kNaN, ratio[l]};
+        out[l] = {x_rms, x_rms / rms0, part(bt && branch, bt ? bt->branch_rms : kNaN),
+                  part(bt && norm, bt ? bt->norm_in_rms : kNaN), g.grad_x_rms[l],
+                  part(bt && has_w, bt ? g.grad_w_norm[l - 1] : kNaN), part(bt && has_w1, bt ? g.grad_w1_norm[l - 1] : kNaN),
+                  part(bt && gamma, bt ? g.grad_gamma_norm[l - 1] : kNaN), ratio[l]};
     }
     if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
     if (o.save_gradients) {
@@ -213,17 +222,27 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
         for (const auto& sn : spec.stacks) {
             const StackDef& def = ctx.stack(sn);
-            std::vector<LayerValues> mean(def.layers + 1, LayerValues{});
+            // Every draw has the same parts: the first one's say which values the mean has.
+            std::vector<LayerValues> mean;
             for (long long k = 0; k < o.draws; ++k) {
                 const auto v = one_draw(spec, ctx, o, def, dn, sn, b, draw_seed(ctx.seed, k));
+                if (k == 0)
+                    for (const auto& layer : v) {
+                        LayerValues zero;
+                        for (std::size_t c = 0; c < layer.size(); ++c)
+                            if (layer[c]) zero[c] = 0.0;
+                        mean.push_back(zero);
+                    }
                 for (std::size_t l = 0; l <= def.layers; ++l)
-                    for (std::size_t c = 0; c < mean[l].size(); ++c) mean[l][c] += v[l][c] / static_cast<double>(o.draws);
+                    for (std::size_t c = 0; c < mean[l].size(); ++c)
+                        if (mean[l][c]) *mean[l][c] += *v[l][c] / static_cast<double>(o.draws);
             }
             const std::string norm = def.has_norm() ? def.norm.name : "";
             for (std::size_t l = 0; l <= def.layers; ++l) {
-                const LayerValues& m = mean[l];
-                t.add_row({dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers), o.draws,
-                           static_cast<long long>(l), m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]});
+                std::vector<Cell> row = {dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers),
+                                         o.draws, static_cast<long long>(l)};
+                for (const auto& m : mean[l]) row.push_back(m ? Cell(*m) : not_applicable());
+                t.add_row(std::move(row));
             }
         }
     }

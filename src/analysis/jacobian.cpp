@@ -245,7 +245,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 // The xhat eigenvalue without the scale: rstd eps/(v+eps) (rstd with running statistics),
                 // times |scale * xhat| / |xhat| for a weight; no closed form when a mask splits the
                 // group into real positions (which move the statistics) and padded ones.
-                double expected = kNan;
+                Cell expected = not_applicable();
                 if (!s.in.has_mask || s.in.given) {
                     const double lambda = s.in.given ? rstd
                                           : r.spec.eps_placement == EpsPlacement::inside_sqrt ? rstd * eps / (v + eps)

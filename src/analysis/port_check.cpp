@@ -163,10 +163,10 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
     return s;
 }
 
-/// max |a - b| of two running statistics; NaN when either norm keeps none, inf when their
-/// channel counts differ.
-double running_diff(const Side& a, const Side& b, bool mean) {
-    if (!a.has_running || !b.has_running) return std::numeric_limits<double>::quiet_NaN();
+/// max |a - b| of two running statistics; an empty cell (not applicable) when either norm
+/// keeps none, inf when their channel counts differ.
+Cell running_diff(const Side& a, const Side& b, bool mean) {
+    if (!a.has_running || !b.has_running) return not_applicable();
     const auto& x = mean ? a.running_mean : a.running_var;
     const auto& y = mean ? b.running_mean : b.running_var;
     if (x.size() != y.size()) return std::numeric_limits<double>::infinity();
@@ -277,7 +277,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             std::iota(order.begin(), order.end(), std::size_t{0});
             std::stable_sort(order.begin(), order.end(),
                              [&](std::size_t a, std::size_t c) { return gdiff[a] > gdiff[c]; });
-            const double rm = running_diff(ref, port, true), rv = running_diff(ref, port, false);
+            const Cell rm = running_diff(ref, port, true), rv = running_diff(ref, port, false);
             const auto [ndiff, where] = differing_positions(port.y, ref.y, lay.real, b.x.shape());
             // Non-finite outputs at the compared positions: the NaN a fully padded group gets
             // under a mask is not an output anyone reads.

@@ -99,9 +99,12 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 if (k > 0) forward_batch(layer, train[static_cast<std::size_t>(k - 1)]);
                 NormLayer ev(eval_def(def, layer.running_mean(), layer.running_var()), ctx.dtype);
                 const xt::xarray<double> y_eval = forward_batch(ev, b).fwd.y.to_double();
-                t.add_row({dn, nn, norm_type_name(def.type), k, average(ev.running_mean()), average(ev.running_var()),
-                           deviation(y_eval, y_train, ctx.dtype).max_abs, layer.has_running_stats(),
-                           static_cast<long long>(bs)});
+                // A norm without running statistics has no average to report: empty cells.
+                const bool running = layer.has_running_stats();
+                t.add_row({dn, nn, norm_type_name(def.type), k,
+                           running ? Cell(average(ev.running_mean())) : not_applicable(),
+                           running ? Cell(average(ev.running_var())) : not_applicable(),
+                           deviation(y_eval, y_train, ctx.dtype).max_abs, running, static_cast<long long>(bs)});
             }
         }
     }
