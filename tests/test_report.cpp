@@ -95,6 +95,20 @@ TEST_CASE("figure specs keep non-finite values: drawn as notes and counted in th
     CHECK(layers(s)[1]["mark"]["type"] == "text");
 }
 
+TEST_CASE("figure specs: an empty cell (not applicable) draws nothing and says nothing; text is a note") {
+    Table t = small_table();
+    t.rows[1][3] = std::string("refused");
+    t.rows[2][3] = std::string();
+    const auto specs = figure_specs("demo", bars_figure(), t, {});
+    const Json& v = values(specs.at(0).spec);
+    REQUIRE(v.size() == 3);
+    CHECK(v[1]["value"].is_null());
+    CHECK(v[1]["note"] == "refused");
+    CHECK(v[2]["value"].is_null());
+    CHECK(v[2]["note"].is_null());
+    CHECK(v[2]["nonfinite"] == false);
+}
+
 TEST_CASE("figure specs: values <= 0 on a log axis are notes too; an unknown column is an error") {
     Figure f = bars_figure();
     f.log = true;

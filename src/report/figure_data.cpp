@@ -98,7 +98,13 @@ void place(Json& row, const char* field, const Cell& c, bool log, PlotData& d, s
     std::string text;
     if (!cell_number(c, v)) {
         ++d.missing;
-        text = cell_to_string(c).empty() ? "(empty)" : cell_to_string(c);
+        text = cell_to_string(c);
+        // An empty cell is a value that does not apply (results/README.md): no bar or point,
+        // and nothing to say about it (depth's block columns at layer 0, for one).
+        if (text.empty()) {
+            row[field] = nullptr;
+            return;
+        }
     } else if (!std::isfinite(v)) {
         d.nonfinite.add(v);
         nonfinite = true;
