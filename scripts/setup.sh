@@ -10,8 +10,10 @@ mapfile -t packages < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/scripts/d
 "$root/scripts/install_packages.sh" "${packages[@]}"
 "$root/scripts/install_npm_packages.sh"
 
-# The build is quiet: its own output goes to a log, shown only when it fails; one line on
-# stderr says when something is compiled; nothing at all when everything is up to date.
+# The build is quiet: its own output goes to a log, shown only when it fails; a line on
+# stderr says what is compiled ("rebuilding normlab..." for normlab and its libraries,
+# "building the tests..." for the test programs), each once; nothing at all when everything
+# is up to date.
 build="${NORMLAB_BUILD_DIR:-$root/build}"
 mkdir -p "$build"
 log="$build/normlab-build.log"
@@ -27,7 +29,10 @@ fi
 set +e
 cmake --build "$build" -j "$(nproc)" ${NORMLAB_TARGET:+--target "$NORMLAB_TARGET"} 2>&1 | tee "$log" |
   awk -v announced="$announced" '/(Building|Linking) / && !announced {
-    print "rebuilding normlab..." > "/dev/stderr"; fflush("/dev/stderr"); announced = 1 }'
+    part = "building the tests..."
+    if ($0 ~ /object src\// || $0 ~ /executable (.*\/)?normlab$/ || ($0 ~ /static library/ && $0 !~ /test/))
+      part = "rebuilding normlab..."
+    if (!(part in said)) { print part > "/dev/stderr"; fflush("/dev/stderr"); said[part] = 1 } }'
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" -ne 0 ]; then
