@@ -1,6 +1,7 @@
 // End to end: the built binary on the quickstart config and on broken configs.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -128,6 +129,18 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("/norms/m does not exist") != std::string::npos);
 
+    // --dry-run names the folder it would write, resolved, and writes nothing
+    fs::path plan_dir = fresh_dir("dry_run_out");
+    write_text(plan_dir / "cfg.json", cfg);
+    CliResult plan = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run --out " + (plan_dir / "a" / ".." / "b").string());
+    REQUIRE_MESSAGE(plan.exit_code == 0, plan.err);
+    CHECK_MESSAGE(plan.out.find("\noutput: " + fs::weakly_canonical(plan_dir).string() + "/b (--out; the dry run writes nothing)\n") !=
+                      std::string::npos, plan.out);
+    CHECK_FALSE(fs::exists(plan_dir / "b"));
+    CliResult named = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run");
+    CHECK_MESSAGE(named.out.find("\noutput: " + fs::current_path().string() + "/results/t (results/<name>;") != std::string::npos,
+                  named.out);
+
     fs::path dir = fresh_dir("foreign");
     write_text(dir / "cfg.json", cfg);
     write_text(dir / "out" / "mine.txt", "precious");
@@ -152,6 +165,15 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"run x.json y.json", "normlab: error: run: unexpected argument \"y.json\""},
         {"run", "normlab: error: run: config is required"},
         {"bench --repeet 3", "normlab: error: bench: unknown option \"--repeet\" (did you mean \"--repeat\"?)"},
+        // CLI11's conversion and missing-value errors, in normlab's words
+        {"run x.json --seed abc", "normlab: error: run --seed: expected an integer, but got \"abc\"; see normlab run --help"},
+        {"run x.json --seed 1.5", "normlab: error: run --seed: expected an integer, but got \"1.5\""},
+        {"run x.json --out", "normlab: error: run --out: expected a value (a folder); see normlab run --help"},
+        {"run x.json --seed", "normlab: error: run --seed: expected an integer; see normlab run --help"},
+        {"validate x.json --set", "normlab: error: validate --set: expected a value (PATH=VALUE)"},
+        {"init -o", "normlab: error: init --output: expected a value (a file)"},
+        {"bench --stack --layers x", "normlab: error: bench --layers: expected a non-negative integer, but got \"x\""},
+        {"run x.json --dry-run=maybe", "normlab: error: run --dry-run: expected no value (a flag) or true/false, but got \"maybe\""},
     };
     for (const auto& u : usage) {
         CAPTURE(u.args);
@@ -272,7 +294,25 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     CHECK_MESSAGE(half.err.find("bench --dtype: expected float32 or float64, but got \"float16\"") != std::string::npos, half.err);
     CliResult rank1 = run_normlab("bench --norm layernorm,rmsnorm --shape 64 --threads 1 --repeat 1 --json");
     REQUIRE_MESSAGE(rank1.exit_code == 0, rank1.err);
-    CHECK(rank1.out.find("\"channel_axis\": 0") != std::string::npos);
+    CHECK(rank1.out.find("\"channel_axis\": null") != std::string::npos);
+    // channel_axis and num_groups: those the norm used, null for a norm that takes none
+    CliResult used = run_normlab("bench --norm layernorm,rmsnorm,groupnorm,instancenorm --shape 2,4,3 --num-groups 2 "
+                                 "--threads 1 --repeat 1 --json");
+    REQUIRE_MESSAGE(used.exit_code == 0, used.err);
+    std::istringstream used_lines(used.out);
+    std::map<std::string, nlohmann::json> by_norm;
+    for (std::string l; std::getline(used_lines, l);) by_norm[nlohmann::json::parse(l)["norm"]] = nlohmann::json::parse(l);
+    REQUIRE(by_norm.size() == 4);
+    CHECK(by_norm["layernorm"]["channel_axis"].is_null());
+    CHECK(by_norm["rmsnorm"]["channel_axis"].is_null());
+    CHECK(by_norm["groupnorm"]["channel_axis"] == 1);
+    CHECK(by_norm["instancenorm"]["channel_axis"] == 1);
+    CHECK(by_norm["groupnorm"]["num_groups"] == 2);
+    for (const char* n : {"layernorm", "rmsnorm", "instancenorm"}) {
+        CAPTURE(n);
+        REQUIRE(by_norm[n].contains("num_groups"));
+        CHECK(by_norm[n]["num_groups"].is_null());
+    }
 
     CliResult text = run_normlab("bench --norm rmsnorm --shape 3,7 --threads 1 --repeat 1");
     REQUIRE(text.exit_code == 0);
@@ -281,7 +321,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     CHECK(text.out.find("steady state") != std::string::npos);
 
     struct Bad { const char* args; const char* message; };
-    for (const Bad& b : {Bad{"--norm foo", "bench --norm: unknown norm type \"foo\""},
+    for (const Bad& b : {Bad{"--norm foo", "bench --norm: unknown norm type \"foo\" (expected batchnorm, layernorm,"},
+                         Bad{"--norm layrnorm", "bench --norm: unknown norm type \"layrnorm\" (did you mean \"layernorm\"?)"},
                          Bad{"--norm layernorm --shape 0,3", "bench --shape 0: expected an integer >= 1"},
                          Bad{"--norm layernorm --shape 2,3 --repeat 0", "bench --repeat 0: expected an integer from 1 to 1000000"},
                          Bad{"--norm layernorm --shape 2,3 --repeat -1", "bench --repeat -1: expected an integer from 1"},
@@ -292,7 +333,9 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm groupnorm --shape 2,4,3 --num-groups 0", "bench --num-groups 0: expected an integer from 1"},
                          Bad{"--norm groupnorm --shape 2,4,3 --num-groups -1", "bench --num-groups -1: expected an integer from 1"},
                          Bad{"--norm layernorm --shape ''", "bench --shape: expected comma-separated dims"},
-                         Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2", "divisible by num_groups (2)"},
+                         Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2",
+                             "normlab: error: bench --num-groups 2: expected channels (C=3) to be divisible by num_groups (2)"},
+                         Bad{"--norm groupnorm --shape 2,3,4", "bench --num-groups (default 32): expected channels (C=3)"},
                          Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"},
                          Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"},
                          Bad{"--norm layernorm --shape 2,3 --compute ''", "bench --compute: expected float or double, but got \"\""},

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 #include <zlib.h>
 
 #include <nlohmann/json.hpp>
@@ -510,6 +511,50 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         for (const auto& e : fs::directory_iterator(dir))
             CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
     }
+}
+
+TEST_CASE("an interrupt before anything is staged still says the earlier result is kept, for run and merge only") {
+    fs::path dir = fresh_dir("hostile_sigint_early");
+    REQUIRE(::mkfifo((dir / "cfg.json").c_str(), 0644) == 0);
+    // normlab blocks reading the config from the pipe: interrupted while it reads, before it
+    // has staged anything. Returns normlab's stderr.
+    auto interrupted = [&](const std::vector<std::string>& args) {
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            if (::chdir(dir.c_str()) != 0) ::_exit(99);
+            int devnull = ::open("/dev/null", O_WRONLY);
+            int err = ::open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            ::dup2(devnull, 1);
+            ::dup2(err, 2);
+            std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
+            for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            ::execv(NORMLAB_BINARY, argv.data());
+            ::_exit(98);
+        }
+        // Opening the pipe for writing succeeds once normlab has opened it for reading.
+        int fd = -1;
+        for (int i = 0; i < 1200 && fd < 0; ++i) {
+            fd = ::open((dir / "cfg.json").c_str(), O_WRONLY | O_NONBLOCK);
+            if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        CHECK(fd >= 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ::kill(pid, SIGINT);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        if (fd >= 0) ::close(fd);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 128 + SIGINT);
+        return read_text(dir / "stderr.txt");
+    };
+    CHECK(interrupted({"run", "cfg.json", "--out", "out"}) ==
+          "normlab: interrupted (SIGINT); nothing was written and an earlier result in the output folder is left as it was\n");
+    // commands that write no result folder say nothing about one
+    CHECK(interrupted({"run", "cfg.json", "--dry-run"}) == "normlab: interrupted (SIGINT)\n");
+    CHECK(interrupted({"validate", "cfg.json"}) == "normlab: interrupted (SIGINT)\n");
+    CHECK_FALSE(fs::exists(dir / "out"));
 }
 
 TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier result kept") {

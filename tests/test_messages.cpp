@@ -224,9 +224,9 @@ TEST_CASE("numeric options refuse values the help gives no meaning") {
         {"run " + kQuick + " --dry-run --max-memory 0", "--max-memory: expected a size such as 8G"},
         {"validate " + kQuick + " --max-memory 0", "--max-memory: expected a size such as 8G"},
         {"run " + kQuick + " --dry-run --shard 2/2", "--shard 2/2: expected I/N with 0 <= I < N"},
-        {"shapes --shape 2,4,3 --norm groupnorm --num-groups 0", "--num-groups 0: expected an integer >= 1"},
-        {"shapes --shape 2,4,3 --norm batchnorm --channel-axis x", "--channel-axis x: expected an integer"},
-        {"shapes --shape 2,0,3 --norm layernorm --normalized-shape 3", "--shape: dims must be positive, but got 0"},
+        {"shapes --shape 2,4,3 --norm groupnorm --num-groups 0", "shapes --num-groups 0: expected an integer >= 1"},
+        {"shapes --shape 2,4,3 --norm batchnorm --channel-axis x", "shapes --channel-axis x: expected an integer"},
+        {"shapes --shape 2,0,3 --norm layernorm --normalized-shape 3", "shapes --shape: dims must be positive, but got 0"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.args);
@@ -235,6 +235,30 @@ TEST_CASE("numeric options refuse values the help gives no meaning") {
     // The help says what the ranges are.
     CHECK(run_normlab("run --help").out.find("1 to 1024") != std::string::npos);
     CHECK(run_normlab("run " + kQuick + " --dry-run --threads 1").exit_code == 0);
+}
+
+TEST_CASE("shapes blames its own options, as typed, with the engine's reason") {
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"--shape 32,3,64,64 --norm groupnorm --num-groups 2",
+         "shapes --num-groups 2: expected channels (C=3) to be divisible by num_groups (2), but got input of shape [32, 3, 64, 64]"},
+        {"--shape 32,3,64,64 --norm layernorm --normalized-shape 3,64",
+         "shapes --normalized-shape 3,64: given normalized_shape=[3, 64], expected input with shape [*, 3, 64]"},
+        {"--shape 32,3,64,64 --norm layernorm --axes 1,1", "shapes --axes 1,1: axes: axis 1 repeated"},
+        {"--shape 32,3,64,64 --norm batchnorm --channel-axis 7", "shapes --channel-axis 7: channel_axis: axis 7 out of range for input of rank 4"},
+        {"--shape 32,3,64,64 --norm layernorm --axes 1 --normalized-shape 3",
+         "shapes --norm layernorm --shape 32,3,64,64: give either normalized_shape or axes, not both"},
+        {"--shape 32,3,64,64 --norm groupnorm", "shapes --norm groupnorm: needs --num-groups"},
+        {"--shape 32,3,64,64 --norm gropnorm", "shapes --norm: unknown norm type \"gropnorm\" (did you mean \"groupnorm\"?)"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.args);
+        const CliResult r = run_normlab("shapes " + c.args);
+        check_refused(r, "normlab: error: " + c.expect);
+        CHECK(r.err.find("on data") == std::string::npos);  // the config's wording: no data is named here
+    }
 }
 
 TEST_CASE("numbers in messages read as the CSVs write them (shortest round trip, no -1.000000)") {

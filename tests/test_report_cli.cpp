@@ -89,6 +89,26 @@ TEST_CASE("normlab report rebuilds the report of an existing folder, also a merg
     CHECK(bad.err.find("not a normlab result folder") != std::string::npos);
 }
 
+TEST_CASE("report and show say when the folder is missing or is a file, not that it lacks report.json") {
+    const fs::path dir = fresh_dir("report_no_folder");
+    write_text(dir / "file.json", "{}");
+    struct Case {
+        std::string path, expect;
+    };
+    for (const Case& c : {Case{(dir / "nothere").string(), "normlab: error: " + (dir / "nothere").string() + ": no such folder\n"},
+                          Case{(dir / "file.json").string(), "normlab: error: " + (dir / "file.json").string() +
+                                                                 ": not a folder (give the result folder, the one that holds report.json)\n"},
+                          Case{dir.string(), "normlab: error: " + (dir / "report.json").string() +
+                                                 ": not a normlab result folder (no report.json written by normlab)\n"}})
+        for (const char* command : {"report ", "show "}) {
+            CAPTURE(command + c.path);
+            const CliResult r = run_normlab(command + c.path);
+            CHECK(r.exit_code == 2);
+            CHECK(r.err == c.expect);
+        }
+    CHECK_FALSE(fs::exists(dir / "nothere"));
+}
+
 TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figure's path") {
     const fs::path out = fresh_dir("report_show") / "quick";
     REQUIRE(run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q").exit_code == 0);
@@ -123,10 +143,27 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
     auto unknown = run_normlab("show " + out.string() + " epsilon");
     CHECK(unknown.exit_code == 2);
     CHECK(unknown.err.find("it has: stats_shapes, apply") != std::string::npos);
+    // a misspelled or shortened analysis name gets the hint the rest of normlab gives
+    auto typo = run_normlab("show " + out.string() + " aply");
+    CHECK_MESSAGE(typo.err.find("no analysis \"aply\" in this result (did you mean \"apply\"?) (it has: stats_shapes, apply)") !=
+                      std::string::npos, typo.err);
+    auto prefix = run_normlab("show " + out.string() + " stats");
+    CHECK_MESSAGE(prefix.err.find("(did you mean \"stats_shapes\"?)") != std::string::npos, prefix.err);
     auto column = run_normlab("show " + out.string() + " apply --columns nope");
     CHECK(column.exit_code == 2);
     CHECK(column.err.find("no column \"nope\"") != std::string::npos);
     CHECK(run_normlab("show " + out.string() + " apply --where nope").exit_code == 2);
+    // A missing column names the table checked, and the analysis that has it.
+    auto elsewhere = run_normlab("show " + out.string() + " --columns data,norm,out_min");
+    CHECK(elsewhere.exit_code == 2);
+    CHECK_MESSAGE(elsewhere.err.rfind("normlab: error: show --columns: no column \"out_min\" in the stats_shapes table (its columns: "
+                                      "data, norm, type,", 0) == 0, elsewhere.err);
+    CHECK_MESSAGE(elsewhere.err.find("); apply has it: normlab show " + out.string() + " apply\n") != std::string::npos, elsewhere.err);
+    auto where = run_normlab("show " + out.string() + " stats_shapes --where out_min=1");
+    CHECK_MESSAGE(where.err.find("show --where: no column \"out_min\" in the stats_shapes table") != std::string::npos, where.err);
+    auto misspelled = run_normlab("show " + out.string() + " apply --columns norm,out_mni");
+    CHECK_MESSAGE(misspelled.err.find("no column \"out_mni\" in the apply table (did you mean \"out_min\"?) (its columns: ") !=
+                      std::string::npos, misspelled.err);
 
     // a one-row table: "1 row"
     const fs::path one = fresh_dir("report_show_one");

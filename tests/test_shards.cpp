@@ -133,6 +133,27 @@ TEST_CASE("merge refuses reports it cannot read, with a message, not a crash") {
     CHECK_MESSAGE(m.err.find("point 5 is not below the sweep's 2 points") != std::string::npos, m.err);
 }
 
+TEST_CASE("merge names a shard folder given twice, and a missing one") {
+    const fs::path dir = fresh_dir("shards_twice");
+    write_text(dir / "cfg.json", R"({"name": "t", "data": {"x": {"source": "values", "values": [[1, 2, 3, 4]]}},
+        "norms": {"n": {"type": "layernorm", "axes": [-1]}}, "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}],
+        "sweep": {"norms.n.eps": [1e-5, 1e-3]}})");
+    for (int i = 0; i < 2; ++i)
+        REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --shard " + std::to_string(i) + "/2 --out " +
+                            (dir / ("s" + std::to_string(i))).string() + " -q").exit_code == 0);
+    const std::string s0 = (dir / "s0").string(), s1 = (dir / "s1").string();
+    CliResult twice = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1 + " " + s1);
+    CHECK(twice.exit_code == 2);
+    CHECK_MESSAGE(twice.err == "normlab: error: merge: " + s1 + " is given twice\n", twice.err);
+    // the same folder by another spelling
+    CliResult spelled = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1 + " " + s0 + "/../s1/");
+    CHECK_MESSAGE(spelled.err == "normlab: error: merge: " + s0 + "/../s1/ is given twice (also as " + s1 + ")\n", spelled.err);
+    CliResult missing = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "s2").string());
+    CHECK_MESSAGE(missing.err == "normlab: error: " + (dir / "s2").string() + ": no such folder\n", missing.err);
+    CHECK_FALSE(fs::exists(dir / "m"));
+    REQUIRE(run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1).exit_code == 0);
+}
+
 TEST_CASE("merge refuses shards whose norms without compute took different arithmetic") {
     // A shard run on a CPU without FMA instructions takes the double path where another
     // takes the float path: the merged folder would mix the two.

@@ -75,12 +75,17 @@ std::vector<std::string> option_names(const CLI::App* cmd) {
     return names;
 }
 
-// " (did you mean "X"?)" when `word` is close to one of `candidates`; a word shorter than
-// `min_size` is close to too many names for the guess to help ("-x" to every short option).
-std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, std::size_t min_size) {
-    if (word.size() < min_size) return "";
-    const std::string best = did_you_mean(word, candidates);
-    return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+// What an option takes, for messages: its CLI11 type name in words ("INT": "an integer").
+std::string value_kind(const CLI::Option& opt) {
+    if (opt.get_expected_max() == 0) return "no value (a flag) or true/false";
+    const std::string type = opt.get_type_name();
+    if (type == "INT") return "an integer";
+    if (type == "UINT") return "a non-negative integer";
+    if (type == "FLOAT") return "a number";
+    if (type == "DIR") return "a value (a folder)";
+    if (type == "FILE") return "a value (a file)";
+    if (type.empty() || type == "TEXT") return "a value";
+    return "a value (" + type + ")";
 }
 
 // A command-line error as normlab's other errors read: one line saying which command, what
@@ -95,7 +100,7 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             if (a.empty() || a[0] != '-')
-                return "unknown command \"" + a + "\"" + suggestion(a, commands, 2) + "; see normlab --help";
+                return "unknown command \"" + a + "\"" + did_you_mean_note(a, commands, 2) + "; see normlab --help";
         }
         if (argc > 1) return std::string("unknown option \"") + argv[1] + "\" (give a command first); see normlab --help";
         std::string list;
@@ -109,11 +114,27 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (const auto& a : app.remaining(true)) (a.size() > 1 && a[0] == '-' ? options : others).push_back(a);
         if (!options.empty()) {
             const std::string word = options.front().substr(0, options.front().find('='));
-            return where + "unknown option \"" + word + "\"" + suggestion(word, option_names(cmd), 4) + help;
+            return where + "unknown option \"" + word + "\"" + did_you_mean_note(word, option_names(cmd), 4) + help;
         }
         std::string list;
         for (const auto& a : others) list += (list.empty() ? "\"" : " \"") + a + "\"";
         return where + (others.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list + help;
+    }
+    // CLI11's "Could not convert: --seed = abc" and "--out: 1 required TEXT missing" start
+    // from the option's name; its type name says what it takes.
+    if (dynamic_cast<const CLI::ConversionError*>(&e) || dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+        const std::string msg = e.what(), convert = "Could not convert: ";
+        std::string name, got;
+        if (msg.rfind(convert, 0) == 0) {
+            const std::size_t eq = msg.find(" = ", convert.size());
+            name = msg.substr(convert.size(), eq - convert.size());
+            if (eq != std::string::npos) got = msg.substr(eq + 3);
+        } else {
+            name = msg.substr(0, msg.find(':'));
+        }
+        if (const CLI::Option* opt = cmd->get_option_no_throw(name))
+            return cmd->get_name() + " " + name + ": expected " + value_kind(*opt) +
+                   (got.empty() ? "" : ", but got \"" + got + "\"") + help;
     }
     return where + e.what() + help;
 }
@@ -137,11 +158,14 @@ int main(int argc, char** argv) {
     std::string out, shard;
     auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json, report.html and one CSV per analysis");
     run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
-    run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)");
+    run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)")
+        ->type_name("DIR");
     run_cmd->add_option("--seed", seed, "override the config's seed");
-    run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)");
-    run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N");
-    run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)");
+    run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)")
+        ->type_name("PATH=VALUE");
+    run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N")->type_name("I/N");
+    run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)")
+        ->type_name("SIZE");
     std::string run_threads;
     run_cmd->add_option("--threads", run_threads, "engine threads, 1 to 1024 (default: all cores; results are identical for any count)")
         ->type_name("INT");
@@ -154,8 +178,8 @@ int main(int argc, char** argv) {
     auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
                                        "exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files")->required();
-    val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE");
-    val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run");
+    val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE")->type_name("PATH=VALUE");
+    val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run")->type_name("SIZE");
 
     auto* list_cmd = app.add_subcommand("list", "norm types and their keys, stacks, conventions, data sources and analyses");
 
@@ -176,7 +200,7 @@ int main(int argc, char** argv) {
     bool init_force = false;
     auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: minimal, sweep)");
     init_cmd->add_option("template", tmpl, "template name");
-    init_cmd->add_option("-o,--output", init_out, "file to write (default: stdout)");
+    init_cmd->add_option("-o,--output", init_out, "file to write (default: stdout)")->type_name("FILE");
     init_cmd->add_flag("--force", init_force, "overwrite an existing file");
 
     std::string merge_out;
@@ -198,7 +222,8 @@ int main(int argc, char** argv) {
     show_cmd->add_option("dir", show_dir, "result folder")->required();
     show_cmd->add_option("analysis", show.analysis, "one analysis type (default: every table)");
     show_cmd->add_option("--columns", show_columns, "comma-separated columns to print, in this order");
-    show_cmd->add_option("--where", show_where, "keep rows whose COLUMN equals VALUE: COLUMN=VALUE (repeatable)");
+    show_cmd->add_option("--where", show_where, "keep rows whose COLUMN equals VALUE: COLUMN=VALUE (repeatable)")
+        ->type_name("COLUMN=VALUE");
     show_cmd->add_flag("--full", show.table.full, "numbers in full (default: 6 significant digits) and long text uncut");
 
     BenchOptions bench;
@@ -220,7 +245,8 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--channel-axis", bench_channel_axis,
                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)")
         ->type_name("INT");
-    bench_cmd->add_flag("--json", bench.json, "one JSON object per case");
+    bench_cmd->add_flag("--json", bench.json, "one JSON object per case (channel_axis and num_groups: those the norm used, "
+                        "null for a norm that takes none)");
     bool bench_stack = false;
     StackBenchOptions stack_bench;
     bench_cmd->add_flag("--stack", bench_stack,
@@ -267,8 +293,8 @@ int main(int argc, char** argv) {
             std::cout << list_text();
         } else if (*shapes_cmd) {
             sh.shape = *sh_shape;
-            if (shapes_cmd->count("--num-groups")) sh.num_groups = integer_option("--num-groups", sh_groups, 1, kNoMax);
-            if (shapes_cmd->count("--channel-axis")) sh.channel_axis = integer_option("--channel-axis", sh_channel, kNoMin, kNoMax);
+            if (shapes_cmd->count("--num-groups")) sh.num_groups = integer_option("shapes --num-groups", sh_groups, 1, kNoMax);
+            if (shapes_cmd->count("--channel-axis")) sh.channel_axis = integer_option("shapes --channel-axis", sh_channel, kNoMin, kNoMax);
             std::cout << shapes_answer(sh);
         } else if (*init_cmd) {
             if (init_out.empty()) std::cout << template_text(tmpl);

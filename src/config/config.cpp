@@ -379,6 +379,17 @@ JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {
     return e.key().empty() ? norm : norm.child(e.key());
 }
 
+NormType norm_type_option(const std::string& option, const std::string& name) {
+    const auto& types = norm_type_names();
+    const auto it = std::find(types.begin(), types.end(), name);
+    if (it == types.end()) {
+        const std::string hint = did_you_mean_note(name, types);
+        throw InputError(option + ": unknown norm type \"" + name + "\"" +
+                         (hint.empty() ? " (expected batchnorm, layernorm, instancenorm, groupnorm or rmsnorm)" : hint));
+    }
+    return static_cast<NormType>(it - types.begin());
+}
+
 JsonLocation norm_location(const std::string& file, const NormError& e) {
     return norm_location(JsonLocation{file, "/norms"}.child(e.norm()), e);
 }

@@ -140,14 +140,25 @@ auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
     }
 }
 
-/// As above for a norm written at `norm` (a command line: {"", "--norm groupnorm"}).
+/// Calls f(); a NormError from it is thrown again as the InputError a command-line user
+/// reads: "<option>: <reason>", where `options` maps the NormDef key at fault to the option
+/// that set it, as typed ({"num_groups", "shapes --num-groups 2"}), and `fallback` names the
+/// option blamed for any other key ("shapes --norm groupnorm"). E.g. "shapes --num-groups 2:
+/// expected channels (C=3) to be divisible by num_groups (2), but got input of shape ...".
 template <class F>
-auto locate_norm_errors(const JsonLocation& norm, F&& f) -> decltype(f()) {
+auto locate_option_errors(const std::string& fallback, const std::map<std::string, std::string>& options, F&& f)
+    -> decltype(f()) {
     try {
         return f();
     } catch (const NormError& e) {
-        norm_location(norm, e).fail(e.what());
+        const auto it = options.find(e.key());
+        throw InputError((it == options.end() ? fallback : it->second) + ": " + e.reason());
     }
 }
+
+/// The norm type called `name` by command-line option `option` ("bench --norm"). InputError
+/// "<option>: unknown norm type "x" (did you mean "y"?)" otherwise, or without a close name
+/// "... (expected batchnorm, ...)".
+NormType norm_type_option(const std::string& option, const std::string& name);
 
 }  // namespace normlab

@@ -51,9 +51,8 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
             if (!last && !node->contains(t)) {
                 std::vector<std::string> keys;
                 for (auto it = node->begin(); it != node->end(); ++it) keys.push_back(it.key());
-                const std::string hint = did_you_mean(t, keys);
                 throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + " does not exist in the config" +
-                                 (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+                                 did_you_mean_note(t, keys));
             }
             walked = JsonLocation{"", walked}.child(t).pointer;
             node = &(*node)[t];

@@ -124,6 +124,19 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     return best_d <= limit ? best : std::string();
 }
 
+std::string did_you_mean_note(const std::string& word, const std::vector<std::string>& candidates,
+                              std::size_t min_size) {
+    if (word.empty() || word.size() < min_size) return "";
+    std::string best = did_you_mean(word, candidates);
+    // A shortened name ("padd" for "padding") is further from it than a typo: taken when
+    // it begins one candidate only.
+    for (const auto& c : candidates)
+        if (best.empty() && c.rfind(word, 0) == 0 &&
+            std::count_if(candidates.begin(), candidates.end(), [&](const std::string& o) { return o.rfind(word, 0) == 0; }) == 1)
+            best = c;
+    return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+}
+
 ObjectReader::ObjectReader(const Json& obj, JsonLocation loc) : m_obj(obj), m_loc(std::move(loc)) {
     if (!obj.is_object())
         m_loc.fail("expected an object, but got " + json_type_name(obj));

@@ -61,6 +61,12 @@ std::optional<double> json_number(const Json& j);
 std::string json_type_name(const Json& j);
 /// The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+/// " (did you mean "X"?)" when `word` is close to one of `candidates` (did_you_mean) or
+/// begins exactly one of them ("padd": "padding"), else "": the command line's form of the
+/// hint. A word shorter than `min_size` is close to too many names for the guess to help
+/// ("-x" to every short option).
+std::string did_you_mean_note(const std::string& word, const std::vector<std::string>& candidates,
+                              std::size_t min_size = 0);
 
 /// A key an object may hold, with its default as `normlab list` shows it: "" when it has
 /// none worth printing, "required" when it must be given. The readers declare their keys

@@ -167,7 +167,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                               const std::string& data_name) const {
     const NormDef& d = m_def;
     auto fail = [&](const std::string& key, const std::string& what) {
-        throw NormError(d.name, key, pair_msg(d, data_name, what), data_name);
+        throw NormError(d.name, key, pair_msg(d, data_name, what), data_name, what);
     };
     Resolution r;
     r.input_shape = xs;

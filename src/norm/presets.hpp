@@ -44,16 +44,21 @@ double default_momentum(Convention c);
 /// ...; empty for the norm as a whole), so that a caller that knows where the norm was
 /// written can point there (the config module: "file: /norms/<name>/<key>: message").
 /// data() names the data the norm met when that is what failed, empty otherwise.
+/// reason() is the message without the norm and the data, for a caller whose user named
+/// neither (a command line); empty `reason`: the whole message.
 class NormError : public InputError {
 public:
-    NormError(std::string norm, std::string key, const std::string& what, std::string data = {})
-        : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)), m_data(std::move(data)) {}
+    NormError(std::string norm, std::string key, const std::string& what, std::string data = {},
+              std::string reason = {})
+        : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)), m_data(std::move(data)),
+          m_reason(reason.empty() ? what : std::move(reason)) {}
     const std::string& norm() const { return m_norm; }  ///< NormDef::name
     const std::string& key() const { return m_key; }
     const std::string& data() const { return m_data; }  ///< the data's name, or ""
+    const std::string& reason() const { return m_reason; }
 
 private:
-    std::string m_norm, m_key, m_data;
+    std::string m_norm, m_key, m_data, m_reason;
 };
 
 /// How a weight, bias or running statistic is initialised.

@@ -11,9 +11,19 @@ namespace normlab {
 
 using Json = nlohmann::ordered_json;
 
+void check_result_folder(const std::filesystem::path& dir) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(dir, ec);
+    if (!std::filesystem::exists(status)) throw InputError(dir.string() + ": no such folder");
+    if (!std::filesystem::is_directory(status))
+        throw InputError(dir.string() + ": not a folder (give the result folder, the one that holds report.json)");
+    if (!is_normlab_result(dir))
+        throw InputError((dir / "report.json").string() + ": not a normlab result folder (no report.json written by normlab)");
+}
+
 Json load_report(const std::filesystem::path& dir) {
     const auto path = dir / "report.json";
-    if (!is_normlab_result(dir)) throw InputError(path.string() + ": not a normlab result folder (no report.json written by normlab)");
+    check_result_folder(dir);
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();

@@ -12,7 +12,12 @@
 
 namespace normlab {
 
-/// DIR/report.json. Throws InputError when DIR holds no normlab result or its report.json
+/// Throws InputError unless `dir` is a folder holding a report.json written by normlab:
+/// "DIR: no such folder", "DIR: not a folder (...)", "DIR/report.json: not a normlab result
+/// folder (...)".
+void check_result_folder(const std::filesystem::path& dir);
+
+/// DIR/report.json. Throws InputError as check_result_folder, or when its report.json
 /// cannot be parsed.
 nlohmann::ordered_json load_report(const std::filesystem::path& dir);
 

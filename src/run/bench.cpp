@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -101,12 +102,9 @@ Phases time_phases(const Tensor& x, const Resolution& res, unsigned repeat, doub
 }
 
 NormDef bench_def(const std::string& norm, const Shape& shape, unsigned groups) {
-    const auto& types = norm_type_names();
-    auto it = std::find(types.begin(), types.end(), norm);
-    if (it == types.end()) throw InputError("bench --norm: unknown norm type \"" + norm + "\"");
     NormDef d;
     d.name = norm;
-    d.type = static_cast<NormType>(it - types.begin());
+    d.type = norm_type_option("bench --norm", norm);
     if (d.type == NormType::layernorm || d.type == NormType::rmsnorm)
         d.normalized_shape = std::vector<long long>{static_cast<long long>(shape.back())};
     if (d.type == NormType::groupnorm) d.num_groups = groups;
@@ -141,6 +139,7 @@ std::string run_bench(const BenchOptions& o) {
     const Compute arithmetic = dtype != DType::float32 ? Compute::float64 : *chosen;
     const std::string compute = compute_name(arithmetic);
     const unsigned saved_threads = engine_threads();
+    const unsigned groups = o.num_groups.value_or(32);
 
     std::ostringstream out;
     if (!o.json)
@@ -176,13 +175,16 @@ std::string run_bench(const BenchOptions& o) {
                 // This case's peak: the input (resident already), the output and the
                 // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
                 const bool own_peak = reset_peak_rss();
-                NormDef def = bench_def(norm, shape, o.num_groups);
+                NormDef def = bench_def(norm, shape, groups);
                 def.compute = arithmetic;
                 NormLayer layer(def, dtype);
                 StepResult s;
-                const JsonLocation at{"", "bench --norm " + norm};
+                // A shape error names the option that chose the value at fault.
+                const std::map<std::string, std::string> options = {
+                    {"num_groups", "bench --num-groups " + (o.num_groups ? std::to_string(groups)
+                                                                         : "(default " + std::to_string(groups) + ")")}};
                 auto c0 = Clock::now();
-                locate_norm_errors(at, [&] {  // first call: touches fresh output pages
+                locate_option_errors("bench --norm " + norm + " (shape " + compact_shape(shape) + ")", options, [&] {  // first call: touches fresh output pages
                     layer.forward(x, channel_axis, "bench", nullptr, s);
                 });
                 double cold = ms(c0, Clock::now());
@@ -203,7 +205,9 @@ std::string run_bench(const BenchOptions& o) {
                 const double n_of = ph.normalize_ms > 0 ? copy / ph.normalize_ms : 0.0;
                 if (o.json) {
                     out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
-                        << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": " << ca
+                        << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
+                        << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(ca))
+                        << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
                         << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
                         << ", \"ns_per_elem\": " << med * per_el
                         << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs

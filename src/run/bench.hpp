@@ -21,7 +21,7 @@ struct BenchOptions {
     /// more repetitions until this many milliseconds of timed calls have passed, per
     /// measurement (the forward, each phase, the copy)
     double min_time_ms = 0;
-    unsigned num_groups = 32;                    ///< groupnorm
+    std::optional<unsigned> num_groups;          ///< groupnorm; unset: 32
     /// batchnorm/instancenorm/groupnorm; < 0 counts from the end; unset: 1 (0 for rank 1)
     std::optional<long long> channel_axis;
     bool json = false;                           ///< one JSON object per line instead of a table
@@ -38,7 +38,9 @@ struct BenchOptions {
 /// kernel refuses the reset).
 /// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a dtype
 /// other than float32 or float64, a compute other than float or double, or a norm that does
-/// not fit a shape. The compute reported is the one that ran: double for float64 data.
+/// not fit a shape. The compute reported is the one that ran: double for float64 data. A
+/// JSON line also gives the channel_axis and num_groups the norm used, null for a norm that
+/// takes none (channel_axis: layernorm, rmsnorm; num_groups: all but groupnorm).
 std::string run_bench(const BenchOptions& o);
 
 }  // namespace normlab

@@ -9,7 +9,9 @@
 
 #include "json/reader.hpp"
 #include "run/report_command.hpp"
+#include "run/safety.hpp"
 #include "report/output.hpp"
+#include "report/result.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/tensor.hpp"
 
@@ -111,11 +113,18 @@ std::vector<std::size_t> shard_points(const Json& r, const fs::path& file) {
 
 void merge_results(const std::string& out, const std::vector<std::string>& dirs, bool force) {
     if (dirs.empty()) throw InputError("merge: no shard folders given");
+    note_interrupt_keeps_output(true);
     std::vector<Json> reports;
     std::map<std::size_t, std::size_t> owner;  // point -> shard
     for (std::size_t s = 0; s < dirs.size(); ++s) {
         fs::path rp = fs::path(dirs[s]) / "report.json";
-        if (!is_normlab_result(dirs[s])) throw InputError(rp.string() + ": not a normlab result folder");
+        check_result_folder(dirs[s]);
+        for (std::size_t t = 0; t < s; ++t) {
+            std::error_code ec;
+            if (fs::equivalent(dirs[t], dirs[s], ec))
+                throw InputError("merge: " + dirs[s] + " is given twice" +
+                                 (dirs[t] == dirs[s] ? "" : " (also as " + dirs[t] + ")"));
+        }
         Json r = Json::parse(read_file(rp));
         if (!r.contains("sweep"))
             throw InputError(rp.string() + ": not a sweep or shard result (nothing to merge)");
@@ -234,6 +243,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");
     folder.commit();
+    note_interrupt_keeps_output(false);
     // + 1: report.json itself, which its "files" list does not name
     std::cerr << "normlab: merged " << count_noun(dirs.size(), "shard folder") << " (" << count_noun(total, "point")
               << "): " << count_noun(merged["files"].size() + 1, "file") << " written to " << out << "\n";

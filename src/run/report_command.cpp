@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/analysis.hpp"
+#include "json/reader.hpp"
 #include "report/output.hpp"
 #include "report/result.hpp"
 #include "tensor/errors.hpp"
@@ -45,6 +46,31 @@ std::vector<std::pair<std::string, std::string>> add_report_files(Json& report) 
     return files;
 }
 
+namespace {
+
+bool has_column(const Table& t, const std::string& column) {
+    return std::find(t.columns.begin(), t.columns.end(), column) != t.columns.end();
+}
+
+// 'no column "c" in the <type> table (its columns: ...)', and which analyses of the result
+// have it, or a did-you-mean when none does.
+std::string missing_column(const fs::path& dir, const std::vector<std::pair<std::string, Table>>& tables,
+                           const std::string& type, const std::string& column) {
+    const Table& table = std::find_if(tables.begin(), tables.end(), [&](const auto& p) { return p.first == type; })->second;
+    std::vector<std::string> others;
+    for (const auto& [other, t] : tables)
+        if (has_column(t, column)) others.push_back(other);
+    std::string list, where;
+    for (const auto& c : table.columns) list += (list.empty() ? "" : ", ") + c;
+    for (const auto& w : others) where += (where.empty() ? "" : ", ") + w;
+    return "no column \"" + column + "\" in the " + type + " table" +
+           (others.empty() ? did_you_mean_note(column, table.columns) : "") + " (its columns: " + list + ")" +
+           (others.empty() ? "" : "; " + where + (others.size() == 1 ? " has" : " have") + " it: normlab show " +
+                                      dir.string() + " " + others.front());
+}
+
+}  // namespace
+
 std::vector<fs::path> write_report(const fs::path& dir) {
     Json report = load_report(dir);
     std::vector<fs::path> written;
@@ -58,17 +84,30 @@ std::vector<fs::path> write_report(const fs::path& dir) {
 
 std::string show_result(const fs::path& dir, const ShowOptions& o) {
     const Json report = load_report(dir);
-    auto tables = result_tables(report);
+    const auto all = result_tables(report);
+    auto tables = all;
     if (!o.analysis.empty()) {
         auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& p) { return p.first == o.analysis; });
         if (it == tables.end()) {
+            std::vector<std::string> types;
             std::string have;
-            for (const auto& p : tables) have += (have.empty() ? "" : ", ") + p.first;
-            throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result (it has: " +
-                             (have.empty() ? "none" : have) + ")");
+            for (const auto& p : tables) {
+                types.push_back(p.first);
+                have += (have.empty() ? "" : ", ") + p.first;
+            }
+            throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result" +
+                             did_you_mean_note(o.analysis, types) + " (it has: " + (have.empty() ? "none" : have) + ")");
         }
         tables = {*it};
     }
+    // A column a table lacks is named with the table, and with the analyses that have it.
+    std::vector<std::pair<std::string, std::string>> asked;  // (option, column)
+    for (const auto& c : o.table.columns) asked.push_back({"--columns", c});
+    for (const auto& w : o.table.where) asked.push_back({"--where", w.first});
+    for (const auto& [type, table] : tables)
+        for (const auto& [option, column] : asked)
+            if (!has_column(table, column))
+                throw InputError("show " + option + ": " + missing_column(dir, all, type, column));
     std::string out;
     for (const auto& [type, table] : tables) {
         std::size_t kept = 0;

@@ -20,6 +20,7 @@
 #include "report/output.hpp"
 #include "report/table.hpp"
 #include "run/points.hpp"
+#include "run/safety.hpp"
 #include "tensor/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -123,6 +124,7 @@ namespace {
 
 void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
+    note_interrupt_keeps_output(!o.dry_run);
     Json base_doc = load_config_document(o, &origins);
     const Provenance base_origins = origins;
     const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
@@ -148,6 +150,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
     const Config first = parse_point(point_doc(head), o.config_path);
 
     const Json config_seed = resolved_doc.value("seed", Json(0));
+    const fs::path out_dir = o.out                ? fs::path(*o.out)
+                             : first.output_dir ? fs::path(*first.output_dir)
+                                                : fs::path("results") / first.name;
     if (o.dry_run) {
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype " << dtype_name(first.dtype)
                   << ")\n";
@@ -159,12 +164,17 @@ void run_points(const RunOptions& o, Provenance& origins) {
         if (o.shard) std::cout << " (this shard runs " << selected.size() << ")";
         std::cout << "\n";
         std::cout << checked.first_plan;
+        std::error_code ec;
+        fs::path shown = fs::weakly_canonical(fs::absolute(out_dir), ec);
+        if (ec) shown = fs::absolute(out_dir).lexically_normal();
+        std::cout << "output: " << shown.string() << " ("
+                  << (o.out ? "--out" : first.output_dir ? "the config's output.dir" : "results/<name>")
+                  << "; the dry run writes nothing)\n";
         const std::size_t mib = std::size_t{1} << 20;  // rounded up, without overflow near SIZE_MAX
         std::cout << "estimated peak memory: " << checked.peak_bytes / mib + (checked.peak_bytes % mib != 0) << " MiB\n";
         return;
     }
 
-    fs::path out_dir = o.out ? fs::path(*o.out) : first.output_dir ? fs::path(*first.output_dir) : fs::path("results") / first.name;
     OutputFolder folder(out_dir, o.force, {fs::path(o.config_path)});  // never deletes the config
     std::vector<std::string> files;
     std::vector<std::string> type_order;
@@ -293,6 +303,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     for (const auto& [rel, bytes] : add_report_files(report)) folder.write(rel, bytes);
     folder.write("report.json", report.dump(2) + "\n");
     folder.commit();
+    note_interrupt_keeps_output(false);
     if (!o.quiet)
         for (const auto& n : notes) std::cerr << "normlab: note: " << n << "\n";
     if (!o.quiet) {  // a message, not data: stderr

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <csignal>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -109,6 +110,8 @@ namespace {
 
 // The thread that waits for the interrupt signals (install_interrupt_handler).
 pthread_t g_signal_waiter;
+// Set by note_interrupt_keeps_output; read by the waiting thread.
+std::atomic<bool> g_keeps_output{false};
 
 // Threads a shared library starts while it is loaded, before main (OpenBLAS starts its
 // worker pool then), do not inherit main's signal mask, so a signal sent to the process
@@ -136,9 +139,12 @@ void install_interrupt_handler() {
             if (sigwait(&set, &sig) != 0) ::_exit(1);
             const std::size_t removed = abandon_output_folders();
             const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-            const std::string msg = std::string("normlab: interrupted (") + name + ")" +
-                                    (removed ? "; the unfinished results were removed and an earlier result in "
-                                               "the output folder is left as it was" : "") + "\n";
+            const char* what = removed ? "; the unfinished results were removed and an earlier result in "
+                                         "the output folder is left as it was"
+                               : g_keeps_output ? "; nothing was written and an earlier result in the output "
+                                                  "folder is left as it was"
+                                                : "";
+            const std::string msg = std::string("normlab: interrupted (") + name + ")" + what + "\n";
             [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());
             ::_exit(128 + sig);
         });
@@ -150,5 +156,7 @@ void install_interrupt_handler() {
         for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
     });
 }
+
+void note_interrupt_keeps_output(bool unfinished) { g_keeps_output = unfinished; }
 
 }  // namespace normlab

@@ -1,6 +1,7 @@
 #include "run/shapes_command.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "config/config.hpp"
 #include "norm/presets.hpp"
@@ -8,32 +9,44 @@
 
 namespace normlab {
 
+namespace {
+
+// "3,64,64": a list as --shape and --axes take it.
+std::string typed_list(const std::vector<long long>& v) {
+    std::string s;
+    for (long long d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
+    return s;
+}
+
+}  // namespace
+
 std::string shapes_answer(const ShapesOptions& o) {
-    if (o.shape.empty()) throw InputError("--shape: expected a list of positive dims, e.g. 32,3,64,64");
+    if (o.shape.empty()) throw InputError("shapes --shape: expected a list of positive dims, e.g. 32,3,64,64");
     Shape shape;
     for (long long d : o.shape) {
-        if (d <= 0) throw InputError("--shape: dims must be positive, but got " + std::to_string(d));
+        if (d <= 0) throw InputError("shapes --shape: dims must be positive, but got " + std::to_string(d));
         shape.push_back(static_cast<std::size_t>(d));
     }
-    const auto& types = norm_type_names();
-    auto it = std::find(types.begin(), types.end(), o.norm);
-    if (it == types.end())
-        throw InputError("--norm: unknown norm type \"" + o.norm + "\" (expected batchnorm, layernorm, instancenorm, groupnorm or rmsnorm)");
     NormDef d;
     d.name = o.norm;
-    d.type = static_cast<NormType>(it - types.begin());
+    d.type = norm_type_option("shapes --norm", o.norm);
     d.normalized_shape = o.normalized_shape;
     d.axes = o.axes;
     d.num_groups = o.num_groups.value_or(0);
     d.channel_axis = o.channel_axis;
     const bool trailing = d.type == NormType::layernorm || d.type == NormType::rmsnorm;
     if (trailing && !d.normalized_shape && !d.axes)
-        throw InputError("--norm " + o.norm + ": needs --normalized-shape or --axes");
+        throw InputError("shapes --norm " + o.norm + ": needs --normalized-shape or --axes");
     if (d.type == NormType::groupnorm && !o.num_groups)
-        throw InputError("--norm groupnorm: needs --num-groups");
+        throw InputError("shapes --norm groupnorm: needs --num-groups");
     std::size_t ca = shape.size() > 1 ? 1 : 0;
-    const JsonLocation at{"", "--norm " + o.norm};
-    Resolution r = locate_norm_errors(at, [&] {
+    // Errors name the option that set the key at fault, as typed.
+    std::map<std::string, std::string> options;
+    if (o.normalized_shape) options["normalized_shape"] = "shapes --normalized-shape " + typed_list(*o.normalized_shape);
+    if (o.axes) options["axes"] = "shapes --axes " + typed_list(*o.axes);
+    if (o.num_groups) options["num_groups"] = "shapes --num-groups " + std::to_string(*o.num_groups);
+    if (o.channel_axis) options["channel_axis"] = "shapes --channel-axis " + std::to_string(*o.channel_axis);
+    Resolution r = locate_option_errors("shapes --norm " + o.norm + " --shape " + typed_list(o.shape), options, [&] {
         return NormLayer(d, DType::float32).resolve(shape, ca, "--shape " + compact_shape(shape));
     });
 
