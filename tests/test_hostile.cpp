@@ -27,6 +27,23 @@ namespace {
 const std::string kSrc = NORMLAB_SOURCE_DIR;
 const std::string kData = kSrc + "/tests/data";
 
+/// Starts `normlab <args>` in `dir` without waiting, stdout to /dev/null, stderr to
+/// dir/stderr.txt (for the signal tests). Returns its pid (-1 when fork fails).
+pid_t start_normlab(const fs::path& dir, const std::vector<std::string>& args) {
+    const pid_t pid = ::fork();
+    if (pid != 0) return pid;
+    if (::chdir(dir.c_str()) != 0) ::_exit(99);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    int err = ::open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(devnull, 1);
+    ::dup2(err, 2);
+    std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(NORMLAB_BINARY, argv.data());
+    ::_exit(98);
+}
+
 /// Runs a shell command line with "NL" standing for the normlab binary (so tests can cd,
 /// wrap it in `timeout` or run it as another user), capturing exit code, stdout, stderr.
 CliResult run_sh(std::string cmd) {
@@ -519,20 +536,8 @@ TEST_CASE("an interrupt before anything is staged still says the earlier result 
     // normlab blocks reading the config from the pipe: interrupted while it reads, before it
     // has staged anything. Returns normlab's stderr.
     auto interrupted = [&](const std::vector<std::string>& args) {
-        pid_t pid = ::fork();
+        const pid_t pid = start_normlab(dir, args);
         REQUIRE(pid >= 0);
-        if (pid == 0) {
-            if (::chdir(dir.c_str()) != 0) ::_exit(99);
-            int devnull = ::open("/dev/null", O_WRONLY);
-            int err = ::open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            ::dup2(devnull, 1);
-            ::dup2(err, 2);
-            std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
-            for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-            argv.push_back(nullptr);
-            ::execv(NORMLAB_BINARY, argv.data());
-            ::_exit(98);
-        }
         // Opening the pipe for writing succeeds once normlab has opened it for reading.
         int fd = -1;
         for (int i = 0; i < 1200 && fd < 0; ++i) {
@@ -573,17 +578,8 @@ TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier
 
     for (int sig : {SIGINT, SIGTERM}) {
         CAPTURE(sig);
-        pid_t pid = ::fork();
+        const pid_t pid = start_normlab(dir, {"run", "long.json", "--out", "out"});
         REQUIRE(pid >= 0);
-        if (pid == 0) {
-            if (::chdir(dir.c_str()) != 0) ::_exit(99);
-            int devnull = ::open("/dev/null", O_WRONLY);
-            int err = ::open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            ::dup2(devnull, 1);
-            ::dup2(err, 2);
-            ::execl(NORMLAB_BINARY, NORMLAB_BINARY, "run", "long.json", "--out", "out", (char*)nullptr);
-            ::_exit(98);
-        }
         // Wait until the staging folder holds saved arrays, then interrupt. The run checks
         // all 20000 points before it computes one: under the sanitizers on a loaded machine
         // that alone took over 30 s, so the wait allows two minutes.
