@@ -172,7 +172,7 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"run x.json --seed", "normlab: error: run --seed: expected an integer; see normlab run --help"},
         {"validate x.json --set", "normlab: error: validate --set: expected a value (PATH=VALUE)"},
         {"init -o", "normlab: error: init --output: expected a value (a file)"},
-        {"bench --stack --layers x", "normlab: error: bench --layers: expected a non-negative integer, but got \"x\""},
+        {"bench --stack --layers x", "normlab: error: bench --layers x: expected an integer >= 1"},
         {"run x.json --dry-run=maybe", "normlab: error: run --dry-run: expected no value (a flag) or true/false, but got \"maybe\""},
     };
     for (const auto& u : usage) {
@@ -339,7 +339,10 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"},
                          Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"},
                          Bad{"--norm layernorm --shape 2,3 --compute ''", "bench --compute: expected float or double, but got \"\""},
-                         Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""}}) {
+                         Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""},
+                         Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
+                         Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
+                         Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 59919.4 GiB, more than half of this machine's memory"}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);
         CHECK(e.exit_code == 2);

@@ -251,10 +251,13 @@ int main(int argc, char** argv) {
     StackBenchOptions stack_bench;
     bench_cmd->add_flag("--stack", bench_stack,
                         "forward+backward of a residual ffn stack against plain xt::linalg::dot products");
-    bench_cmd->add_option("--layers", stack_bench.layers, "--stack: blocks (default 48)");
-    bench_cmd->add_option("--rows", stack_bench.rows, "--stack: rows N (default 1024)");
-    bench_cmd->add_option("--features", stack_bench.features, "--stack: features D (default 512)");
-    bench_cmd->add_option("--hidden", stack_bench.hidden, "--stack: ffn hidden size H (default 2048)");
+    // Read as text and checked by integer_option: CLI11 takes "-3" for a size_t as a wrapped
+    // huge size.
+    std::string stack_layers, stack_rows, stack_features, stack_hidden;
+    bench_cmd->add_option("--layers", stack_layers, "--stack: blocks, >= 1 (default 48)")->type_name("INT");
+    bench_cmd->add_option("--rows", stack_rows, "--stack: rows N, >= 1 (default 1024)")->type_name("INT");
+    bench_cmd->add_option("--features", stack_features, "--stack: features D, >= 1 (default 512)")->type_name("INT");
+    bench_cmd->add_option("--hidden", stack_hidden, "--stack: ffn hidden size H, >= 1 (default 2048)")->type_name("INT");
     bench_cmd->add_option("--placement", stack_bench.placement, "--stack: pre, post, deepnorm, sandwich, none, norm_only");
     bench_cmd->add_option("--stack-norm", stack_bench.norm, "--stack: layernorm, rmsnorm or batchnorm");
 
@@ -315,6 +318,13 @@ int main(int argc, char** argv) {
                 stack_bench.json = bench.json;
                 if (bench_cmd->count("--repeat")) stack_bench.repeat = bench.repeat;
                 if (bench_cmd->count("--dtype")) stack_bench.dtypes = split(bench.dtype);
+                const std::pair<const char*, std::string*> sizes[] = {{"--layers", &stack_layers}, {"--rows", &stack_rows},
+                                                                      {"--features", &stack_features}, {"--hidden", &stack_hidden}};
+                std::size_t* targets[] = {&stack_bench.layers, &stack_bench.rows, &stack_bench.features, &stack_bench.hidden};
+                for (std::size_t k = 0; k < 4; ++k)
+                    if (bench_cmd->count(sizes[k].first))
+                        *targets[k] = static_cast<std::size_t>(
+                            integer_option(std::string("bench ") + sizes[k].first, *sizes[k].second, 1, kNoMax));
                 std::cout << run_stack_bench(stack_bench);
                 return 0;
             }

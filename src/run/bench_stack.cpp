@@ -14,7 +14,9 @@
 #include "data/random.hpp"
 #include "norm/engine.hpp"
 #include "run/process_memory.hpp"
+#include "run/safety.hpp"
 #include "stack/buffers.hpp"
+#include "stack/model.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -97,14 +99,14 @@ struct Row {
     bool peak_reset = false;
 };
 
-template <class T>
-Row bench_one(const StackBenchOptions& o, DType dt) {
-    const std::size_t L = o.layers, R = o.rows, D = o.features, H = o.hidden;
+// The benchmarked stack: an ffn stack of o's sizes, placement and norm, relu, xavier_uniform.
+// Throws InputError for an unknown placement or norm.
+StackDef bench_def(const StackBenchOptions& o) {
     StackDef def;
     def.name = "bench";
-    def.layers = L;
+    def.layers = o.layers;
     def.block = BlockKind::ffn;
-    def.hidden = H;
+    def.hidden = o.hidden;
     def.activation = Activation::relu;
     def.init.kind = InitKind::xavier_uniform;
     bool found = false;
@@ -114,12 +116,19 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
     def.norm.name = o.norm;
     if (o.norm == "layernorm" || o.norm == "rmsnorm") {
         def.norm.type = o.norm == "layernorm" ? NormType::layernorm : NormType::rmsnorm;
-        def.norm.normalized_shape = std::vector<long long>{static_cast<long long>(D)};
+        def.norm.normalized_shape = std::vector<long long>{static_cast<long long>(o.features)};
     } else if (o.norm == "batchnorm") {
         def.norm.type = NormType::batchnorm;
     } else {
         throw InputError("bench --stack-norm: expected layernorm, rmsnorm or batchnorm, but got \"" + o.norm + "\"");
     }
+    return def;
+}
+
+template <class T>
+Row bench_one(const StackBenchOptions& o, DType dt) {
+    const std::size_t L = o.layers, R = o.rows, D = o.features, H = o.hidden;
+    const StackDef def = bench_def(o);
     Row row;
     row.dtype = dtype_name(dt);
     const double flops = 12.0 * static_cast<double>(L) * static_cast<double>(R) * static_cast<double>(D) *
@@ -167,12 +176,31 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
 std::string run_stack_bench(const StackBenchOptions& o) {
     if (o.layers == 0 || o.rows == 0 || o.features == 0 || o.hidden == 0 || o.repeat == 0)
         throw InputError("bench --stack: layers, rows, features, hidden and repeat must be >= 1");
+    // Every dtype checked before any is timed: what the pass holds (weights, activations,
+    // the backward's buffers, the input and upstream gradient) against the run command's
+    // default memory limit, so that a size typed wrong is refused, not an out-of-memory.
+    const StackDef def = bench_def(o);
+    for (const auto& name : o.dtypes) {
+        const DType dt = parse_dtype(name);
+        if (dt != DType::float32 && dt != DType::float64)
+            throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        const double need = static_cast<double>(stack_memory_bytes(def, {o.rows, o.features}, dt, false)) +
+                            2.0 * static_cast<double>(o.rows) * static_cast<double>(o.features) * (dt == DType::float64 ? 8 : 4);
+        if (need > static_cast<double>(default_memory_limit())) {
+            std::ostringstream m;
+            m << std::fixed << std::setprecision(1) << "bench --stack: L=" << o.layers << " N=" << o.rows
+              << " D=" << o.features << " H=" << o.hidden << " in " << name << " needs about " << need / gib
+              << " GiB, more than half of this machine's memory ("
+              << static_cast<double>(physical_memory_bytes()) / gib << " GiB)";
+            throw InputError(m.str());
+        }
+    }
     std::vector<Row> rows;
     for (const auto& name : o.dtypes) {
         const DType dt = parse_dtype(name);
         if (dt == DType::float64) rows.push_back(bench_one<double>(o, dt));
-        else if (dt == DType::float32) rows.push_back(bench_one<float>(o, dt));
-        else throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
+        else rows.push_back(bench_one<float>(o, dt));
     }
     std::ostringstream out;
     out << std::setprecision(4);

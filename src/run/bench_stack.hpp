@@ -23,7 +23,9 @@ struct StackBenchOptions {
 /// bytes the forward keeps for the backward (activations), the weights' bytes and the peak
 /// resident memory of the pass (VmHWM after a reset through /proc/self/clear_refs; the
 /// process-wide getrusage maximum where that reset is unavailable). Throws InputError for
-/// zero sizes, unknown dtypes, placements or norms.
+/// zero sizes, unknown dtypes, placements or norms, and sizes whose pass would hold more
+/// than default_memory_limit() (half the machine's memory; stack_memory_bytes plus the
+/// input and upstream gradient), before anything is timed.
 std::string run_stack_bench(const StackBenchOptions& o);
 
 }  // namespace normlab
