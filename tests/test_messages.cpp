@@ -252,6 +252,13 @@ TEST_CASE("shapes blames its own options, as typed, with the engine's reason") {
          "shapes --norm layernorm --shape 32,3,64,64: give either normalized_shape or axes, not both"},
         {"--shape 32,3,64,64 --norm groupnorm", "shapes --norm groupnorm: needs --num-groups"},
         {"--shape 32,3,64,64 --norm gropnorm", "shapes --norm: unknown norm type \"gropnorm\" (did you mean \"groupnorm\"?)"},
+        // Options the norm does not take: refused, as the config refuses the keys.
+        {"--shape 32,3,64,64 --norm batchnorm --num-groups 3", "shapes --num-groups: only groupnorm takes it, and --norm is batchnorm"},
+        {"--shape 32,3,64,64 --norm instancenorm --axes 1", "shapes --axes: only layernorm and rmsnorm take it, and --norm is instancenorm"},
+        {"--shape 32,3,64,64 --norm groupnorm --num-groups 3 --normalized-shape 64",
+         "shapes --normalized-shape: only layernorm and rmsnorm take it, and --norm is groupnorm"},
+        {"--shape 32,3,64,64 --norm rmsnorm --axes -1 --channel-axis 1",
+         "shapes --channel-axis: layernorm and rmsnorm take none (batchnorm, instancenorm and groupnorm do), and --norm is rmsnorm"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.args);

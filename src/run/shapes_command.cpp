@@ -35,6 +35,16 @@ std::string shapes_answer(const ShapesOptions& o) {
     d.num_groups = o.num_groups.value_or(0);
     d.channel_axis = o.channel_axis;
     const bool trailing = d.type == NormType::layernorm || d.type == NormType::rmsnorm;
+    // As the config refuses these keys on the other norm types (unknown key), an option
+    // that the norm does not take is an error, not ignored.
+    const std::pair<bool, const char*> not_taken[] = {
+        {!trailing && o.normalized_shape, "--normalized-shape: only layernorm and rmsnorm take it"},
+        {!trailing && o.axes, "--axes: only layernorm and rmsnorm take it"},
+        {d.type != NormType::groupnorm && o.num_groups, "--num-groups: only groupnorm takes it"},
+        {trailing && o.channel_axis, "--channel-axis: layernorm and rmsnorm take none (batchnorm, instancenorm and "
+                                     "groupnorm do)"}};
+    for (const auto& [given, message] : not_taken)
+        if (given) throw InputError("shapes " + std::string(message) + ", and --norm is " + o.norm);
     if (trailing && !d.normalized_shape && !d.axes)
         throw InputError("shapes --norm " + o.norm + ": needs --normalized-shape or --axes");
     if (d.type == NormType::groupnorm && !o.num_groups)
