@@ -185,6 +185,24 @@ TEST_CASE("a swept summary is the max over the point's rows, and nan when any ro
     CHECK(v[1]["note"] == "nan");
 }
 
+TEST_CASE("a swept summary leaves empty cells out, and is empty only when every row is") {
+    Table t;
+    t.columns = {"point", "b", "data", "norm", "max_abs_diff"};
+    t.add_row({0LL, 1.0, std::string("x"), std::string("ln"), std::string()});  // does not apply (depth's layer 0)
+    t.add_row({0LL, 1.0, std::string("x"), std::string("ln"), 0.75});
+    t.add_row({1LL, 2.0, std::string("x"), std::string("ln"), std::string()});
+    t.add_row({2LL, 3.0, std::string("x"), std::string("ln"), std::string("refused")});
+    t.add_row({2LL, 3.0, std::string("x"), std::string("ln"), 0.5});
+    const auto specs = figure_specs("demo", bars_figure(), t, {"b"});
+    REQUIRE(specs.size() == 2);
+    const Json& v = values(specs[1].spec);
+    REQUIRE(v.size() == 3);
+    CHECK(v[0]["value"] == 0.75);
+    CHECK(v[1]["value"].is_null());
+    CHECK(v[1]["note"].is_null());
+    CHECK(v[2]["note"] == "refused");
+}
+
 TEST_CASE("embedded Vega builds: present, versioned, and safe inside a script element") {
     for (const auto& s : {vega_script(), vega_lite_script(), vega_embed_script()}) {
         CHECK(s.js.size() > 10000);

@@ -201,18 +201,22 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
 
 namespace {
 
-// Summary of one group of values: max (or min) or mean; a nan anywhere makes it nan.
+// Summary of one group of values: max (or min) or mean; a nan anywhere makes it nan. Empty
+// cells (values that do not apply, such as depth's block columns at layer 0) are left out,
+// and the group is empty only when all of them are; a text cell makes it that text.
 struct Accumulator {
     double sum = 0, lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
     std::size_t n = 0;
     bool nan = false;
-    Cell missing;  ///< a cell that is not a number, if any
+    Cell missing = std::string();  ///< a text cell, if any; else empty, the result of a group without numbers
     bool has_missing = false;
     void add(const Cell& c) {
         double v = 0;
         if (!cell_number(c, v)) {
-            has_missing = true;
-            missing = c;
+            if (!cell_to_string(c).empty()) {
+                has_missing = true;
+                missing = c;
+            }
             return;
         }
         nan = nan || std::isnan(v);
@@ -222,7 +226,7 @@ struct Accumulator {
         ++n;
     }
     Cell result(const char* how) const {
-        if (has_missing) return missing;
+        if (has_missing || n == 0) return missing;
         if (nan) return std::nan("");
         if (std::string(how) == "min") return lo;
         if (std::string(how) == "max") return hi;
