@@ -221,4 +221,23 @@ TEST_CASE("--dry-run labels the config's seed and a sweep point's derived seed")
     REQUIRE_MESSAGE(k.exit_code == 0, k.err);
     CHECK(k.out.find("seed: 7 (the config's seed") != std::string::npos);
     CHECK(k.out.find("point 0 seed") == std::string::npos);  // seed_per_point false: every point runs with 7
+
+    // A point's seed derives from the run's seed however it was given: --seed stores a signed
+    // integer, which the derivation once read as 0.
+    const auto point0 = [&](const std::string& args) {
+        CliResult r = run_normlab("run " + (dir / "swept.json").string() + " --dry-run " + args);
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        const auto p0 = r.out.find("point 0 seed: ");
+        REQUIRE(p0 != std::string::npos);
+        return r.out.substr(p0 + 14, r.out.find(' ', p0 + 14) - p0 - 14);
+    };
+    CHECK(point0("--seed 1") == point0("--set seed=1"));
+    CHECK(point0("--seed 1") != point0("--seed 0"));
+    CHECK(point0("--seed 0") == derived);
+    // A seed the config refuses is refused in a sweep too, by run and validate alike.
+    for (const std::string cmd : {"run --dry-run ", "validate "}) {
+        CliResult bad = run_normlab(cmd + (dir / "swept.json").string() + " --set seed=-1");
+        CHECK(bad.exit_code == 2);
+        CHECK_MESSAGE(bad.err.find("--set seed=-1: /seed: seed must be >= 0, but got -1") != std::string::npos, bad.err);
+    }
 }

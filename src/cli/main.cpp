@@ -154,13 +154,14 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
 
     RunOptions run;
-    long long seed = 0;
+    // Text, checked by integer_option: CLI11 saturates an out-of-range integer silently.
+    std::string seed;
     std::string out, shard;
     auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json, report.html and one CSV per analysis");
     run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
     run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)")
         ->type_name("DIR");
-    run_cmd->add_option("--seed", seed, "override the config's seed");
+    run_cmd->add_option("--seed", seed, "override the config's seed, >= 0")->type_name("INT");
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)")
         ->type_name("PATH=VALUE");
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N")->type_name("I/N");
@@ -273,7 +274,7 @@ int main(int argc, char** argv) {
         if (*run_cmd) {
             if (!out.empty()) run.out = out;
             if (!shard.empty()) run.shard = shard;
-            if (run_cmd->count("--seed")) run.seed = seed;
+            if (run_cmd->count("--seed")) run.seed = integer_option("run --seed", seed, kNoMin, kNoMax);  // < 0: the config refuses it
             if (!run_threads.empty())
                 set_engine_threads(static_cast<unsigned>(
                     integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));

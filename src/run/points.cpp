@@ -93,9 +93,13 @@ Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt, 
         const std::string pointer = set_config_value(doc, pt.values[i].first, pt.values[i].second, who);
         if (origins) origins->record(pointer, who);
     }
-    if (!sweep.paths.empty() && sweep.seed_per_point) {
-        std::uint64_t seed = doc.contains("seed") && doc["seed"].is_number_unsigned()
-                                 ? doc["seed"].get<std::uint64_t>() : 0;
+    // From the run's seed as given (the file's, --set's or --seed's, which stores a signed
+    // integer); a seed the config refuses (negative, not an integer) stays for parse_config
+    // to report, as it does without a sweep.
+    const bool absent = !doc.contains("seed");
+    if (!sweep.paths.empty() && sweep.seed_per_point &&
+        (absent || (doc["seed"].is_number_integer() && (doc["seed"].is_number_unsigned() || doc["seed"].get<long long>() >= 0)))) {
+        const std::uint64_t seed = absent ? 0 : doc["seed"].get<std::uint64_t>();
         doc["seed"] = derive_seed(seed, pt.label()) >> 1;  // a seed the config accepts (< 2^63)
     }
     return doc;
