@@ -555,7 +555,7 @@ TEST_CASE("an interrupt before anything is staged still says the earlier result 
         return read_text(dir / "stderr.txt");
     };
     CHECK(interrupted({"run", "cfg.json", "--out", "out"}) ==
-          "normlab: interrupted (SIGINT); nothing was written and an earlier result in the output folder is left as it was\n");
+          "normlab: interrupted (SIGINT); nothing was written, and an earlier result in the output folder, if any, is left as it was\n");
     // commands that write no result folder say nothing about one
     CHECK(interrupted({"run", "cfg.json", "--dry-run"}) == "normlab: interrupted (SIGINT)\n");
     CHECK(interrupted({"validate", "cfg.json"}) == "normlab: interrupted (SIGINT)\n");

@@ -242,8 +242,8 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     merged["timings_ms"] = {{"analyses", timings}};
     for (const auto& [rel, bytes] : add_report_files(merged)) folder.write(rel, bytes);
     folder.write("report.json", merged.dump(2) + "\n");
+    note_interrupt_keeps_output(false);  // before the commit, as in run_config
     folder.commit();
-    note_interrupt_keeps_output(false);
     // + 1: report.json itself, which its "files" list does not name
     std::cerr << "normlab: merged " << count_noun(dirs.size(), "shard folder") << " (" << count_noun(total, "point")
               << "): " << count_noun(merged["files"].size() + 1, "file") << " written to " << out << "\n";

@@ -302,8 +302,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
     report["timings_ms"] = {{"analyses", timings}, {"total", ms_since(t0)}};
     for (const auto& [rel, bytes] : add_report_files(report)) folder.write(rel, bytes);
     folder.write("report.json", report.dump(2) + "\n");
-    folder.commit();
+    // Before the commit: an interrupt during it must not say that nothing was written.
     note_interrupt_keeps_output(false);
+    folder.commit();
     if (!o.quiet)
         for (const auto& n : notes) std::cerr << "normlab: note: " << n << "\n";
     if (!o.quiet) {  // a message, not data: stderr

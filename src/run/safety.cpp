@@ -141,8 +141,8 @@ void install_interrupt_handler() {
             const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
             const char* what = removed ? "; the unfinished results were removed and an earlier result in "
                                          "the output folder is left as it was"
-                               : g_keeps_output ? "; nothing was written and an earlier result in the output "
-                                                  "folder is left as it was"
+                               : g_keeps_output ? "; nothing was written, and an earlier result in the output "
+                                                  "folder, if any, is left as it was"
                                                 : "";
             const std::string msg = std::string("normlab: interrupted (") + name + ")" + what + "\n";
             [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());

@@ -33,10 +33,11 @@ std::string describe_memory_limit(const std::string& option_text);
 void install_interrupt_handler();
 
 /// Tells the interrupt handler whether an output folder of this command is unfinished (run
-/// and merge, from their start until they commit): an interrupt then says that an earlier
-/// result in the output folder is left as it was, also when it comes before the first file
-/// was staged ("normlab: interrupted (SIGINT); nothing was written and an earlier result
-/// ..."). Otherwise an interrupt with nothing staged prints "normlab: interrupted (SIGINT)".
+/// and merge, from their start until just before they commit): an interrupt then says that
+/// an earlier result in the output folder, if any, is left as it was, also when it comes
+/// before the first file was staged ("normlab: interrupted (SIGINT); nothing was written,
+/// and an earlier result ..."). Otherwise, during the commit included, an interrupt with
+/// nothing staged prints "normlab: interrupted (SIGINT)".
 void note_interrupt_keeps_output(bool unfinished);
 
 }  // namespace normlab
