@@ -145,6 +145,16 @@ TEST_CASE("an error or warning found at a value of the file names the override o
         check_refused(own_shape, "cfg.json: " + mismatch);
         CHECK(own_shape.err.find("sweep") == std::string::npos);
         CHECK(own_shape.err.find("--set") == std::string::npos);
+        // An override or sweep of the data's values, not its shape, leaves the file at fault.
+        CliResult values_set = on_config("blame_file_values_" + command, narrow, command,
+                                         "--set data.x.mean=3 --set data.x.std=2");
+        check_refused(values_set, "cfg.json: " + mismatch);
+        CHECK(values_set.err.find("--set") == std::string::npos);
+        CliResult values_swept = on_config("blame_file_values_swept_" + command,
+                                           narrow.substr(0, narrow.size() - 1) + R"(, "sweep": {"data.x.std": [1, 2]}})",
+                                           command);
+        check_refused(values_swept, "cfg.json: " + mismatch);
+        CHECK(values_swept.err.find("sweep") == std::string::npos);
     }
     // Warnings and notes too: the NaN is in the values the override gave, and the note on
     // "compute" holds because the override made the run float64.

@@ -396,7 +396,13 @@ JsonLocation norm_location(const std::string& file, const NormError& e) {
 
 std::vector<std::string> data_related(const std::string& name) {
     if (name.empty()) return {};
-    return {JsonLocation{"", "/data"}.child(name).pointer};
+    // The keys that decide the data's shape, channel axis and mask, not the entry: an override
+    // of its mean or std does not make a norm's shape error its fault. One that replaces the
+    // whole entry still counts (an ancestor of each key).
+    const JsonLocation entry = JsonLocation{"", "/data"}.child(name);
+    std::vector<std::string> keys;
+    for (const auto& k : data_shape_keys()) keys.push_back(entry.child(k).pointer);
+    return keys;
 }
 
 }  // namespace normlab

@@ -107,8 +107,10 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
 /// Where the key a StackError names sits in config `file`: /stacks/<name>[/<key>].
 JsonLocation stack_location(const std::string& file, const StackError& e);
 
-/// The JSON pointer of data entry `name` ("/data/<name>") as the related value of an error
-/// found when a norm or stack met that data (JsonError::related); none for "".
+/// The JSON pointers of data entry `name`'s keys that decide its shape, channel axis and
+/// mask ("/data/<name>/shape", ...; data_shape_keys) as the related values of an error found
+/// when a norm or stack met that data (JsonError::related); none for "". An override of the
+/// entry's mean or std is not one of them; one of the whole entry is (their ancestor).
 std::vector<std::string> data_related(const std::string& name);
 
 /// Calls f(); a StackError from it is thrown again as the JsonError a user of config `file`

@@ -1,6 +1,7 @@
 #include "data/sources.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <xtensor/xbroadcast.hpp>
 
@@ -108,6 +109,17 @@ std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys() {
         out.emplace_back(d.name, keys);
     }
     return out;
+}
+
+std::vector<std::string> data_shape_keys() {
+    // Keys that set values only; every other key may decide what the batch holds where.
+    static const std::set<std::string> values_only = {"mean",   "std",  "outlier_scale", "outlier_dims",
+                                                      "smooth", "clip", "pad_value",     "vocab"};
+    std::set<std::string> keys = {"source"};
+    for (const auto& [source, infos] : data_source_keys())
+        for (const auto& k : infos)
+            if (!values_only.count(k.name)) keys.insert(k.name);
+    return {keys.begin(), keys.end()};
 }
 
 std::optional<long long> default_channel_axis(const std::string& source, std::size_t rank) {

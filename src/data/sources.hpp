@@ -24,6 +24,12 @@ const std::vector<std::string>& data_source_names();
 /// their defaults: the keys make_batch declares, as `normlab list` prints them.
 std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys();
 
+/// Keys of a data entry, over every source, that can change its batch's shape, channel axis
+/// or padding mask: all but those that only set values (mean, std, outlier_scale,
+/// outlier_dims, smooth, clip, pad_value, vocab), "source" included. What a norm's or stack's
+/// complaint about its data can depend on, to tell which override caused it.
+std::vector<std::string> data_shape_keys();
+
 /// The channel axis make_batch gives data of `rank` >= 1 axes from `source` when its spec
 /// has no "channel_axis": the source's default (1, or -1 for token sequences), axis 0 for
 /// rank-1 data; nullopt for an unknown source. Not canonicalised.
