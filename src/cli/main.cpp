@@ -316,9 +316,16 @@ int main(int argc, char** argv) {
             if (bench_cmd->count("--min-time-ms"))
                 bench.min_time_ms = static_cast<double>(integer_option("bench --min-time-ms", bench_min_time, 0, 600000));
             if (bench_stack) {
+                // The norm benchmark's options say nothing about a stack: refused, not ignored.
+                for (const char* opt : {"--norm", "--shape", "--compute", "--threads", "--min-time-ms", "--num-groups",
+                                        "--channel-axis"})
+                    if (bench_cmd->count(opt))
+                        throw InputError(std::string("bench --stack: ") + opt + " does not apply to the stack benchmark" +
+                                         (std::string(opt) == "--norm" ? " (its norm: --stack-norm)" : ""));
                 stack_bench.json = bench.json;
                 if (bench_cmd->count("--repeat")) stack_bench.repeat = bench.repeat;
                 if (bench_cmd->count("--dtype")) stack_bench.dtypes = split(bench.dtype);
+                if (stack_bench.dtypes.empty()) throw InputError("bench --dtype: expected float32 or float64, but got \"\"");
                 const std::pair<const char*, std::string*> sizes[] = {{"--layers", &stack_layers}, {"--rows", &stack_rows},
                                                                       {"--features", &stack_features}, {"--hidden", &stack_hidden}};
                 std::size_t* targets[] = {&stack_bench.layers, &stack_bench.rows, &stack_bench.features, &stack_bench.hidden};
@@ -338,6 +345,18 @@ int main(int argc, char** argv) {
                 bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
             if (bench_cmd->count("--num-groups"))
                 bench.num_groups = static_cast<unsigned>(integer_option("bench --num-groups", bench_groups, 1, 1u << 30));
+            // As shapes does: an option that no benchmarked norm takes is refused, not ignored.
+            const auto benchmarks = [&](std::initializer_list<const char*> types) {
+                if (bench.norms.empty()) return true;  // all five
+                for (const auto& n : bench.norms)
+                    for (const char* t : types)
+                        if (n == t) return true;
+                return false;
+            };
+            if (bench_cmd->count("--num-groups") && !benchmarks({"groupnorm"}))
+                throw InputError("bench --num-groups: only groupnorm takes it, and --norm is " + bench_norms);
+            if (bench_cmd->count("--channel-axis") && !benchmarks({"batchnorm", "instancenorm", "groupnorm"}))
+                throw InputError("bench --channel-axis: layernorm and rmsnorm take none, and --norm is " + bench_norms);
             if (bench_cmd->count("--threads") && split(bench_threads).empty())
                 throw InputError("bench --threads: expected comma-separated thread counts, but got \"\"");
             for (const auto& t : split(bench_threads))
