@@ -259,7 +259,9 @@ TEST_CASE("shapes blames its own options, as typed, with the engine's reason") {
         {"--shape 32,3,64,64 --norm layernorm --axes 1,1", "shapes --axes 1,1: axes: axis 1 repeated"},
         {"--shape 32,3,64,64 --norm batchnorm --channel-axis 7", "shapes --channel-axis 7: channel_axis: axis 7 out of range for input of rank 4"},
         {"--shape 32,3,64,64 --norm layernorm --axes 1 --normalized-shape 3",
-         "shapes --norm layernorm --shape 32,3,64,64: give either normalized_shape or axes, not both"},
+         "shapes: give either --normalized-shape or --axes, not both"},
+        {"--shape 32,3,64,64 --norm layernorm --normalized-shape 64,-3",
+         "shapes --normalized-shape 64,-3: dims must be positive, but got -3"},
         {"--shape 32,3,64,64 --norm groupnorm", "shapes --norm groupnorm: needs --num-groups"},
         {"--shape 32,3,64,64 --norm gropnorm", "shapes --norm: unknown norm type \"gropnorm\" (did you mean \"groupnorm\"?)"},
         // Options the norm does not take: refused, as the config refuses the keys.

@@ -45,6 +45,12 @@ std::string shapes_answer(const ShapesOptions& o) {
                                      "groupnorm do)"}};
     for (const auto& [given, message] : not_taken)
         if (given) throw InputError("shapes " + std::string(message) + ", and --norm is " + o.norm);
+    if (o.normalized_shape && o.axes) throw InputError("shapes: give either --normalized-shape or --axes, not both");
+    if (o.normalized_shape)
+        for (long long n : *o.normalized_shape)
+            if (n <= 0)
+                throw InputError("shapes --normalized-shape " + typed_list(*o.normalized_shape) +
+                                 ": dims must be positive, but got " + std::to_string(n));
     if (trailing && !d.normalized_shape && !d.axes)
         throw InputError("shapes --norm " + o.norm + ": needs --normalized-shape or --axes");
     if (d.type == NormType::groupnorm && !o.num_groups)
