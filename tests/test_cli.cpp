@@ -343,6 +343,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""},
                          Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
+                         Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100: 11175.9 GiB for the batch, its output and the copy's, more than half of this machine's memory"},
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},

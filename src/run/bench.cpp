@@ -17,6 +17,7 @@
 #include "norm/presets.hpp"
 #include "report/table.hpp"
 #include "run/process_memory.hpp"
+#include "run/safety.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -148,6 +149,25 @@ std::string run_bench(const BenchOptions& o) {
             << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(12) << "moments_ns"
             << std::setw(10) << "of_copy" << std::setw(14) << "normalize_ns" << std::setw(10) << "of_copy"
             << std::setw(9) << "cold_ms" << "peak_rss_mib\n";
+    // Every case's size checked before any is timed: a batch, its output and the copy's
+    // buffers (and the double values the batch is drawn in) against the run command's default
+    // memory limit, so that a shape typed wrong is refused, not an out-of-memory.
+    for (const auto& norm : norms)
+        for (const auto& sv : o.shapes.empty() ? default_shapes(norm) : o.shapes) {
+            double values = 1;
+            for (long long d : sv) values *= static_cast<double>(std::max(d, 0LL));
+            const double sz = dtype == DType::float64 ? 8 : 4, gib = 1024.0 * 1024.0 * 1024.0;
+            const double need = values * std::max(8 + sz, 3 * sz);
+            if (need > static_cast<double>(default_memory_limit())) {
+                std::ostringstream m;
+                m << std::fixed << std::setprecision(1) << "bench --shape ";
+                for (std::size_t k = 0; k < sv.size(); ++k) m << (k ? "," : "") << sv[k];
+                m << ": "
+                  << need / gib << " GiB for the batch, its output and the copy's, more than half of this "
+                  << "machine's memory (" << static_cast<double>(physical_memory_bytes()) / gib << " GiB)";
+                throw InputError(m.str());
+            }
+        }
     for (const auto& norm : norms) {
         auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;
         for (const auto& sv : shapes) {

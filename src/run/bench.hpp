@@ -37,8 +37,9 @@ struct BenchOptions {
 /// reset between cases through /proc/self/clear_refs (JSON null, table nan, when the
 /// kernel refuses the reset).
 /// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a dtype
-/// other than float32 or float64, a compute other than float or double, or a norm that does
-/// not fit a shape. The compute reported is the one that ran: double for float64 data. A
+/// other than float32 or float64, a compute other than float or double, a norm that does
+/// not fit a shape, or a shape whose batch, output and copy would take more than
+/// default_memory_limit() (checked for every case before any is timed). The compute reported is the one that ran: double for float64 data. A
 /// JSON line also gives the channel_axis and num_groups the norm used, null for a norm that
 /// takes none (channel_axis: layernorm, rmsnorm; num_groups: all but groupnorm).
 std::string run_bench(const BenchOptions& o);
