@@ -343,12 +343,12 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""},
                          Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
-                         Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100: 11175.9 GiB for the batch, its output and the copy's, more than half of this machine's memory"},
+                         Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100 (the batch, its output and the copy) needs about 10.9 TiB, more than half of this machine's memory"},
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},
                          Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: layernorm and rmsnorm take none"},
-                         Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 59919.4 GiB, more than half of this machine's memory"}}) {
+                         Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 58.5 TiB, more than half of this machine's memory"}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);
         CHECK(e.exit_code == 2);

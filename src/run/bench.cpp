@@ -156,17 +156,11 @@ std::string run_bench(const BenchOptions& o) {
         for (const auto& sv : o.shapes.empty() ? default_shapes(norm) : o.shapes) {
             double values = 1;
             for (long long d : sv) values *= static_cast<double>(std::max(d, 0LL));
-            const double sz = dtype == DType::float64 ? 8 : 4, gib = 1024.0 * 1024.0 * 1024.0;
-            const double need = values * std::max(8 + sz, 3 * sz);
-            if (need > static_cast<double>(default_memory_limit())) {
-                std::ostringstream m;
-                m << std::fixed << std::setprecision(1) << "bench --shape ";
-                for (std::size_t k = 0; k < sv.size(); ++k) m << (k ? "," : "") << sv[k];
-                m << ": "
-                  << need / gib << " GiB for the batch, its output and the copy's, more than half of this "
-                  << "machine's memory (" << static_cast<double>(physical_memory_bytes()) / gib << " GiB)";
-                throw InputError(m.str());
-            }
+            const double sz = dtype == DType::float64 ? 8 : 4;
+            std::string typed;
+            for (std::size_t k = 0; k < sv.size(); ++k) typed += (k ? "," : "") + std::to_string(sv[k]);
+            check_default_memory("bench --shape " + typed + " (the batch, its output and the copy)",
+                                 values * std::max(8 + sz, 3 * sz));
         }
     for (const auto& norm : norms) {
         auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;

@@ -184,17 +184,11 @@ std::string run_stack_bench(const StackBenchOptions& o) {
         const DType dt = parse_dtype(name);
         if (dt != DType::float32 && dt != DType::float64)
             throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
-        const double gib = 1024.0 * 1024.0 * 1024.0;
         const double need = static_cast<double>(stack_memory_bytes(def, {o.rows, o.features}, dt, false)) +
                             2.0 * static_cast<double>(o.rows) * static_cast<double>(o.features) * (dt == DType::float64 ? 8 : 4);
-        if (need > static_cast<double>(default_memory_limit())) {
-            std::ostringstream m;
-            m << std::fixed << std::setprecision(1) << "bench --stack: L=" << o.layers << " N=" << o.rows
-              << " D=" << o.features << " H=" << o.hidden << " in " << name << " needs about " << need / gib
-              << " GiB, more than half of this machine's memory ("
-              << static_cast<double>(physical_memory_bytes()) / gib << " GiB)";
-            throw InputError(m.str());
-        }
+        check_default_memory("bench --stack: L=" + std::to_string(o.layers) + " N=" + std::to_string(o.rows) +
+                                 " D=" + std::to_string(o.features) + " H=" + std::to_string(o.hidden) + " in " + name,
+                             need);
     }
     std::vector<Row> rows;
     for (const auto& name : o.dtypes) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <pthread.h>
@@ -104,6 +105,13 @@ std::string describe_memory_limit(const std::string& option_text) {
     if (!option_text.empty()) return format_bytes(limit) + " (--max-memory " + option_text + ")";
     return format_bytes(limit) + " (--max-memory; default: half of the " + format_bytes(physical_memory_bytes()) +
            " of memory)";
+}
+
+void check_default_memory(const std::string& what, double need_bytes) {
+    if (need_bytes <= static_cast<double>(default_memory_limit())) return;
+    const double cap = static_cast<double>(std::numeric_limits<std::size_t>::max());
+    throw InputError(what + " needs about " + format_bytes(static_cast<std::size_t>(std::min(need_bytes, cap))) +
+                     ", more than half of this machine's memory (" + format_bytes(physical_memory_bytes()) + ")");
 }
 
 namespace {

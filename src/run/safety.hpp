@@ -24,6 +24,11 @@ std::size_t parse_memory_size(const std::string& text);
 /// "11.7 GiB (--max-memory; default: half of the 23.4 GiB of memory)".
 std::string describe_memory_limit(const std::string& option_text);
 
+/// Throws InputError "<what> needs about <need>, more than half of this machine's memory
+/// (<total>)" when need_bytes is above default_memory_limit(): the check of the commands
+/// without --max-memory (bench), made before they allocate.
+void check_default_memory(const std::string& what, double need_bytes);
+
 /// Makes SIGINT, SIGTERM and SIGHUP remove the staging folders of unfinished output
 /// folders (abandon_output_folders), print "normlab: interrupted ..." and exit with
 /// 128 + the signal number (130 for SIGINT). The signals are handled by a dedicated thread
