@@ -155,6 +155,18 @@ TEST_CASE("an error or warning found at a value of the file names the override o
                                            command);
         check_refused(values_swept, "cfg.json: " + mismatch);
         CHECK(values_swept.err.find("sweep") == std::string::npos);
+        // An analysis' own check of its data, and the memory estimate, name the override or
+        // sweep point that set the data's shape too.
+        const std::string bd = R"({"name": "t", "data": {"x": )" + kGauss +
+                               R"(}, "norms": {"n": {"type": "batchnorm"}}, "analyses": [{"type": "batch_dependence", "data": ["x"], "norms": ["n"]}]})";
+        check_refused(on_config("blame_set_analysis_" + command, bd, command, "--set data.x.mean=2 --set data.x.shape=[6]"),
+                      "error: --set data.x.shape=[6]: /analyses/0: batch_dependence on data \"x\": needs a batch axis 0");
+        check_refused(on_config("blame_set_memory_" + command, config(kGauss, kLn), command,
+                                "--set data.x.shape=[100000,60000,4] --set norms.n.eps=1e-3"),
+                      "error: --set data.x.shape=[100000,60000,4]: /data/x: needs an estimated");
+        check_refused(on_config("blame_swept_memory_" + command, config(kGauss, kLn), command,
+                                R"(--set 'sweep={"data.x.shape.0":[2,1000000000]}')"),
+                      R"(error: --set sweep={"data.x.shape.0":[2,1000000000]}: /sweep/data.x.shape.0/1 (sweep point 1): /data/x: needs an estimated)");
     }
     // Warnings and notes too: the NaN is in the values the override gave, and the note on
     // "compute" holds because the override made the run float64.

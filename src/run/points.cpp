@@ -61,9 +61,11 @@ void check_memory(const Config& c, const std::string& file, const std::string& m
     if (m.total <= limit) return;
     JsonLocation loc{file, "/data"};
     if (m.largest_bytes > limit) loc = loc.child(m.largest);
+    // Related to the largest entry's shape keys: a swept or overridden shape is named.
     loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data \"" + m.largest + "\": " +
-             m.largest_what + ", " + format_bytes(m.largest_bytes) + "), more than the limit of " +
-             describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory");
+                 m.largest_what + ", " + format_bytes(m.largest_bytes) + "), more than the limit of " +
+                 describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory",
+             data_related(m.largest));
 }
 
 // Every analysis of a point against its batches (check_analysis).
@@ -75,9 +77,21 @@ void check_analyses(const Loaded& l) {
     ctx.file = l.config.file;
     ctx.dtype = l.config.dtype;
     ctx.seed = l.config.seed;
-    for (const auto& a : l.config.analyses)
-        locate_norm_errors(l.config.file,
-                           [&] { locate_stack_errors(l.config.file, [&] { check_analysis(a, ctx); }); });
+    for (const auto& a : l.config.analyses) {
+        try {
+            locate_norm_errors(l.config.file,
+                               [&] { locate_stack_errors(l.config.file, [&] { check_analysis(a, ctx); }); });
+        } catch (JsonError& e) {
+            // An analysis' own check of its data (a batch axis, a mask) depends on the data's
+            // shape keys as a norm's does: an override of them is the one to name.
+            if (e.related.empty())
+                for (const auto& d : a.data) {
+                    const auto keys = data_related(d);
+                    e.related.insert(e.related.end(), keys.begin(), keys.end());
+                }
+            throw;
+        }
+    }
 }
 
 }  // namespace
