@@ -114,13 +114,14 @@ JsonLocation stack_location(const std::string& file, const StackError& e);
 std::vector<std::string> data_related(const std::string& name);
 
 /// Calls f(); a StackError from it is thrown again as the JsonError a user of config `file`
-/// reads: "file: /stacks/<name>/<key>: message", related to the data the stack met.
+/// reads: "file: /stacks/<name>/<key>: message", related to the data the stack met, or to
+/// /dtype when the run's dtype is what failed.
 template <class F>
 auto locate_stack_errors(const std::string& file, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const StackError& e) {
-        stack_location(file, e).fail(e.what(), data_related(e.data()));
+        stack_location(file, e).fail(e.what(), e.on_dtype() ? std::vector<std::string>{"/dtype"} : data_related(e.data()));
     }
 }
 

@@ -70,8 +70,12 @@ void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t chan
         throw StackError(def.name, key, stack_msg(def, data_name, what), data_name);
     };
     if (dtype != DType::float32 && dtype != DType::float64)
-        fail("", "stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype) +
-                     " (a stack's products go through OpenBLAS, which has no half-precision matrix product)");
+        throw StackError(def.name, "",
+                         stack_msg(def, data_name,
+                                   "stacks run in float32 or float64, but the run's dtype is " + dtype_name(dtype) +
+                                       " (a stack's products go through OpenBLAS, which has no half-precision matrix "
+                                       "product)"),
+                         {}, true);
     const std::size_t rank = data_shape.size();
     if (rank != 2 && rank != 3)
         fail("", "expected data of shape (N, D) or (B, T, D) with the features on the last axis, but got shape " +

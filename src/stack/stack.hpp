@@ -36,17 +36,22 @@ enum class InitKind { xavier_normal, xavier_uniform, kaiming_normal, normal };
 /// the data; key() is the stack's key at fault ("weights/w1", "hidden", ...; empty for the
 /// stack as a whole), so that a caller that knows where the stack was written can point
 /// there (the config module: "file: /stacks/<name>/<key>: message"). data() names the data
-/// the stack met when that is what failed, empty otherwise.
+/// the stack met when that is what failed, empty otherwise; on_dtype() says the run's dtype
+/// is what failed (no half-precision stacks).
 class StackError : public InputError {
 public:
-    StackError(std::string stack, std::string key, const std::string& what, std::string data = {})
-        : InputError(what), m_stack(std::move(stack)), m_key(std::move(key)), m_data(std::move(data)) {}
+    StackError(std::string stack, std::string key, const std::string& what, std::string data = {},
+               bool on_dtype = false)
+        : InputError(what), m_stack(std::move(stack)), m_key(std::move(key)), m_data(std::move(data)),
+          m_on_dtype(on_dtype) {}
     const std::string& stack() const { return m_stack; }  ///< StackDef::name
     const std::string& key() const { return m_key; }
     const std::string& data() const { return m_data; }  ///< the data's name, or ""
+    bool on_dtype() const { return m_on_dtype; }
 
 private:
     std::string m_stack, m_key, m_data;
+    bool m_on_dtype = false;
 };
 
 const std::vector<std::string>& placement_names();
