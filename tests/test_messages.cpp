@@ -165,7 +165,7 @@ TEST_CASE("an error or warning found at a value of the file names the override o
                                 "--set data.x.shape=[100000,60000,4] --set norms.n.eps=1e-3"),
                       "error: --set data.x.shape=[100000,60000,4]: /data/x: needs an estimated");
         const std::string st = R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [8, 16]}}, "norms": {"n": )"
-                               R"({"type": "layernorm", "normalized_shape": [16]}}, "stacks": {"s": {"layers": 2, "norm": "n"}}, )"
+                               R"({"type": "layernorm", "normalized_shape": [16]}}, "stacks": {"s": {"layers": 2, "norm": "n", "placement": "pre"}}, )"
                                R"("analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})";
         check_refused(on_config("blame_set_stack_dtype_" + command, st, command, "--set dtype=float16"),
                       "error: --set dtype=float16: /stacks/s: stack \"s\" on data \"x\": stacks run in float32 or float64");
