@@ -530,7 +530,7 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
     }
 }
 
-TEST_CASE("an interrupt before anything is staged still says the earlier result is kept, for run and merge only") {
+TEST_CASE("an interrupt before anything is staged: run says an earlier result is kept, run --dry-run and validate do not") {
     fs::path dir = fresh_dir("hostile_sigint_early");
     REQUIRE(::mkfifo((dir / "cfg.json").c_str(), 0644) == 0);
     // normlab blocks reading the config from the pipe: interrupted while it reads, before it

@@ -155,7 +155,11 @@ auto locate_option_errors(const std::string& fallback, const std::map<std::strin
         return f();
     } catch (const NormError& e) {
         const auto it = options.find(e.key());
-        throw InputError((it == options.end() ? fallback : it->second) + ": " + e.reason());
+        if (it == options.end()) throw InputError(fallback + ": " + e.reason());
+        // The option names the key: "--channel-axis 5: axis 5 out of range", not "...: channel_axis: axis 5 ...".
+        const std::string own = e.key() + ": ";
+        const bool repeats = e.reason().compare(0, own.size(), own) == 0;
+        throw InputError(it->second + ": " + (repeats ? e.reason().substr(own.size()) : e.reason()));
     }
 }
 
