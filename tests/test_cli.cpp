@@ -345,6 +345,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
                          Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100 (the batch, its output and the copy) needs about 10.9 TiB, more than half of this machine's memory"},
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
+                         Bad{"--norm layernorm --shape 2,3 --layers 4", "bench --layers: applies to the stack benchmark only (add --stack)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},
                          Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: layernorm and rmsnorm take none"},

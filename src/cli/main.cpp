@@ -336,6 +336,9 @@ int main(int argc, char** argv) {
                 std::cout << run_stack_bench(stack_bench);
                 return 0;
             }
+            for (const char* opt : {"--layers", "--rows", "--features", "--hidden", "--placement", "--stack-norm"})
+                if (bench_cmd->count(opt))
+                    throw InputError(std::string("bench ") + opt + ": applies to the stack benchmark only (add --stack)");
             bench.norms = split(bench_norms);
             if (bench_cmd->count("--norm") && bench.norms.empty())
                 throw InputError("bench --norm: expected comma-separated norm types, but got \"\"");
