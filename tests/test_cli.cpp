@@ -348,7 +348,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm layernorm --shape 2,3 --layers 4", "bench --layers: applies to the stack benchmark only (add --stack)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},
-                         Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: layernorm and rmsnorm take none"},
+                         Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: only batchnorm, instancenorm and groupnorm take it, and --norm is layernorm,rmsnorm"},
                          Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 58.5 TiB, more than half of this machine's memory"}}) {
         CAPTURE(b.args);
         CliResult e = run_normlab(std::string("bench ") + b.args);

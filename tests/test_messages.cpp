@@ -287,7 +287,7 @@ TEST_CASE("shapes blames its own options, as typed, with the engine's reason") {
         {"--shape 32,3,64,64 --norm groupnorm --num-groups 3 --normalized-shape 64",
          "shapes --normalized-shape: only layernorm and rmsnorm take it, and --norm is groupnorm"},
         {"--shape 32,3,64,64 --norm rmsnorm --axes -1 --channel-axis 1",
-         "shapes --channel-axis: layernorm and rmsnorm take none (batchnorm, instancenorm and groupnorm do), and --norm is rmsnorm"},
+         "shapes --channel-axis: only batchnorm, instancenorm and groupnorm take it, and --norm is rmsnorm"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.args);

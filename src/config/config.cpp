@@ -390,6 +390,29 @@ NormType norm_type_option(const std::string& option, const std::string& name) {
     return static_cast<NormType>(it - types.begin());
 }
 
+void check_option_taken(const std::string& option, const std::string& key, const std::vector<NormType>& types,
+                        const std::string& norms) {
+    auto takes = [&](NormType t) {
+        const auto names = key_names(norm_keys(t));
+        return std::find(names.begin(), names.end(), key) != names.end();
+    };
+    if (std::any_of(types.begin(), types.end(), takes)) return;
+    std::vector<std::string> takers;
+    for (std::size_t t = 0; t < norm_type_names().size(); ++t)
+        if (takes(static_cast<NormType>(t))) takers.push_back(norm_type_names()[t]);
+    std::string list;
+    for (std::size_t k = 0; k < takers.size(); ++k)
+        list += (k == 0 ? "" : k + 1 == takers.size() ? " and " : ", ") + takers[k];
+    throw InputError(option + ": only " + list + (takers.size() == 1 ? " takes" : " take") + " it, and --norm is " +
+                     norms);
+}
+
+std::string option_list(const std::vector<long long>& v) {
+    std::string s;
+    for (long long d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
+    return s;
+}
+
 JsonLocation norm_location(const std::string& file, const NormError& e) {
     return norm_location(JsonLocation{file, "/norms"}.child(e.norm()), e);
 }

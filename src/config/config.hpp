@@ -168,4 +168,14 @@ auto locate_option_errors(const std::string& fallback, const std::map<std::strin
 /// "... (expected batchnorm, ...)".
 NormType norm_type_option(const std::string& option, const std::string& name);
 
+/// Refuses command-line option `option`, which sets config key `key`, when none of `types`
+/// takes that key (norm_keys), as the config refuses it as an unknown key: InputError
+/// "<option>: only groupnorm takes it, and --norm is <norms>" (the types that take it, in
+/// norm_type_names order). `norms`: --norm as typed.
+void check_option_taken(const std::string& option, const std::string& key, const std::vector<NormType>& types,
+                        const std::string& norms);
+
+/// "3,64,64": integers as a command-line list option takes them, for messages.
+std::string option_list(const std::vector<long long>& v);
+
 }  // namespace normlab

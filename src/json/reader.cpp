@@ -128,12 +128,14 @@ std::string did_you_mean_note(const std::string& word, const std::vector<std::st
                               std::size_t min_size) {
     if (word.empty() || word.size() < min_size) return "";
     std::string best = did_you_mean(word, candidates);
-    // A shortened name ("padd" for "padding") is further from it than a typo: taken when
-    // it begins one candidate only.
-    for (const auto& c : candidates)
-        if (best.empty() && c.rfind(word, 0) == 0 &&
-            std::count_if(candidates.begin(), candidates.end(), [&](const std::string& o) { return o.rfind(word, 0) == 0; }) == 1)
-            best = c;
+    if (best.empty()) {
+        // A shortened name ("padd" for "padding") is further from it than a typo: taken when
+        // it begins one candidate only.
+        std::vector<std::string> begun;
+        for (const auto& c : candidates)
+            if (c.rfind(word, 0) == 0) begun.push_back(c);
+        if (begun.size() == 1) best = begun.front();
+    }
     return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
 }
 

@@ -98,13 +98,13 @@ void place(Json& row, const char* field, const Cell& c, bool log, PlotData& d, s
     std::string text;
     if (!cell_number(c, v)) {
         ++d.missing;
-        text = cell_to_string(c);
         // An empty cell is a value that does not apply (results/README.md): no bar or point,
         // and nothing to say about it (depth's block columns at layer 0, for one).
-        if (text.empty()) {
+        if (is_not_applicable(c)) {
             row[field] = nullptr;
             return;
         }
+        text = cell_to_string(c);
     } else if (!std::isfinite(v)) {
         d.nonfinite.add(v);
         nonfinite = true;
@@ -213,7 +213,7 @@ struct Accumulator {
     void add(const Cell& c) {
         double v = 0;
         if (!cell_number(c, v)) {
-            if (!cell_to_string(c).empty()) {
+            if (!is_not_applicable(c)) {
                 has_missing = true;
                 missing = c;
             }

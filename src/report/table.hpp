@@ -18,6 +18,11 @@ using Cell = std::variant<std::string, double, long long, bool>;
 /// check that was turned off): an empty CSV field and "" in report.json, as text columns
 /// leave out a value, so that nan/inf always mean a computed value that is not finite.
 inline Cell not_applicable() { return std::string(); }
+/// Whether `c` is such a cell (an empty string).
+inline bool is_not_applicable(const Cell& c) {
+    const auto* s = std::get_if<std::string>(&c);
+    return s && s->empty();
+}
 
 /// One table: a header and rows of equal length; one observation per row.
 struct Table {

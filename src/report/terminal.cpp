@@ -94,7 +94,7 @@ std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::s
         for (std::size_t k = 0; k < cols.size(); ++k) {
             // An empty cell (a value that does not apply) leaves a number column right-aligned.
             double v = 0;
-            if (!cell_number(row[cols[k]], v) && !cell_to_string(row[cols[k]]).empty()) numeric[k] = false;
+            if (!cell_number(row[cols[k]], v) && !is_not_applicable(row[cols[k]])) numeric[k] = false;
             line.push_back(display(row[cols[k]], o.full));
         }
         cells.push_back(std::move(line));

@@ -157,9 +157,7 @@ std::string run_bench(const BenchOptions& o) {
             double values = 1;
             for (long long d : sv) values *= static_cast<double>(std::max(d, 0LL));
             const double sz = dtype == DType::float64 ? 8 : 4;
-            std::string typed;
-            for (std::size_t k = 0; k < sv.size(); ++k) typed += (k ? "," : "") + std::to_string(sv[k]);
-            check_default_memory("bench --shape " + typed + " (the batch, its output and the copy)",
+            check_default_memory("bench --shape " + option_list(sv) + " (the batch, its output and the copy)",
                                  values * std::max(8 + sz, 3 * sz));
         }
     for (const auto& norm : norms) {

@@ -85,31 +85,30 @@ std::vector<fs::path> write_report(const fs::path& dir) {
 std::string show_result(const fs::path& dir, const ShowOptions& o) {
     const Json report = load_report(dir);
     const auto all = result_tables(report);
-    auto tables = all;
-    if (!o.analysis.empty()) {
-        auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& p) { return p.first == o.analysis; });
-        if (it == tables.end()) {
-            std::vector<std::string> types;
-            std::string have;
-            for (const auto& p : tables) {
-                types.push_back(p.first);
-                have += (have.empty() ? "" : ", ") + p.first;
-            }
-            throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result" +
-                             did_you_mean_note(o.analysis, types) + " (it has: " + (have.empty() ? "none" : have) + ")");
+    std::vector<const std::pair<std::string, Table>*> shown;  // into `all`: the tables are not copied
+    for (const auto& p : all)
+        if (o.analysis.empty() || p.first == o.analysis) shown.push_back(&p);
+    if (shown.empty() && !o.analysis.empty()) {
+        std::vector<std::string> types;
+        std::string have;
+        for (const auto& p : all) {
+            types.push_back(p.first);
+            have += (have.empty() ? "" : ", ") + p.first;
         }
-        tables = {*it};
+        throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result" +
+                         did_you_mean_note(o.analysis, types) + " (it has: " + (have.empty() ? "none" : have) + ")");
     }
     // A column a table lacks is named with the table, and with the analyses that have it.
     std::vector<std::pair<std::string, std::string>> asked;  // (option, column)
     for (const auto& c : o.table.columns) asked.push_back({"--columns", c});
     for (const auto& w : o.table.where) asked.push_back({"--where", w.first});
-    for (const auto& [type, table] : tables)
+    for (const auto* p : shown)
         for (const auto& [option, column] : asked)
-            if (!has_column(table, column))
-                throw InputError("show " + option + ": " + missing_column(dir, all, type, column));
+            if (!has_column(p->second, column))
+                throw InputError("show " + option + ": " + missing_column(dir, all, p->first, column));
     std::string out;
-    for (const auto& [type, table] : tables) {
+    for (const auto* p : shown) {
+        const auto& [type, table] = *p;
         std::size_t kept = 0;
         const std::string body = terminal_table(table, o.table, &kept);
         const std::string rows = o.table.where.empty()

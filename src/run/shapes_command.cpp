@@ -9,17 +9,6 @@
 
 namespace normlab {
 
-namespace {
-
-// "3,64,64": a list as --shape and --axes take it.
-std::string typed_list(const std::vector<long long>& v) {
-    std::string s;
-    for (long long d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
-    return s;
-}
-
-}  // namespace
-
 std::string shapes_answer(const ShapesOptions& o) {
     if (o.shape.empty()) throw InputError("shapes --shape: expected a list of positive dims, e.g. 32,3,64,64");
     Shape shape;
@@ -35,21 +24,19 @@ std::string shapes_answer(const ShapesOptions& o) {
     d.num_groups = o.num_groups.value_or(0);
     d.channel_axis = o.channel_axis;
     const bool trailing = d.type == NormType::layernorm || d.type == NormType::rmsnorm;
-    // As the config refuses these keys on the other norm types (unknown key), an option
-    // that the norm does not take is an error, not ignored.
-    const std::pair<bool, const char*> not_taken[] = {
-        {!trailing && o.normalized_shape, "--normalized-shape: only layernorm and rmsnorm take it"},
-        {!trailing && o.axes, "--axes: only layernorm and rmsnorm take it"},
-        {d.type != NormType::groupnorm && o.num_groups, "--num-groups: only groupnorm takes it"},
-        {trailing && o.channel_axis, "--channel-axis: layernorm and rmsnorm take none (batchnorm, instancenorm and "
-                                     "groupnorm do)"}};
-    for (const auto& [given, message] : not_taken)
-        if (given) throw InputError("shapes " + std::string(message) + ", and --norm is " + o.norm);
+    // An option that the norm does not take is an error, not ignored.
+    const struct { bool set; const char *option, *key; } given[] = {
+        {o.normalized_shape.has_value(), "shapes --normalized-shape", "normalized_shape"},
+        {o.axes.has_value(), "shapes --axes", "axes"},
+        {o.num_groups.has_value(), "shapes --num-groups", "num_groups"},
+        {o.channel_axis.has_value(), "shapes --channel-axis", "channel_axis"}};
+    for (const auto& g : given)
+        if (g.set) check_option_taken(g.option, g.key, {d.type}, o.norm);
     if (o.normalized_shape && o.axes) throw InputError("shapes: give either --normalized-shape or --axes, not both");
     if (o.normalized_shape)
         for (long long n : *o.normalized_shape)
             if (n <= 0)
-                throw InputError("shapes --normalized-shape " + typed_list(*o.normalized_shape) +
+                throw InputError("shapes --normalized-shape " + option_list(*o.normalized_shape) +
                                  ": dims must be positive, but got " + std::to_string(n));
     if (trailing && !d.normalized_shape && !d.axes)
         throw InputError("shapes --norm " + o.norm + ": needs --normalized-shape or --axes");
@@ -58,11 +45,11 @@ std::string shapes_answer(const ShapesOptions& o) {
     std::size_t ca = shape.size() > 1 ? 1 : 0;
     // Errors name the option that set the key at fault, as typed.
     std::map<std::string, std::string> options;
-    if (o.normalized_shape) options["normalized_shape"] = "shapes --normalized-shape " + typed_list(*o.normalized_shape);
-    if (o.axes) options["axes"] = "shapes --axes " + typed_list(*o.axes);
+    if (o.normalized_shape) options["normalized_shape"] = "shapes --normalized-shape " + option_list(*o.normalized_shape);
+    if (o.axes) options["axes"] = "shapes --axes " + option_list(*o.axes);
     if (o.num_groups) options["num_groups"] = "shapes --num-groups " + std::to_string(*o.num_groups);
     if (o.channel_axis) options["channel_axis"] = "shapes --channel-axis " + std::to_string(*o.channel_axis);
-    Resolution r = locate_option_errors("shapes --norm " + o.norm + " --shape " + typed_list(o.shape), options, [&] {
+    Resolution r = locate_option_errors("shapes --norm " + o.norm + " --shape " + option_list(o.shape), options, [&] {
         return NormLayer(d, DType::float32).resolve(shape, ca, "--shape " + compact_shape(shape));
     });
 
