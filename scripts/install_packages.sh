@@ -7,8 +7,14 @@ for p in "$@"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
-echo "normlab: installing ${missing[*]}" >&2
+echo "normlab: installing ${missing[*]} (apt-get)" >&2
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-$sudo apt-get update -qq >&2
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
+# apt's and dpkg's own lines (hundreds for chromium) only when it fails: the line above
+# says what happens.
+if ! log="$({ $sudo apt-get update -qq &&
+              DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"; } 2>&1)"; then
+  printf '%s\n' "$log" >&2
+  echo "normlab: apt-get could not install ${missing[*]}" >&2
+  exit 1
+fi

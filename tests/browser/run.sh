@@ -5,16 +5,19 @@
 # so a check that passes everything cannot go unnoticed.
 #   tests/browser/run.sh NORMLAB SOURCE_DIR WORK_DIR
 # Without chromium or node it prints why and exits 77 (ctest: skipped), except under CI=true,
-# where it fails: CI installs both (.ci/run).
+# where it fails: scripts/test.sh installs both.
 set -euo pipefail
 normlab="$1" src="$2" work="$3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 chromium="${NORMLAB_CHROMIUM:-$(command -v chromium || true)}"
 node="$(command -v node || true)"
 if [ -z "$chromium" ] || [ -z "$node" ]; then
-  missing="$([ -z "$chromium" ] && echo chromium) $([ -z "$node" ] && echo node)"
+  # An if, not `[ … ] && echo`: under set -e a false test in an assignment ends the script.
+  missing=""
+  if [ -z "$chromium" ]; then missing="chromium"; fi
+  if [ -z "$node" ]; then missing="${missing:+$missing }node"; fi
   if [ "${CI:-}" = "true" ]; then
-    echo "browser_reports: FAILED: $missing not found, and CI must run the browser check (.ci/run installs them)" >&2
+    echo "browser_reports: FAILED: $missing not found, and CI must run the browser check (scripts/test.sh installs them)" >&2
     exit 1
   fi
   echo "browser_reports: SKIPPED: $missing not found; install with: apt-get install chromium nodejs" >&2
