@@ -2,7 +2,8 @@
 // the same float32 inputs: the float path within 3 ulps, the double path within half an ulp,
 // where the ulp is float32's at the largest of |x̂·w|, |b| and |y| (DESIGN.md). Row types are
 // those of the precision analysis; layouts are those of every preset, channels first and
-// last, with statistics that fit a chunk, span chunks, and exceed one.
+// last, with statistics that fit a chunk, span chunks, and exceed one, and outputs small
+// enough for the caches and streamed past them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "analysis/common.hpp"
 #include "norm/engine.hpp"
+#include "norm/normalize_stream.hpp"
 
 using namespace normlab;
 
@@ -173,13 +175,25 @@ struct Summary {
     double float_max = 0, double_max = 0;
 };
 
+/// Layouts whose output is 8 MiB or more (kStreamBytes), written with streaming stores past
+/// the caches, and on two threads the channels-last forward's pipeline (each thread two
+/// samples or more): kernels the smaller layouts above do not reach.
+std::vector<Layout> streamed_layouts() {
+    return {
+        {"layernorm 2752 rows of 768, streamed", {2752, 768}, {1}, {1}},
+        {"groupnorm (N,G,C/G,H,W), streamed", {8, 32, 2, 64, 65}, {2, 3, 4}, {1, 2}},
+        {"groupnorm (N,H,W,G,C/G), 64 channels, streamed and pipelined", {8, 64, 65, 32, 2}, {1, 2, 4}, {3, 4}},
+        {"batchnorm (N,H,W,C), 64 channels, streamed", {8, 64, 65, 64}, {0, 1, 2}, {3}},
+    };
+}
+
 /// Runs every layout x row type x (affine off, on) through both paths: the float path
 /// within 3 ulps, the double path within half an ulp (plus double's own error). With
 /// `plant`, only the rows whose mean is far from 0 in units of std take part, and each
 /// statistic first gets an element next to its mean (plant_near_mean).
-Summary check_contract(bool plant) {
+Summary check_contract(bool plant, const std::vector<Layout>& all = layouts()) {
     Summary sum;
-    for (const Layout& l : layouts()) {
+    for (const Layout& l : all) {
         CAPTURE(l.norm);
         Shape pshape = select_dims(l.shape, l.params);
         const Index ix = index_of(l);
@@ -223,6 +237,19 @@ Summary check_contract(bool plant) {
 TEST_CASE("precision contract on the precision analysis' rows: float path <= 3 ulps, double path <= 0.5") {
     xt::random::seed(2024);
     Summary s = check_contract(false);
+    MESSAGE("worst: float path " << s.float_max << " ulps, double path " << s.double_max << " ulps");
+}
+
+TEST_CASE("precision contract on outputs of 8 MiB and more, streamed past the caches, on two threads") {
+    struct Threads {  // the channels-last pipeline needs two threads, whatever the machine has
+        unsigned saved = engine_threads();
+        Threads() { set_engine_threads(2); }
+        ~Threads() { set_engine_threads(saved); }
+    } threads;
+    for (const Layout& l : streamed_layouts())
+        REQUIRE(num_elements(l.shape) * sizeof(float) >= kStreamBytes);
+    xt::random::seed(2026);
+    Summary s = check_contract(false, streamed_layouts());
     MESSAGE("worst: float path " << s.float_max << " ulps, double path " << s.double_max << " ulps");
 }
 
