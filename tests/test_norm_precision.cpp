@@ -121,17 +121,19 @@ struct Worst {
     std::string where;
 };
 
-/// Statistics and output in long double from y's own float32 inputs, and the worst
-/// |y - ref| / ulp32(max(|x̂·w|, |b|, |ref|)). The mean is carried as two long doubles (each
-/// sum by TwoSum, Knuth, TAOCP vol. 2, 4.2.2; the division's remainder by an fma): next to
-/// the mean, |x̂| of 1e-11 asks for the mean to about 2^-70 of its size, past one long
-/// double, and past a corrected two-pass where a few values lie 1000 std from the rest (4e-15
-/// off on a mean of -203 there, against the exact rational mean).
-Worst contract_error(const Tensor& x, const Index& ix, bool center, double eps, const xt::xarray<double>* w,
-                     const xt::xarray<double>* b, const Tensor& y) {
+/// Statistics and output in long double from y's own float32 inputs, and for each output
+/// in `ys` the worst |y - ref| / ulp32(max(|x̂·w|, |b|, |ref|)), the reference formed once for
+/// all of them. The mean is carried as two long doubles (each sum by TwoSum, Knuth, TAOCP
+/// vol. 2, 4.2.2; the division's remainder by an fma): next to the mean, |x̂| of 1e-11 asks
+/// for the mean to about 2^-70 of its size, past one long double, and past a corrected
+/// two-pass where a few values lie 1000 std from the rest (4e-15 off on a mean of -203 there,
+/// against the exact rational mean).
+std::vector<Worst> contract_errors(const Tensor& x, const Index& ix, bool center, double eps,
+                                   const xt::xarray<double>* w, const xt::xarray<double>* b,
+                                   const std::vector<const Tensor*>& ys) {
     const std::size_t n = x.size(), stats = ix.stats;
     const std::vector<std::size_t>& sidx = ix.stat;
-    std::vector<long double> hi(stats, 0), lo(stats, 0), m2(stats, 0), count(stats, 0);
+    std::vector<long double> hi(stats, 0), lo(stats, 0), m2(stats, 0), count(stats, 0), rstd(stats);
     const float* xv = x.f32.data();
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t s = sidx[i];
@@ -151,23 +153,31 @@ Worst contract_error(const Tensor& x, const Index& ix, bool center, double eps, 
         const long double c = centred(i);
         m2[sidx[i]] += c * c;
     }
-    Worst worst;
+    for (std::size_t s = 0; s < stats; ++s) rstd[s] = 1.0L / std::sqrt(m2[s] / count[s] + static_cast<long double>(eps));
+    std::vector<Worst> worst(ys.size());
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t s = sidx[i];
-        const long double rstd = 1.0L / std::sqrt(m2[s] / count[s] + static_cast<long double>(eps));
-        const long double xw = centred(i) * rstd * (w ? w->data()[ix.param[i]] : 1.0);
+        const long double xw = centred(i) * rstd[sidx[i]] * (w ? w->data()[ix.param[i]] : 1.0);
         const long double bias = b ? b->data()[ix.param[i]] : 0.0;
         const double ref = static_cast<double>(xw + bias);
         const double basis = std::max({std::fabs(static_cast<double>(xw)), std::fabs(static_cast<double>(bias)),
                                        std::fabs(ref)});
-        const double e = std::fabs(static_cast<double>(y.f32.data()[i]) - ref) / ulp(DType::float32, basis);
-        if (!(e <= worst.ulps)) {  // NaN is worst of all
-            std::ostringstream os;
-            os << "element " << i << ": x " << xv[i] << ", y " << y.f32.data()[i] << ", ref " << ref;
-            worst = {e, os.str()};
+        for (std::size_t k = 0; k < ys.size(); ++k) {
+            const float yi = ys[k]->f32.data()[i];
+            const double e = std::fabs(static_cast<double>(yi) - ref) / ulp(DType::float32, basis);
+            if (!(e <= worst[k].ulps)) {  // NaN is worst of all
+                std::ostringstream os;
+                os << "element " << i << ": x " << xv[i] << ", y " << yi << ", ref " << ref;
+                worst[k] = {e, os.str()};
+            }
         }
     }
     return worst;
+}
+
+/// contract_errors for one output.
+Worst contract_error(const Tensor& x, const Index& ix, bool center, double eps, const xt::xarray<double>* w,
+                     const xt::xarray<double>* b, const Tensor& y) {
+    return contract_errors(x, ix, center, eps, w, b, {&y}).front();
 }
 
 /// Worst errors of each path over every layout, row type and affine setting.
@@ -214,11 +224,13 @@ Summary check_contract(bool plant, const std::vector<Layout>& all = layouts()) {
                 spec.param_axes = l.params;
                 spec.center = l.center;
                 spec.compute = Compute::float32;
-                const Worst f = contract_error(x, ix, l.center, spec.eps, in.weight, in.bias, forward(x, spec, in).y);
+                const Tensor yf = forward(x, spec, in).y;
+                spec.compute = Compute::float64;
+                const Tensor yd = forward(x, spec, in).y;
+                const std::vector<Worst> e = contract_errors(x, ix, l.center, spec.eps, in.weight, in.bias, {&yf, &yd});
+                const Worst &f = e[0], &d = e[1];
                 CAPTURE(f.where);
                 CHECK(f.ulps <= 3.0);
-                spec.compute = Compute::float64;
-                const Worst d = contract_error(x, ix, l.center, spec.eps, in.weight, in.bias, forward(x, spec, in).y);
                 CAPTURE(d.where);
                 // Rounding once from a double result: half an ulp, plus double's own error.
                 CHECK(d.ulps <= 0.5 + 1e-3);
@@ -299,13 +311,15 @@ TEST_CASE("channels-last moments when the rows that set each block's shift are f
                     NormSpec spec;
                     spec.reduction_axes = {0, 1, 2};
                     spec.param_axes = {3};
-                    const Worst f = contract_error(x, ix, true, spec.eps, in.weight, in.bias, forward(x, spec, in).y);
-                    CAPTURE(f.where);
-                    CHECK(f.ulps <= 3.0);
+                    const Tensor yf = forward(x, spec, in).y;
                     // The double path rounds once from its result: an error of the moments past
                     // double's own would show here first.
                     spec.compute = Compute::float64;
-                    const Worst d = contract_error(x, ix, true, spec.eps, in.weight, in.bias, forward(x, spec, in).y);
+                    const Tensor yd = forward(x, spec, in).y;
+                    const std::vector<Worst> e = contract_errors(x, ix, true, spec.eps, in.weight, in.bias, {&yf, &yd});
+                    const Worst &f = e[0], &d = e[1];
+                    CAPTURE(f.where);
+                    CHECK(f.ulps <= 3.0);
                     CAPTURE(d.where);
                     CHECK(d.ulps <= 0.5 + 1e-3);
                     MESSAGE(row.name << " | far " << far << " every " << every << " | affine " << affine << " | float "
