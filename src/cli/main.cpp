@@ -7,7 +7,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "config/config.hpp"
 #include "json/reader.hpp"
 #include "norm/engine.hpp"
 #include "run/bench.hpp"
@@ -349,14 +348,6 @@ int main(int argc, char** argv) {
                 bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
             if (bench_cmd->count("--num-groups"))
                 bench.num_groups = static_cast<unsigned>(integer_option("bench --num-groups", bench_groups, 1, 1u << 30));
-            // As shapes does: an option that no benchmarked norm takes is refused, not ignored.
-            if (!bench.norms.empty() && (bench_cmd->count("--num-groups") || bench_cmd->count("--channel-axis"))) {
-                std::vector<NormType> types;
-                for (const auto& n : bench.norms) types.push_back(norm_type_option("bench --norm", n));
-                if (bench_cmd->count("--num-groups")) check_option_taken("bench --num-groups", "num_groups", types, bench_norms);
-                if (bench_cmd->count("--channel-axis"))
-                    check_option_taken("bench --channel-axis", "channel_axis", types, bench_norms);
-            }
             if (bench_cmd->count("--threads") && split(bench_threads).empty())
                 throw InputError("bench --threads: expected comma-separated thread counts, but got \"\"");
             for (const auto& t : split(bench_threads))

@@ -130,6 +130,17 @@ std::string run_bench(const BenchOptions& o) {
         throw InputError("bench --dtype: expected float32 or float64, but got \"" + o.dtype + "\"");
     std::vector<std::string> norms = o.norms;
     if (norms.empty()) norms = {"layernorm", "rmsnorm", "groupnorm", "instancenorm", "batchnorm"};
+    // As shapes does: an option that no benchmarked norm takes is refused, not ignored.
+    if (o.num_groups || o.channel_axis) {
+        std::vector<NormType> types;
+        std::string typed;
+        for (const auto& n : norms) {
+            types.push_back(norm_type_option("bench --norm", n));
+            typed += (typed.empty() ? "" : ",") + n;
+        }
+        if (o.num_groups) check_option_taken("bench --num-groups", "num_groups", types, typed);
+        if (o.channel_axis) check_option_taken("bench --channel-axis", "channel_axis", types, typed);
+    }
     std::vector<unsigned> threads = o.threads;
     if (threads.empty()) threads = {1, std::max(1u, std::thread::hardware_concurrency())};
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
