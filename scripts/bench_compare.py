@@ -10,7 +10,10 @@ and with `/usr/bin/python3 scripts/bench_torch.py` (one process kept for the who
 `--serve`) right after one another, case by case, `--rounds` times (in each round the other
 tool goes first), so that both tools of a case see the same state of a shared machine, whose
 memory bandwidth moves between runs seconds apart. It reports per case the median over
-rounds of each tool's median steady-state time. Each tool
+rounds of each tool's median steady-state time, and the ratio of the two tools' times as
+the median over rounds of each round's own ratio, with its lowest and highest: a ratio
+formed within a round, the two tools timed seconds apart, moves less with the machine than
+one formed from medians taken minutes apart. Each tool
 times a case at least --repeat times and until --min-time-ms of timed calls have passed, so
 a 0.2 ms call is timed about a thousand times, not twenty. Suites:
 
@@ -19,8 +22,8 @@ a 0.2 ms call is timed about a thousand times, not twenty. Suites:
                  last, against PyTorch's torch.channels_last memory format (same bytes in memory)
   float64        one 25 MiB float32 shape per norm, in float64
 
-Columns: PyTorch/normlab time ratio against the targets (at least 1 everywhere; 2x for
-BatchNorm, 1.5x for the others); normlab's GB/s as a fraction of the plain copy measured in
+Columns: PyTorch/normlab time ratio (the median of the rounds' ratios, their range in
+brackets) against the targets (at least 1 everywhere; 2x for BatchNorm, 1.5x for the others); normlab's GB/s as a fraction of the plain copy measured in
 the same normlab run (target 0.6 for the batches of 24 MiB and more; smaller ones are not held
 to it); and each phase of normlab's forward timed on its own in that run (the batch moments, then
 the normalize pass), in ns per element with its own fraction of the copy bandwidth. The table
@@ -175,7 +178,7 @@ def main():
 
     print(f"CPU: {cpu_model()}; normlab compute {'/'.join(sorted(ran)) or a.compute}; medians over {a.rounds} rounds of at least "
           f"{a.repeat} repetitions and {a.min_time_ms} ms of timed calls each.\n")
-    print("| suite | norm | shape | threads | normlab ms | PyTorch ms | PyTorch / normlab (target) "
+    print("| suite | norm | shape | threads | normlab ms | PyTorch ms | PyTorch / normlab [range] (target) "
           "| of copy (target) | moments ns/el (of copy) | normalize ns/el (of copy) | met |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     # Ratios and fractions are shown rounded down, so a row shown at its target meets it.
@@ -188,18 +191,22 @@ def main():
             continue
         med = lambda rows, f: statistics.median(row[f] for row in rows)
         ms, tms = med(ours[k], "median_ms"), med(theirs[k], "median_ms")
+        # Row i of each tool comes from round i, in which the two ran one after the other.
+        ratios = [t["median_ms"] / o["median_ms"] for o, t in zip(ours[k], theirs[k])]
+        ratio = statistics.median(ratios)
         frac = med(ours[k], "fraction_of_copy")
         bytes_ = math.prod(k[2]) * (8 if ours[k][0]["dtype"] == "float64" else 4)
         target = 2.0 if k[1] == "batchnorm" else 1.5
         copy_held = bytes_ >= COPY_TARGET_BYTES
-        ok_speed, ok_copy = tms / ms >= target, not copy_held or frac >= COPY_TARGET
+        ok_speed, ok_copy = ratio >= target, not copy_held or frac >= COPY_TARGET
         met += ok_speed and ok_copy
         total += 1
         if not ok_speed or not ok_copy:
-            misses.append((k, tms / ms < 1.0))
+            misses.append((k, ratio < 1.0))
         shape = "[" + ",".join(map(str, k[2])) + "]"
         phase = lambda p: f"{med(ours[k], p + '_ns_per_elem'):.3g} ({med(ours[k], p + '_of_copy'):.2f})"
-        print(f"| {k[0]} | {k[1]} | {shape} | {k[3]} | {ms:.3g} | {tms:.3g} | {down(tms / ms)} ({target:g}x) "
+        print(f"| {k[0]} | {k[1]} | {shape} | {k[3]} | {ms:.3g} | {tms:.3g} "
+              f"| {down(ratio)} [{down(min(ratios))}-{down(max(ratios))}] ({target:g}x) "
               f"| {down(frac)} ({f'{COPY_TARGET:g}' if copy_held else '-'}) | {phase('moments')} | {phase('normalize')} "
               f"| {'yes' if ok_speed and ok_copy else 'no'} |")
     slower = sum(1 for _, s in misses if s)
