@@ -337,6 +337,9 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm groupnorm --shape 2,3,4 --num-groups 2",
                              "normlab: error: bench --num-groups 2: expected channels (C=3) to be divisible by num_groups (2)"},
                          Bad{"--norm groupnorm --shape 2,3,4", "bench --num-groups (default 32): expected channels (C=3)"},
+                         // Refused before the good first case is timed (it would take ten minutes).
+                         Bad{"--norm layernorm,groupnorm --shape 64,128,768 --num-groups 5 --threads 1 --min-time-ms 600000",
+                             "bench --num-groups 5: expected channels (C=128) to be divisible by num_groups (5)"},
                          Bad{"--norm batchnorm --shape 3,4 --channel-axis 2", "bench --channel-axis: 2 is outside a shape of rank 2"},
                          Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"},
                          Bad{"--norm layernorm --shape 2,3 --compute ''", "bench --compute: expected float or double, but got \"\""},
@@ -344,6 +347,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
                          Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100 (the batch, its output and the copy) needs about 10.9 TiB, more than half of this machine's memory"},
+                         Bad{"--norm layernorm --shape 100000000000,100000000000", "bench --shape 100000000000,100000000000 (the batch, its output and the copy) needs more than 16 EiB, more than half"},
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
                          Bad{"--norm layernorm --shape 2,3 --layers 4", "bench --layers: applies to the stack benchmark only (add --stack)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},

@@ -160,26 +160,33 @@ std::string run_bench(const BenchOptions& o) {
             << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(12) << "moments_ns"
             << std::setw(10) << "of_copy" << std::setw(14) << "normalize_ns" << std::setw(10) << "of_copy"
             << std::setw(9) << "cold_ms" << "peak_rss_mib\n";
-    // Every case's size checked before any is timed: a batch, its output and the copy's
-    // buffers (and the double values the batch is drawn in) against the run command's default
-    // memory limit, so that a shape typed wrong is refused, not an out-of-memory.
+    // Every case checked before any is timed: its dims, its size (a batch, its output and the
+    // copy's buffers, and the double values the batch is drawn in) against the run command's
+    // default memory limit, so that a shape typed wrong is refused, not an out-of-memory, and
+    // the norm's own shape errors, so that a bad last case does not come after minutes of
+    // timing. A shape error names the option that chose the value at fault.
+    const std::map<std::string, std::string> options = {
+        {"num_groups", "bench --num-groups " + (o.num_groups ? std::to_string(groups)
+                                                             : "(default " + std::to_string(groups) + ")")}};
+    struct Case {
+        std::string norm;
+        Shape shape;
+        std::size_t channel_axis;
+    };
+    std::vector<Case> cases;
     for (const auto& norm : norms)
         for (const auto& sv : o.shapes.empty() ? default_shapes(norm) : o.shapes) {
-            double values = 1;
-            for (long long d : sv) values *= static_cast<double>(std::max(d, 0LL));
-            const double sz = dtype == DType::float64 ? 8 : 4;
-            check_default_memory("bench --shape " + option_list(sv) + " (the batch, its output and the copy)",
-                                 values * std::max(8 + sz, 3 * sz));
-        }
-    for (const auto& norm : norms) {
-        auto shapes = o.shapes.empty() ? default_shapes(norm) : o.shapes;
-        for (const auto& sv : shapes) {
             if (sv.empty()) throw InputError("bench --shape: expected at least one dim, e.g. 32,64,512");
             Shape shape;
             for (long long d : sv) {
                 if (d <= 0) throw InputError("bench --shape: dims must be positive");
                 shape.push_back(static_cast<std::size_t>(d));
             }
+            double values = 1;  // in double: a product of typed dims may overflow size_t
+            for (long long d : sv) values *= static_cast<double>(d);
+            const double sz = dtype == DType::float64 ? 8 : 4;
+            check_default_memory("bench --shape " + option_list(sv) + " (the batch, its output and the copy)",
+                                 values * std::max(8 + sz, 3 * sz));
             const long long rank = static_cast<long long>(shape.size());
             const long long given = o.channel_axis.value_or(rank > 1 ? 1 : 0);
             const long long ca = given < 0 ? rank + given : given;
@@ -187,65 +194,67 @@ std::string run_bench(const BenchOptions& o) {
                 throw InputError("bench --channel-axis: " + std::to_string(given) +
                                  " is outside a shape of rank " + std::to_string(rank));
             const std::size_t channel_axis = static_cast<std::size_t>(ca);
-            xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
-            Rng rng(1);
-            for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
-            const Tensor x = Tensor::from_double(v, dtype);
-            v = xt::xarray<double>();
-            const std::size_t bytes = x.size() * (dtype == DType::float64 ? 8 : 4);
-            for (unsigned th : threads) {
-                set_engine_threads(th);
-                // This case's peak: the input (resident already), the output and the
-                // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
-                const bool own_peak = reset_peak_rss();
-                NormDef def = bench_def(norm, shape, groups);
-                def.compute = arithmetic;
-                NormLayer layer(def, dtype);
-                StepResult s;
-                // A shape error names the option that chose the value at fault.
-                const std::map<std::string, std::string> options = {
-                    {"num_groups", "bench --num-groups " + (o.num_groups ? std::to_string(groups)
-                                                                         : "(default " + std::to_string(groups) + ")")}};
-                auto c0 = Clock::now();
-                locate_option_errors("bench --norm " + norm + " (shape " + compact_shape(shape) + ")", options, [&] {  // first call: touches fresh output pages
-                    layer.forward(x, channel_axis, "bench", nullptr, s);
-                });
-                double cold = ms(c0, Clock::now());
-                std::size_t calls = 0;
-                const double med = median_ms(
-                    o.repeat, o.min_time_ms, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); }, &calls);
-                // read before the phases and the copy yardstick allocate their own buffers
-                const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
-                const double copy = copy_ms(bytes, th, o.repeat, o.min_time_ms);
-                const double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
-                const double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
-                // Phases against the copy: moments read the bytes once, normalize reads and
-                // writes them, the copy reads and writes them.
-                const Phases ph = s.res.use_batch_stats ? time_phases(x, s.res, o.repeat, o.min_time_ms) : Phases{};
-                const double per_el = 1e6 / static_cast<double>(x.size());  // ms -> ns per element
-                const double m_ns = ph.moments_ms * per_el, n_ns = ph.normalize_ms * per_el;
-                const double m_of = ph.moments_ms > 0 ? copy / (2.0 * ph.moments_ms) : 0.0;
-                const double n_of = ph.normalize_ms > 0 ? copy / ph.normalize_ms : 0.0;
-                if (o.json) {
-                    out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
-                        << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
-                        << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(ca))
-                        << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
-                        << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
-                        << ", \"ns_per_elem\": " << med * per_el
-                        << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
-                        << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"moments_ns_per_elem\": " << m_ns
-                        << ", \"moments_of_copy\": " << m_of << ", \"normalize_ns_per_elem\": " << n_ns
-                        << ", \"normalize_of_copy\": " << n_of << ", \"state\": \"steady\", \"cold_ms\": " << cold
-                        << ", \"peak_rss_mib\": " << (std::isnan(peak) ? std::string("null") : format_number(peak))
-                        << "}\n";
-                } else {
-                    out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
-                        << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
-                        << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
-                        << gbs / copy_gbs << std::setw(12) << m_ns << std::setw(10) << m_of << std::setw(14) << n_ns
-                        << std::setw(10) << n_of << std::setw(9) << cold << peak << "\n";
-                }
+            locate_option_errors("bench --norm " + norm + " (shape " + compact_shape(shape) + ")", options, [&] {
+                NormLayer(bench_def(norm, shape, groups), dtype).resolve(shape, channel_axis, "bench");
+            });
+            cases.push_back({norm, shape, channel_axis});
+        }
+    for (const Case& c : cases) {
+        const std::string& norm = c.norm;
+        const Shape& shape = c.shape;
+        const std::size_t channel_axis = c.channel_axis;
+        xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
+        Rng rng(1);
+        for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
+        const Tensor x = Tensor::from_double(v, dtype);
+        v = xt::xarray<double>();
+        const std::size_t bytes = x.size() * (dtype == DType::float64 ? 8 : 4);
+        for (unsigned th : threads) {
+            set_engine_threads(th);
+            // This case's peak: the input (resident already), the output and the
+            // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
+            const bool own_peak = reset_peak_rss();
+            NormDef def = bench_def(norm, shape, groups);
+            def.compute = arithmetic;
+            NormLayer layer(def, dtype);
+            StepResult s;
+            auto c0 = Clock::now();
+            layer.forward(x, channel_axis, "bench", nullptr, s);  // first call: touches fresh output pages
+            double cold = ms(c0, Clock::now());
+            std::size_t calls = 0;
+            const double med = median_ms(
+                o.repeat, o.min_time_ms, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); }, &calls);
+            // read before the phases and the copy yardstick allocate their own buffers
+            const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
+            const double copy = copy_ms(bytes, th, o.repeat, o.min_time_ms);
+            const double gbs = 2.0 * static_cast<double>(bytes) / (med * 1e6);
+            const double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy * 1e6);
+            // Phases against the copy: moments read the bytes once, normalize reads and
+            // writes them, the copy reads and writes them.
+            const Phases ph = s.res.use_batch_stats ? time_phases(x, s.res, o.repeat, o.min_time_ms) : Phases{};
+            const double per_el = 1e6 / static_cast<double>(x.size());  // ms -> ns per element
+            const double m_ns = ph.moments_ms * per_el, n_ns = ph.normalize_ms * per_el;
+            const double m_of = ph.moments_ms > 0 ? copy / (2.0 * ph.moments_ms) : 0.0;
+            const double n_of = ph.normalize_ms > 0 ? copy / ph.normalize_ms : 0.0;
+            if (o.json) {
+                out << "{\"norm\": \"" << norm << "\", \"shape\": " << compact_shape(shape) << ", \"dtype\": \""
+                    << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
+                    << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(channel_axis))
+                    << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
+                    << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
+                    << ", \"ns_per_elem\": " << med * per_el
+                    << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
+                    << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"moments_ns_per_elem\": " << m_ns
+                    << ", \"moments_of_copy\": " << m_of << ", \"normalize_ns_per_elem\": " << n_ns
+                    << ", \"normalize_of_copy\": " << n_of << ", \"state\": \"steady\", \"cold_ms\": " << cold
+                    << ", \"peak_rss_mib\": " << (std::isnan(peak) ? std::string("null") : format_number(peak))
+                    << "}\n";
+            } else {
+                out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
+                    << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
+                    << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
+                    << gbs / copy_gbs << std::setw(12) << m_ns << std::setw(10) << m_of << std::setw(14) << n_ns
+                    << std::setw(10) << n_of << std::setw(9) << cold << peak << "\n";
             }
         }
     }

@@ -109,9 +109,12 @@ std::string describe_memory_limit(const std::string& option_text) {
 
 void check_default_memory(const std::string& what, double need_bytes) {
     if (need_bytes <= static_cast<double>(default_memory_limit())) return;
+    // 2^64: the size_t maximum rounds up to it, and a double that large does not convert.
     const double cap = static_cast<double>(std::numeric_limits<std::size_t>::max());
-    throw InputError(what + " needs about " + format_bytes(static_cast<std::size_t>(std::min(need_bytes, cap))) +
-                     ", more than half of this machine's memory (" + format_bytes(physical_memory_bytes()) + ")");
+    const std::string need = need_bytes >= cap ? format_bytes(std::numeric_limits<std::size_t>::max())
+                                               : "about " + format_bytes(static_cast<std::size_t>(need_bytes));
+    throw InputError(what + " needs " + need + ", more than half of this machine's memory (" +
+                     format_bytes(physical_memory_bytes()) + ")");
 }
 
 namespace {

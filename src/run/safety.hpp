@@ -25,8 +25,9 @@ std::size_t parse_memory_size(const std::string& text);
 std::string describe_memory_limit(const std::string& option_text);
 
 /// Throws InputError "<what> needs about <need>, more than half of this machine's memory
-/// (<total>)" when need_bytes is above default_memory_limit(): the check of the commands
-/// without --max-memory (bench), made before they allocate.
+/// (<total>)" when need_bytes is above default_memory_limit() ("needs more than 16 EiB" from
+/// 2^64 bytes on): the check of the commands without --max-memory (bench), made before they
+/// allocate.
 void check_default_memory(const std::string& what, double need_bytes);
 
 /// Makes SIGINT, SIGTERM and SIGHUP remove the staging folders of unfinished output
