@@ -67,7 +67,9 @@ CliResult run_sh(std::string cmd) {
 /// A config with one data entry, one norm and one apply analysis.
 std::string config(const std::string& data, const std::string& norm = R"({"type": "layernorm", "axes": [-1]})",
                    const std::string& extra = "") {
-    return R"({"name": "t", )" + extra + R"("data": {"x": )" + data + R"(}, "norms": {"n": )" + norm +
+    // A name in `extra` replaces "t" (a key given twice is refused).
+    const std::string name = extra.find(R"("name")") == std::string::npos ? R"("name": "t", )" : "";
+    return "{" + name + extra + R"("data": {"x": )" + data + R"(}, "norms": {"n": )" + norm +
            R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})";
 }
 
@@ -137,6 +139,15 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
         {"top_level_typo", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
             "analysis": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
          R"(cfg.json: /analysis: unknown key "analysis"; did you mean "analyses"?)"},
+        // nlohmann keeps the last of two equal keys; the pointer counts arrays' members of
+        // every kind (objects, arrays, numbers) before the one holding the key.
+        {"duplicate_key", config(g, R"({"type": "layernorm", "eps": 1e-5, "eps": 1e-3})"),
+         "cfg.json: /norms/n/eps: key given twice in one object (JSON would keep only the last, silently); remove one"},
+        {"duplicate_norm_name", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "layernorm"}, "n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})", "cfg.json: /norms/n: key given twice"},
+        {"duplicate_key_in_array", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}, [1, {"a": [2]}, {"b": 1, "b": 2}]]})",
+         "cfg.json: /analyses/1/2/b: key given twice"},
         {"source_key_typo", config(R"({"source": "gaussian", "shap": [2, 3]})"),
          R"(cfg.json: /data/x/shap: unknown key "shap"; did you mean "shape"?)"},
         {"wrong_type_shape", config(R"({"source": "gaussian", "shape": "2x3"})"),

@@ -2,16 +2,63 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "tensor/errors.hpp"
 
 namespace normlab {
 
+namespace {
+
+// nlohmann keeps the last of two equal keys in an object without a word, so that a setting
+// given twice (a pasted line, a merge) would silently replace the first. This parser
+// callback refuses the second. nlohmann's depths: an object's or array's members carry the
+// container's depth + 1, and a member ends with a `value` event (scalars) or its own
+// object_end/array_end at that depth.
+class DuplicateKeys {
+public:
+    explicit DuplicateKeys(std::string file) : m_file(std::move(file)) {}
+
+    bool operator()(int depth, Json::parse_event_t event, Json& parsed) {
+        using E = Json::parse_event_t;
+        const std::size_t d = static_cast<std::size_t>(depth);
+        if (event == E::object_start || event == E::array_start) {
+            if (m_levels.size() < d + 2) m_levels.resize(d + 2);
+            m_levels[d + 1] = Level{event == E::array_start, 0, {}, {}};
+        } else if (event == E::key) {
+            Level& l = m_levels[d];
+            l.key = parsed.get<std::string>();
+            if (!l.keys.insert(l.key).second) {
+                JsonLocation at{m_file, ""};
+                for (std::size_t i = 1; i < d; ++i)
+                    at = m_levels[i].array ? at.child(m_levels[i].count) : at.child(m_levels[i].key);
+                at.child(l.key).fail("key given twice in one object (JSON would keep only the last, silently); remove one");
+            }
+        }
+        if ((event == E::value || event == E::object_end || event == E::array_end) && d < m_levels.size())
+            ++m_levels[d].count;
+        return true;
+    }
+
+private:
+    struct Level {
+        bool array = false;
+        std::size_t count = 0;        // members ended so far (an array's: the next index)
+        std::set<std::string> keys;   // an object's keys so far
+        std::string key;              // an object's current key
+    };
+    std::string m_file;
+    std::vector<Level> m_levels;  // by depth; [0] unused
+};
+
+}  // namespace
+
 Json parse_json_text(const std::string& text, const std::string& what) {
     check_json_nesting(text, what);
     try {
-        return Json::parse(text);
+        return Json::parse(text, DuplicateKeys(what));
     } catch (const Json::parse_error& e) {
         // nlohmann's message already says "parse error at line L, column C: ..."; keep it
         // after our own prefix so the line starts with the file.

@@ -9,7 +9,9 @@ namespace normlab {
 
 /// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
 /// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
-/// range ...", or "what: line L, column C: JSON nested deeper than 100 levels ...".
+/// range ...", "what: line L, column C: JSON nested deeper than 100 levels ...", or the
+/// JsonError "what: /norms/ln/eps: key given twice in one object ..." (RFC 8259 leaves
+/// duplicate names to the parser; nlohmann would keep the last without a word).
 Json parse_json_text(const std::string& text, const std::string& what);
 
 /// Reads and parses a JSON file. Throws InputError "file: line L, column C (byte B): ..."
