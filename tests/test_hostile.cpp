@@ -518,6 +518,29 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         CHECK(run_sh(run + "--out foreign --force").exit_code == 0);
         CHECK_FALSE(fs::exists(dir / "foreign" / "a.txt"));
     }
+    SUBCASE("an output that cannot be written: exit 1 before anything is computed, from run and --dry-run") {
+        // NaN data: the run warns about it while it computes, so a refusal that came after
+        // the computing would follow that warning.
+        write_text(dir / "nan.json", config(R"({"source": "values", "values": [[1, "nan", 2]]})"));
+        write_text(dir / "afile", "x");
+        for (const std::string extra : {"", "--dry-run "}) {
+            CAPTURE(extra);
+            CliResult r = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out afile/sub");
+            CHECK(r.exit_code == 1);
+            CHECK(r.err == "normlab: error: afile/sub: cannot write the output folder here: " + (dir / "afile").string() +
+                               " refuses a new folder: Not a directory\n");
+            CHECK(r.out.empty());
+        }
+        // The dry run's probe leaves nothing behind: not the staging folder, nor the parents.
+        CliResult dry = run_sh(run + "--dry-run --out new/deeper/out");
+        CHECK_MESSAGE(dry.exit_code == 0, dry.err);
+        CHECK_FALSE(fs::exists(dir / "new"));
+        for (const auto& e : fs::directory_iterator(dir))
+            CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
+        // --dry-run refuses what run refuses about the folder.
+        write_text(dir / "theirs" / "a.txt", "mine");
+        check_row(run_sh(run + "--dry-run --out theirs"), "theirs: output folder is not empty and does not hold an earlier normlab result");
+    }
     SUBCASE("a trailing slash names the same folder") {
         CliResult r = run_sh(run + "--out res2/");
         CHECK_MESSAGE(r.exit_code == 0, r.err);

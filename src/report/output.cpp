@@ -1,5 +1,7 @@
 #include "report/output.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -138,7 +140,8 @@ void OutputFolder::stage() {
         if (ec) {
             remove_staging({}, m_created);
             m_created.clear();
-            throw EnvError(p.string() + ": cannot create output folder: " + ec.message());
+            throw EnvError(m_target.string() + ": cannot write the output folder here: cannot create " + p.string() +
+                           ": " + ec.message());
         }
         m_created.push_back(p);
     }
@@ -147,10 +150,23 @@ void OutputFolder::stage() {
     if (ec) {
         remove_staging(m_staging, m_created);
         m_created.clear();
-        throw EnvError(m_staging.string() + ": cannot create staging folder: " + ec.message());
+        // The staging folder is normlab's own; the user named the target and its parent.
+        throw EnvError(m_target.string() + ": cannot write the output folder here: " + m_path.parent_path().string() +
+                       " refuses a new folder: " + ec.message());
     }
     live_staging()[m_staging] = m_created;
     m_staged = true;
+}
+
+void OutputFolder::prepare() {
+    std::lock_guard<std::mutex> lock(disk_mutex());
+    // An immutable folder (chattr +i) or one on a read-only file system cannot be renamed
+    // away at commit; access() says so (EPERM, EROFS) without touching it. A plain lack of
+    // write permission (EACCES) does not stop a rename within the same parent.
+    std::error_code ec;
+    if (fs::exists(m_path, ec) && ::access(m_path.c_str(), W_OK) != 0 && (errno == EPERM || errno == EROFS))
+        throw EnvError(m_target.string() + ": cannot replace the existing folder: " + std::strerror(errno));
+    stage();
 }
 
 OutputFolder::~OutputFolder() {
@@ -186,7 +202,7 @@ void OutputFolder::commit() {
         old = m_staging;
         old += "-old";
         fs::rename(m_path, old, ec);
-        if (ec) throw EnvError(m_target.string() + ": cannot replace earlier result: " + ec.message());
+        if (ec) throw EnvError(m_target.string() + ": cannot replace the existing folder: " + ec.message());
     }
     fs::rename(m_staging, m_path, ec);
     if (ec) {

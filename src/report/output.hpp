@@ -29,6 +29,13 @@ public:
     OutputFolder(const OutputFolder&) = delete;
     OutputFolder& operator=(const OutputFolder&) = delete;
 
+    /// Creates the missing parents and the staging folder now, so that an output that cannot
+    /// be written here is found before a run computes anything: EnvError "<target>: cannot
+    /// write the output folder here: ..." (the reason, and the folder that refused), or
+    /// "<target>: cannot replace the existing folder: ..." for a target that refuses to be
+    /// moved (immutable, read-only file system). What it created goes again, when empty, if
+    /// the folder is never committed.
+    void prepare();
     /// Writes `bytes` to `relative` (parents created). Throws EnvError naming the path, and
     /// InputError when `relative` is absolute or has a ".." component (it would land outside
     /// the output folder).

@@ -160,6 +160,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     }
 
     OutputFolder folder(out, force);
+    folder.prepare();  // an output that cannot be written is found before the shards are merged
     std::vector<std::string> files;
     // CSVs: the union of tables, rows stably sorted by point = the unsharded order, since each
     // shard wrote its points in increasing order and a point's rows in analysis order.

@@ -154,6 +154,12 @@ void run_points(const RunOptions& o, Provenance& origins) {
                              : first.output_dir ? fs::path(*first.output_dir)
                                                 : fs::path("results") / first.name;
     if (o.dry_run) {
+        {
+            // What run would refuse about the output folder, and whether it can be written
+            // here (its staging folder made and removed again).
+            OutputFolder probe(out_dir, o.force, {fs::path(o.config_path)});
+            probe.prepare();
+        }
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype " << dtype_name(first.dtype)
                   << ")\n";
         std::cout << "seed: " << config_seed.dump() << " (the config's seed; report.json \"seed\")\n";
@@ -176,6 +182,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     }
 
     OutputFolder folder(out_dir, o.force, {fs::path(o.config_path)});  // never deletes the config
+    folder.prepare();  // an output that cannot be written is found before the computing
     std::vector<std::string> files;
     std::vector<std::string> type_order;
     std::map<std::string, Table> tables;
