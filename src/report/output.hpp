@@ -22,7 +22,7 @@ public:
     /// A trailing '/' or '.' in `target` is ignored. Nor a target that contains one of the
     /// `keep` paths (the config file: --force must not delete it). Creates nothing: the
     /// staging folder beside the target, and the target's missing parent folders, are
-    /// created by the first write() (EnvError when that fails), and the parents it created
+    /// created by prepare() or the first write() (EnvError when that fails), and the parents it created
     /// are removed again, when empty, if the folder is never committed.
     OutputFolder(std::filesystem::path target, bool force, const std::vector<std::filesystem::path>& keep = {});
     ~OutputFolder();
