@@ -9,6 +9,7 @@
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
 #include "analysis_util.hpp"
+#include "data/npy.hpp"
 
 using namespace normlab_test;
 using nlohmann::json;
@@ -299,6 +300,33 @@ TEST_CASE("train_eval: running statistics follow the momentum rule; norms withou
         CHECK((row["running_var_avg"] == "") == !running);
     }
     CHECK_FALSE(html_flags_nonfinite(r.out));
+}
+
+TEST_CASE("apply, sequential: a data entry listed twice keeps each step's arrays; rows in step order") {
+    // One channel, batches of mean 2 (a) and 6 (b), steps a, b, a. PyTorch's update with
+    // momentum 0.1 from 0: running_mean 0.2, then 0.9 * 0.2 + 0.6 = 0.78, then 0.9 * 0.78 +
+    // 0.2 = 0.902.
+    const json data = {{"a", {{"source", "values"}, {"values", {{1.0}, {3.0}}}}},
+                       {"b", {{"source", "values"}, {"values", {{5.0}, {7.0}}}}}};
+    const json analyses = json::array({{{"type", "apply"}, {"data", {"a", "b", "a"}}, {"norms", {"bn"}},
+                                        {"sequential", true}, {"save", {"running_mean"}}}});
+    RunResult r = run_config("apply_sequential_repeat", config(data, {{"bn", {{"type", "batchnorm"}}}}, analyses, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rm = [&](const std::string& rel) {
+        const std::filesystem::path p = r.out / "arrays" / rel / "running_mean.npy";
+        REQUIRE_MESSAGE(std::filesystem::exists(p), p.string());
+        return normlab::read_npy(p).values.at(0);
+    };
+    CHECK_NEAR(rm("a/bn/step1"), 0.2, 1e-15);
+    CHECK_NEAR(rm("b/bn"), 0.78, 1e-15);
+    CHECK_NEAR(rm("a/bn/step3"), 0.902, 1e-15);
+    CHECK_FALSE(std::filesystem::exists(r.out / "arrays" / "a" / "bn" / "running_mean.npy"));
+    const auto rows = r.csv("apply");
+    REQUIRE(rows.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+        CHECK(rows[i].at("step") == std::to_string(i + 1));
+        CHECK(rows[i].at("data") == (i == 1 ? "b" : "a"));
+    }
 }
 
 TEST_CASE("analyses that add samples refuse data without a batch axis") {

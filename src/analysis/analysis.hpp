@@ -17,6 +17,7 @@
 namespace normlab {
 
 /// Receives the tensors an analysis saves: arrays/<data>/<norm>/<what>.npy, in `dtype`.
+/// `norm` may go one folder deeper ("bn/step3": apply's sequential steps of one data entry).
 using SaveFn = std::function<void(const std::string& data, const std::string& norm,
                                   const std::string& what, const xt::xarray<double>& values,
                                   DType dtype)>;

@@ -62,10 +62,10 @@ void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& la
     }
 }
 
-// Saves what the analysis asks for after one step; check() made sure each is there.
+// Saves what the analysis asks for after one step, under arrays/<data>/<folder>/ (the norm's
+// name, or "<norm>/step<k>"); check() made sure each is there.
 void save_step(const AnalysisContext& ctx, const Options& o, const std::string& dn, NormLayer& layer,
-               const StepResult& s) {
-    const NormDef& d = layer.def();
+               const StepResult& s, const std::string& folder) {
     // Statistics of half-precision runs are saved in float32, as frameworks keep them
     // (PyTorch returns float32 mean/rstd for half inputs): a variance of 2.5e5 is not a
     // float16 number (case B10), and the saved file should show the value, not inf. The
@@ -78,15 +78,15 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
         g = step_backward(b.x, s, make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply"));
     }
     for (const std::string& what : o.save) {
-        if (what == "output") ctx.save(dn, d.name, what, s.fwd.y.to_double(), ctx.dtype);
-        else if (what == "mean") ctx.save(dn, d.name, what, s.fwd.mean, stats_dtype);
-        else if (what == "var") ctx.save(dn, d.name, what, s.fwd.var, stats_dtype);
-        else if (what == "rstd") ctx.save(dn, d.name, what, s.fwd.rstd, stats_dtype);
-        else if (what == "running_mean") ctx.save(dn, d.name, what, layer.running_mean(), stats_dtype);
-        else if (what == "running_var") ctx.save(dn, d.name, what, layer.running_var(), stats_dtype);
-        else if (what == "grad_input") ctx.save(dn, d.name, what, g.dx.to_double(), ctx.dtype);
-        else if (what == "grad_weight") ctx.save(dn, d.name, what, g.dweight, stats_dtype);
-        else ctx.save(dn, d.name, what, g.dbias, stats_dtype);
+        if (what == "output") ctx.save(dn, folder, what, s.fwd.y.to_double(), ctx.dtype);
+        else if (what == "mean") ctx.save(dn, folder, what, s.fwd.mean, stats_dtype);
+        else if (what == "var") ctx.save(dn, folder, what, s.fwd.var, stats_dtype);
+        else if (what == "rstd") ctx.save(dn, folder, what, s.fwd.rstd, stats_dtype);
+        else if (what == "running_mean") ctx.save(dn, folder, what, layer.running_mean(), stats_dtype);
+        else if (what == "running_var") ctx.save(dn, folder, what, layer.running_var(), stats_dtype);
+        else if (what == "grad_input") ctx.save(dn, folder, what, g.dx.to_double(), ctx.dtype);
+        else if (what == "grad_weight") ctx.save(dn, folder, what, g.dweight, stats_dtype);
+        else ctx.save(dn, folder, what, g.dbias, stats_dtype);
     }
 }
 
@@ -124,6 +124,11 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     Table t;
     t.columns = apply_analysis().columns;
+    // With "sequential", a data entry listed twice is two steps: each saves under its own
+    // step folder, where the later would overwrite the earlier's arrays.
+    auto listed_twice = [&](const std::string& dn) {
+        return o.sequential && std::count(spec.data.begin(), spec.data.end(), dn) > 1;
+    };
     auto add = [&](const std::string& dn, NormLayer& layer, const StepResult& s, long long step) {
         const Batch& b = ctx.batch(dn);
         const bool masked = layer.def().mask;
@@ -143,7 +148,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                    mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
                    in_mm.second, out.min, out.max, static_cast<long long>(out.nonfinite), static_cast<long long>(count_nonfinite(b.x)),
                    bad_stats, static_cast<long long>(empty_groups(g.count))});
-        save_step(ctx, o, dn, layer, s);
+        const std::string& name = layer.def().name;
+        save_step(ctx, o, dn, layer, s, listed_twice(dn) ? name + "/step" + std::to_string(step) : name);
     };
     if (o.sequential) {
         for (const auto& nn : spec.norms) {
@@ -151,13 +157,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             long long step = 0;
             for (const auto& dn : spec.data) add(dn, layer, forward_batch(layer, ctx.batch(dn)), ++step);
         }
-        // Rows in (data, norm) order like the non-sequential mode.
-        std::stable_sort(t.rows.begin(), t.rows.end(), [&](const auto& a, const auto& b) {
-            auto pos = [&](const Cell& c) {
-                return std::find(spec.data.begin(), spec.data.end(), std::get<std::string>(c)) - spec.data.begin();
-            };
-            return pos(a[0]) < pos(b[0]);
-        });
+        // Rows in (step, norm) order: the non-sequential mode's (data, norm) order, and step
+        // order where a data entry is listed twice.
+        std::stable_sort(t.rows.begin(), t.rows.end(),
+                         [](const auto& a, const auto& b) { return std::get<long long>(a[3]) < std::get<long long>(b[3]); });
     } else {
         for (const auto& dn : spec.data)
             for (const auto& nn : spec.norms) {
