@@ -142,10 +142,11 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
 
     auto unknown = run_normlab("show " + out.string() + " epsilon");
     CHECK(unknown.exit_code == 2);
-    CHECK(unknown.err.find("it has: stats_shapes, apply") != std::string::npos);
+    CHECK_MESSAGE(unknown.err.find("no analysis \"epsilon\" in this result, which has stats_shapes, apply\n") != std::string::npos,
+                  unknown.err);
     // a misspelled or shortened analysis name gets the hint the rest of normlab gives
     auto typo = run_normlab("show " + out.string() + " aply");
-    CHECK_MESSAGE(typo.err.find("no analysis \"aply\" in this result (did you mean \"apply\"?) (it has: stats_shapes, apply)") !=
+    CHECK_MESSAGE(typo.err.find("no analysis \"aply\" in this result, which has stats_shapes, apply (did you mean \"apply\"?)") !=
                       std::string::npos, typo.err);
     auto prefix = run_normlab("show " + out.string() + " stats");
     CHECK_MESSAGE(prefix.err.find("(did you mean \"stats_shapes\"?)") != std::string::npos, prefix.err);

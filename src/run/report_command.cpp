@@ -95,8 +95,9 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
             types.push_back(p.first);
             have += (have.empty() ? "" : ", ") + p.first;
         }
-        throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis + "\" in this result" +
-                         did_you_mean_note(o.analysis, types) + " (it has: " + (have.empty() ? "none" : have) + ")");
+        throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis +
+                         "\" in this result, which has " + (have.empty() ? "none" : have) +
+                         did_you_mean_note(o.analysis, types));
     }
     // A column a table lacks is named with the table, and with the analyses that have it.
     std::vector<std::pair<std::string, std::string>> asked;  // (option, column)
