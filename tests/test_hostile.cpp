@@ -417,6 +417,12 @@ TEST_CASE("NaN and inf inputs are counted and reported; eps 0 on a constant grou
     for (auto at = r.err.find("normlab: warning:"); at != std::string::npos; at = r.err.find("normlab: warning:", at + 1))
         ++warnings;
     CHECK(warnings == 2);
+    // validate warns the same, before anything runs (its batches are the ones run builds).
+    CliResult checked = run_sh("cd " + dir.string() + " && NL validate cfg.json");
+    CHECK_MESSAGE(checked.exit_code == 0, checked.err);
+    CHECK(checked.out == "cfg.json: ok\n");
+    for (const char* line : {"/data/x: 3 of 8 values are NaN or infinite", "/data/big: 1 of 8 values is NaN or infinite"})
+        CHECK_MESSAGE(checked.err.find(std::string("normlab: warning: cfg.json: ") + line) != std::string::npos, checked.err);
     auto report = nlohmann::json::parse(read_text(dir / "out" / "report.json"));
     CHECK(report["data"]["x"]["nonfinite_values"] == 3);
     CHECK(report["data"]["c"]["nonfinite_values"] == 0);

@@ -285,7 +285,9 @@ int main(int argc, char** argv) {
             for (const auto& p : val_paths) {
                 val.config_path = p;
                 try {
-                    for (const auto& n : validate_config(val)) std::cerr << "normlab: note: " << n << "\n";
+                    const ConfigFindings f = validate_config(val);
+                    for (const auto& n : f.notes) std::cerr << "normlab: note: " << n << "\n";
+                    for (const auto& w : f.warnings) std::cerr << "normlab: warning: " << w << "\n";
                     std::cout << p << ": ok\n";
                 } catch (const InputError& e) {
                     std::cerr << "normlab: error: " << e.what() << '\n';

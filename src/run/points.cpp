@@ -1,8 +1,10 @@
 #include "run/points.hpp"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
+#include "analysis/common.hpp"
 #include "data/estimate.hpp"
 #include "data/random.hpp"
 #include "data/sources.hpp"
@@ -198,12 +200,28 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
                 out.notes.push_back(origins ? origins->message(n.at, n.reason, n.related) : n.message());
             }
     }
+    std::set<std::string> counted;  // data entries already found non-finite, and specs counted
     for (std::size_t k = 0; k < points.size(); ++k) {
         out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);
         check_analyses(out.last);
         if (k == 0) out.first_plan = point_plan(out.last);
+        for (const auto& [name, b] : out.last.batches) {
+            const auto& origin = out.last.origins.at(name);
+            // A pass over the values once per data spec, not once per point.
+            if (counted.count(name) || !counted.insert(name + "\n" + origin.spec.dump()).second) continue;
+            if (const std::size_t bad = count_nonfinite(b.x)) {
+                out.nonfinite.push_back({name, bad, b.x.size()});
+                counted.insert(name);
+            }
+        }
     }
     return out;
+}
+
+std::string nonfinite_warning(std::size_t bad, std::size_t total) {
+    return std::to_string(bad) + " of " + count_noun(total, "value") + (bad == 1 ? " is" : " are") +
+           " NaN or infinite; every statistic they enter is non-finite (report.json: nonfinite_values; apply.csv: "
+           "nonfinite_in, nonfinite_stats)";
 }
 
 }  // namespace normlab

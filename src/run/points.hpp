@@ -70,7 +70,19 @@ struct CheckedPoints {
     /// The points' notes (config_notes), each once, naming the --set or sweep entry that set
     /// what a note is about, as an error would (Provenance::message).
     std::vector<std::string> notes;
+    /// Data entries whose checked batch holds NaN or infinite values, each once (at the
+    /// first point where it does): what `validate` warns about, as `run` does while it runs.
+    struct Nonfinite {
+        std::string name;
+        std::size_t bad = 0, total = 0;
+    };
+    std::vector<Nonfinite> nonfinite;
 };
+
+/// The warning for data entry `name` (a JsonLocation of the config's /data/<name>) holding
+/// `bad` NaN or infinite values of `total`: "N of M values are NaN or infinite; every
+/// statistic they enter is non-finite (...)", without its location.
+std::string nonfinite_warning(std::size_t bad, std::size_t total);
 
 /// Checks the points of a run, in two passes, before anything is computed, written or
 /// printed: first every point's config parses and its memory estimate fits `max_memory`

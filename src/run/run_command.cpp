@@ -67,14 +67,21 @@ Json data_summary(const Batch& b) {
 
 }  // namespace
 
-std::vector<std::string> validate_config(const RunOptions& o) {
+ConfigFindings validate_config(const RunOptions& o) {
     Provenance origins;  // an error at a value set by --set or a sweep point blames that
     return blame_origins(origins, [&] {
         Json doc = load_config_document(o, &origins);
         const Sweep sweep = extract_sweep(doc, o.config_path);
         std::vector<const SweepPoint*> all;
         for (const auto& pt : sweep.points) all.push_back(&pt);
-        return check_points(doc, sweep, all, o.config_path, o.max_memory, &origins).notes;
+        const CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
+        ConfigFindings f;
+        f.notes = checked.notes;
+        for (const auto& n : checked.nonfinite) {
+            const JsonLocation at = JsonLocation{o.config_path, "/data"}.child(n.name);
+            f.warnings.push_back(origins.message(at, nonfinite_warning(n.bad, n.total), {at.pointer}));
+        }
+        return f;
     });
 }
 
@@ -224,13 +231,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
             const std::size_t total = l.batches.at(n).x.size();
             const JsonLocation at = JsonLocation{o.config_path, "/data"}.child(n);
             if (bad && !o.quiet && warned_nonfinite.insert(n).second)  // the values come from the whole entry
-                std::cerr << "normlab: warning: "
-                          << origins.message(at,
-                                             std::to_string(bad) + " of " + count_noun(total, "value") +
-                                                 (bad == 1 ? " is" : " are") +
-                                                 " NaN or infinite; every statistic they enter is non-finite "
-                                                 "(report.json: nonfinite_values; apply.csv: nonfinite_in, nonfinite_stats)",
-                                             {at.pointer})
+                std::cerr << "normlab: warning: " << origins.message(at, nonfinite_warning(bad, total), {at.pointer})
                           << "\n";
         }
         if (swept) data_summaries[std::to_string(pt.index)] = point_data;

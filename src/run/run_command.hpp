@@ -38,10 +38,15 @@ Json load_config_document(const RunOptions& o, Provenance* origins = nullptr);
 /// no parent folder of it is created.
 void run_config(const RunOptions& o);
 
+/// What validate_config finds in a config that it does not refuse.
+struct ConfigFindings {
+    std::vector<std::string> notes;     ///< config_notes, each once (run writes them to report.json too)
+    std::vector<std::string> warnings;  ///< data holding NaN or infinite values, as run warns of them
+};
+
 /// Checks a config at every sweep point as run_config does before it computes anything
 /// (check_points), without writing. Throws InputError on the first problem, with the
-/// message run_config would give. Returns the config's notes (config_notes), each once,
-/// which `run` also writes to report.json.
-std::vector<std::string> validate_config(const RunOptions& o);
+/// message run_config would give. Returns its notes and warnings.
+ConfigFindings validate_config(const RunOptions& o);
 
 }  // namespace normlab
