@@ -79,9 +79,9 @@ struct CheckedPoints {
     std::vector<Nonfinite> nonfinite;
 };
 
-/// The warning for data entry `name` (a JsonLocation of the config's /data/<name>) holding
-/// `bad` NaN or infinite values of `total`: "N of M values are NaN or infinite; every
-/// statistic they enter is non-finite (...)", without its location.
+/// The warning for a data entry holding `bad` NaN or infinite values of `total`: "N of M
+/// values are NaN or infinite; every statistic they enter is non-finite (...)", without
+/// its location (the caller names /data/<name>).
 std::string nonfinite_warning(std::size_t bad, std::size_t total);
 
 /// Checks the points of a run, in two passes, before anything is computed, written or
