@@ -1,6 +1,7 @@
 // End to end: the built binary on the quickstart config and on broken configs.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 #include "norm/engine.hpp"
+#include "run/timing.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;
@@ -230,6 +232,17 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(l.out.find("rmsnorm: normalized_shape (required unless axes") != std::string::npos);
 }
 
+TEST_CASE("bench's order statistics: numpy's linear quantiles") {
+    // np.quantile([1, 2, 3, 4], [0.25, 0.5, 0.75]) = [1.75, 2.5, 3.25]; np.median([3, 1, 2]) = 2
+    const std::vector<double> v{1, 2, 3, 4};
+    CHECK(normlab::quantile(v, 0.25) == 1.75);
+    CHECK(normlab::quantile(v, 0.5) == 2.5);
+    CHECK(normlab::quantile(v, 0.75) == 3.25);
+    CHECK(normlab::quantile({7}, 0.25) == 7);
+    CHECK(normlab::median({3, 1, 2}) == 2);
+    CHECK(std::isnan(normlab::median({})));
+}
+
 TEST_CASE("bench: one JSON object per case with the documented fields; bad options exit 2") {
     CliResult r = run_normlab("bench --norm layernorm,batchnorm --shape 4,8,16 --shape 2,6,5 --threads 1,2 "
                               "--repeat 3 --json");
@@ -241,7 +254,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     REQUIRE(rows.size() == 2 * 2 * 2);  // norms x shapes x thread counts
     for (const auto& j : rows) {
         CAPTURE(j.dump());
-        for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "timed_calls", "ns_per_elem", "gb_per_s",
+        for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "q1_ms", "q3_ms", "timed_calls", "ns_per_elem", "gb_per_s",
                               "copy_gb_per_s", "fraction_of_copy", "moments_ns_per_elem", "moments_of_copy",
                               "normalize_ns_per_elem", "normalize_of_copy", "state", "cold_ms", "peak_rss_mib"})
             CHECK(j.contains(k));
@@ -261,6 +274,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
         CHECK(j["moments_of_copy"].get<double>() ==
               doctest::Approx(copy_ms / (2 * j["moments_ns_per_elem"].get<double>() * elems / 1e6)).epsilon(1e-3));
         CHECK(j["median_ms"].get<double>() > 0);
+        CHECK(j["q1_ms"].get<double>() <= j["median_ms"].get<double>());
+        CHECK(j["median_ms"].get<double>() <= j["q3_ms"].get<double>());
         CHECK(j["copy_gb_per_s"].get<double>() > 0);
         // GB/s counts one read and one write of the batch: 2 * bytes / time
         const double bytes = j["shape"] == nlohmann::json{4, 8, 16} ? 4 * 8 * 16 * 4 : 2 * 6 * 5 * 4;

@@ -18,6 +18,7 @@
 #include "report/table.hpp"
 #include "run/process_memory.hpp"
 #include "run/safety.hpp"
+#include "run/timing.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -31,19 +32,17 @@ constexpr unsigned kMaxCalls = 1000000;
 
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
-// Median of the timings (NaN for none: a case always has at least one repetition).
-double median(std::vector<double> v) {
-    if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+// Timed calls of one measurement: their median and quartiles in ms, and how many there were.
+struct Timing {
+    double median = 0, q1 = 0, q3 = 0;
+    std::size_t calls = 0;
+};
 
-// Median time of f() over `repeat` calls after one untimed call, and over more calls until
-// `min_ms` milliseconds of timed calls have passed: a 0.2 ms call timed 20 times is at the
-// mercy of one interrupted call, timed 1000 times it is not. `calls`, when given, receives
-// the number of timed calls.
+// Times f() over `repeat` calls after one untimed call, and over more calls until `min_ms`
+// milliseconds of timed calls have passed: a 0.2 ms call timed 20 times is at the mercy of
+// one interrupted call, timed 1000 times it is not.
 template <class F>
-double median_ms(unsigned repeat, double min_ms, F&& f, std::size_t* calls = nullptr) {
+Timing time_calls(unsigned repeat, double min_ms, F&& f) {
     f();
     std::vector<double> times;
     double spent = 0;
@@ -53,8 +52,14 @@ double median_ms(unsigned repeat, double min_ms, F&& f, std::size_t* calls = nul
         times.push_back(ms(t0, Clock::now()));
         spent += times.back();
     }
-    if (calls) *calls = times.size();
-    return median(times);
+    std::sort(times.begin(), times.end());
+    return {quantile(times, 0.5), quantile(times, 0.25), quantile(times, 0.75), times.size()};
+}
+
+// time_calls' median.
+template <class F>
+double median_ms(unsigned repeat, double min_ms, F&& f) {
+    return time_calls(repeat, min_ms, std::forward<F>(f)).median;
 }
 
 // Median time of copying `bytes` between two warm buffers with `threads` threads of the
@@ -156,7 +161,7 @@ std::string run_bench(const BenchOptions& o) {
     std::ostringstream out;
     if (!o.json)
         out << std::left << std::setw(13) << "norm" << std::setw(18) << "shape" << std::setw(9) << "dtype"
-            << std::setw(8) << "threads" << std::setw(11) << "median_ms" << std::setw(10) << "gb_per_s"
+            << std::setw(8) << "threads" << std::setw(11) << "median_ms" << std::setw(10) << "iqr_ms" << std::setw(10) << "gb_per_s"
             << std::setw(14) << "copy_gb_per_s" << std::setw(10) << "of_copy" << std::setw(12) << "moments_ns"
             << std::setw(10) << "of_copy" << std::setw(14) << "normalize_ns" << std::setw(10) << "of_copy"
             << std::setw(9) << "cold_ms" << "peak_rss_mib\n";
@@ -221,9 +226,8 @@ std::string run_bench(const BenchOptions& o) {
             auto c0 = Clock::now();
             layer.forward(x, channel_axis, "bench", nullptr, s);  // first call: touches fresh output pages
             double cold = ms(c0, Clock::now());
-            std::size_t calls = 0;
-            const double med = median_ms(
-                o.repeat, o.min_time_ms, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); }, &calls);
+            const Timing fwd = time_calls(o.repeat, o.min_time_ms, [&] { layer.forward(x, channel_axis, "bench", nullptr, s); });
+            const double med = fwd.median;
             // read before the phases and the copy yardstick allocate their own buffers
             const double peak = own_peak ? peak_rss_mib() : std::numeric_limits<double>::quiet_NaN();
             const double copy = copy_ms(bytes, th, o.repeat, o.min_time_ms);
@@ -241,7 +245,8 @@ std::string run_bench(const BenchOptions& o) {
                     << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
                     << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(channel_axis))
                     << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
-                    << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"timed_calls\": " << calls
+                    << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"q1_ms\": " << fwd.q1
+                    << ", \"q3_ms\": " << fwd.q3 << ", \"timed_calls\": " << fwd.calls
                     << ", \"ns_per_elem\": " << med * per_el
                     << ", \"gb_per_s\": " << gbs << ", \"copy_gb_per_s\": " << copy_gbs
                     << ", \"fraction_of_copy\": " << gbs / copy_gbs << ", \"moments_ns_per_elem\": " << m_ns
@@ -252,7 +257,7 @@ std::string run_bench(const BenchOptions& o) {
             } else {
                 out << std::left << std::setw(13) << norm << std::setw(18) << compact_shape(shape)
                     << std::setw(9) << o.dtype << std::setw(8) << th << std::setw(11) << std::setprecision(4)
-                    << med << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
+                    << med << std::setw(10) << fwd.q3 - fwd.q1 << std::setw(10) << gbs << std::setw(14) << copy_gbs << std::setw(10)
                     << gbs / copy_gbs << std::setw(12) << m_ns << std::setw(10) << m_of << std::setw(14) << n_ns
                     << std::setw(10) << n_of << std::setw(9) << cold << peak << "\n";
             }
@@ -260,7 +265,8 @@ std::string run_bench(const BenchOptions& o) {
     }
     set_engine_threads(saved_threads);
     if (!o.json)
-        out << "(median_ms: steady state, output buffers reused; cold_ms: the first call, fresh pages;\n"
+        out << "(median_ms: steady state, output buffers reused; iqr_ms: the spread of the timed calls, third\n"
+               " quartile minus first; cold_ms: the first call, fresh pages;\n"
                " moments_ns, normalize_ns: each phase timed on its own, ns per element; their of_copy:\n"
                " the bytes the phase moves per second (moments: one read, normalize: a read and a write)\n"
                " against the copy's; peak_rss_mib: the process's peak resident memory during this case's\n"

@@ -15,6 +15,7 @@
 #include "norm/engine.hpp"
 #include "run/process_memory.hpp"
 #include "run/safety.hpp"
+#include "run/timing.hpp"
 #include "stack/buffers.hpp"
 #include "stack/model.hpp"
 #include "tensor/errors.hpp"
@@ -26,11 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // The peak since the reset, or the process-wide maximum when the kernel refused the reset.
 double case_peak_mib(bool since_reset) {
