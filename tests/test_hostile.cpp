@@ -205,6 +205,10 @@ TEST_CASE("deeply nested JSON is refused before it is parsed (it used to overflo
     CHECK_MESSAGE(s.err.find("JSON nested deeper than 100 levels") != std::string::npos, s.err.substr(0, 300));
     check_row(run_cfg("set_overflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e400"),
               "--set norms.n.eps=1e400: the number is out of range");
+    // A key given twice inside a --set value is refused as in the file, named in the value.
+    check_row(run_cfg("set_duplicate", config(R"({"source": "values", "values": [1, 2]})"),
+                      R"(--set 'norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}')"),
+              R"(--set norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}: /eps: key given twice in one object)");
     // 90 levels are fine (a values list of rank 86).
     const std::string ok = std::string(86, '[') + "1, 2" + std::string(86, ']');
     CliResult fine = run_cfg("deep_ok", config(R"({"source": "values", "values": )" + ok + "}", R"({"type": "layernorm", "axes": [-1]})"), "-q");

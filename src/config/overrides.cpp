@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -87,6 +88,11 @@ std::string apply_override(Json& config, const std::string& assignment) {
     const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
     Json value;
     check_json_nesting(text, who);
+    try {
+        check_duplicate_keys(text, who);
+    } catch (const JsonError& e) {
+        throw InputError(e.what());  // "--set PATH=VALUE: /key: key given twice ...": a pointer into the value
+    }
     try {
         value = Json::parse(text);
     } catch (const Json::parse_error& e) {

@@ -7,11 +7,15 @@
 
 namespace normlab {
 
+/// Throws JsonError "what: /pointer/key: key given twice in one object ..." for the first
+/// key that an object of `text` gives twice (RFC 8259 leaves duplicate names to the parser;
+/// nlohmann keeps the last without a word). Malformed text is left to the parser.
+void check_duplicate_keys(const std::string& text, const std::string& what);
+
 /// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
 /// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
-/// range ...", "what: line L, column C: JSON nested deeper than 100 levels ...", or the
-/// JsonError "what: /norms/ln/eps: key given twice in one object ..." (RFC 8259 leaves
-/// duplicate names to the parser; nlohmann would keep the last without a word).
+/// range ...", "what: line L, column C: JSON nested deeper than 100 levels ...", or
+/// check_duplicate_keys' JsonError.
 Json parse_json_text(const std::string& text, const std::string& what);
 
 /// Reads and parses a JSON file. Throws InputError "file: line L, column C (byte B): ..."
