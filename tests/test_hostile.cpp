@@ -658,4 +658,31 @@ TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier
         for (const auto& e : fs::directory_iterator(dir))
             CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
     }
+
+    // Without saved arrays nothing is written before the end, though the staging folder is
+    // made before the computing (to find an output that cannot be written): an interrupt
+    // then says that nothing was written.
+    std::string nosave = read_text(dir / "long.json");
+    nosave.replace(nosave.find(R"(, "save": ["output"])"), std::string(R"(, "save": ["output"])").size(), "");
+    write_text(dir / "nosave.json", nosave);
+    const pid_t pid = start_normlab(dir, {"run", "nosave.json", "--out", "out"});
+    REQUIRE(pid >= 0);
+    bool staged = false;
+    for (int i = 0; i < 2400 && !staged; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (const auto& e : fs::directory_iterator(dir))
+            staged = staged || e.path().filename().string().find(".out.normlab-staging-") == 0;
+    }
+    CHECK(staged);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(pid, SIGINT);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 128 + SIGINT);
+    CHECK(read_text(dir / "stderr.txt") ==
+          "normlab: interrupted (SIGINT); nothing was written, and an earlier result in the output folder, if any, is left as it was\n");
+    CHECK(read_text(dir / "out" / "report.json") == before);
+    for (const auto& e : fs::directory_iterator(dir))
+        CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
 }

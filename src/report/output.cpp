@@ -1,7 +1,6 @@
 #include "report/output.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -25,10 +24,15 @@ std::mutex& disk_mutex() {
     static std::mutex m;
     return m;
 }
-// Staging folders of OutputFolders that have not committed, each with the parent folders
-// its OutputFolder created (outermost first), which go with it when the run fails.
-std::map<fs::path, std::vector<fs::path>>& live_staging() {
-    static std::map<fs::path, std::vector<fs::path>> s;
+// A staging folder of an OutputFolder that has not committed: the parent folders its
+// OutputFolder created (outermost first), which go with it when the run fails, and whether
+// a file was written into it yet (prepare() stages before anything is computed).
+struct Staged {
+    std::vector<fs::path> created;
+    bool written = false;
+};
+std::map<fs::path, Staged>& live_staging() {
+    static std::map<fs::path, Staged> s;
     return s;
 }
 
@@ -154,7 +158,7 @@ void OutputFolder::stage() {
         throw EnvError(m_target.string() + ": cannot write the output folder here: " + m_path.parent_path().string() +
                        " refuses a new folder: " + ec.message());
     }
-    live_staging()[m_staging] = m_created;
+    live_staging()[m_staging] = Staged{m_created, false};
     m_staged = true;
 }
 
@@ -164,8 +168,12 @@ void OutputFolder::prepare() {
     // away at commit; access() says so (EPERM, EROFS) without touching it. A plain lack of
     // write permission (EACCES) does not stop a rename within the same parent.
     std::error_code ec;
-    if (fs::exists(m_path, ec) && ::access(m_path.c_str(), W_OK) != 0 && (errno == EPERM || errno == EROFS))
-        throw EnvError(m_target.string() + ": cannot replace the existing folder: " + std::strerror(errno));
+    if (fs::exists(m_path, ec) && ::access(m_path.c_str(), W_OK) != 0) {
+        const int err = errno;  // before anything else may set it
+        if (err == EPERM || err == EROFS)
+            throw EnvError(m_target.string() + ": cannot replace the existing folder: " +
+                           std::error_code(err, std::generic_category()).message());
+    }
     stage();
 }
 
@@ -183,6 +191,7 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
         throw InputError(relative.string() + ": refusing to write outside the output folder " + m_target.string());
     std::lock_guard<std::mutex> lock(disk_mutex());
     stage();
+    live_staging()[m_staging].written = true;
     fs::path p = m_staging / relative;
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
@@ -239,8 +248,11 @@ void write_file_atomic(const fs::path& path, const std::string& bytes) {
 
 std::size_t abandon_output_folders() {
     disk_mutex().lock();  // never unlocked: the caller exits right after
-    const std::size_t n = live_staging().size();
-    for (const auto& [staging, created] : live_staging()) remove_staging(staging, created);
+    std::size_t n = 0;
+    for (const auto& [staging, staged] : live_staging()) {
+        remove_staging(staging, staged.created);
+        n += staged.written;
+    }
     live_staging().clear();
     return n;
 }

@@ -78,7 +78,8 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
 /// folders created for it, when empty), and keeps any
 /// OutputFolder from writing afterwards (it blocks). For the SIGINT/SIGTERM handler, which
 /// exits right after; safe to call from another thread while the main thread writes.
-/// Returns the number of staging folders removed.
+/// Returns the number of staging folders removed that held a written file (a folder
+/// prepare() staged before anything was computed holds none: nothing was written).
 std::size_t abandon_output_folders();
 
 }  // namespace normlab
