@@ -427,6 +427,16 @@ TEST_CASE("NaN and inf inputs are counted and reported; eps 0 on a constant grou
     CHECK(checked.out == "cfg.json: ok\n");
     for (const char* line : {"/data/x: 3 of 8 values are NaN or infinite", "/data/big: 1 of 8 values is NaN or infinite"})
         CHECK_MESSAGE(checked.err.find(std::string("normlab: warning: cfg.json: ") + line) != std::string::npos, checked.err);
+    // In a sweep: once, blaming the point that brings the NaN, and the dtype that makes 1e5 inf.
+    write_text(dir / "sweep.json", R"({"name": "sw", "data": {"x": {"source": "values", "values": [[1, 2, 3], [3, 4, 1e5]]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [3]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"]}],
+      "sweep": {"data.x.values.0.1": [2, "nan", 7], "dtype": ["float32", "float16"]}})");
+    CliResult swept = run_sh("cd " + dir.string() + " && NL validate sweep.json");
+    CHECK_MESSAGE(swept.exit_code == 0, swept.err);
+    // Point 0 is float32 and finite; point 1 (the values' 2, float16) holds an inf.
+    CHECK_MESSAGE(swept.err.find("(sweep point 1): /data/x: 1 of 6 values is NaN or infinite") != std::string::npos, swept.err);
+    CHECK(std::count(swept.err.begin(), swept.err.end(), '\n') == 1);
     auto report = nlohmann::json::parse(read_text(dir / "out" / "report.json"));
     CHECK(report["data"]["x"]["nonfinite_values"] == 3);
     CHECK(report["data"]["c"]["nonfinite_values"] == 0);

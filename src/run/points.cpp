@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "analysis/common.hpp"
@@ -200,18 +201,29 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
                 out.notes.push_back(origins ? origins->message(n.at, n.reason, n.related) : n.message());
             }
     }
-    std::set<std::string> counted;  // data entries already found non-finite, and specs counted
+    // Data holding NaN or infinite values: warned of once per data entry, at the first point
+    // whose batch holds them, naming who set what, as the notes do (origins holds this
+    // point's provenance now). The values are counted once per entry, spec and dtype: a
+    // batch taken over from the point before is not counted again. A batch built with
+    // another seed (any_seed) has the run's shape, not its values; NaN and inf come from
+    // given values, files and overflow, which a seed changes only where a random source
+    // overflows a narrow dtype.
+    std::set<std::string> warned;
+    std::set<std::tuple<std::string, std::size_t, int>> counted;
     for (std::size_t k = 0; k < points.size(); ++k) {
         out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);
         check_analyses(out.last);
         if (k == 0) out.first_plan = point_plan(out.last);
         for (const auto& [name, b] : out.last.batches) {
-            const auto& origin = out.last.origins.at(name);
-            // A pass over the values once per data spec, not once per point.
-            if (counted.count(name) || !counted.insert(name + "\n" + origin.spec.dump()).second) continue;
+            const Loaded::Origin& origin = out.last.origins.at(name);
+            if (warned.count(name) ||
+                !counted.emplace(name, std::hash<Json>{}(origin.spec), static_cast<int>(origin.dtype)).second)
+                continue;
             if (const std::size_t bad = count_nonfinite(b.x)) {
-                out.nonfinite.push_back({name, bad, b.x.size()});
-                counted.insert(name);
+                warned.insert(name);
+                const JsonLocation at = JsonLocation{file, "/data"}.child(name);
+                const std::string reason = nonfinite_warning(bad, b.x.size());
+                out.warnings.push_back(origins ? origins->message(at, reason, {at.pointer}) : at.message(reason));
             }
         }
     }

@@ -70,13 +70,10 @@ struct CheckedPoints {
     /// The points' notes (config_notes), each once, naming the --set or sweep entry that set
     /// what a note is about, as an error would (Provenance::message).
     std::vector<std::string> notes;
-    /// Data entries whose checked batch holds NaN or infinite values, each once (at the
-    /// first point where it does): what `validate` warns about, as `run` does while it runs.
-    struct Nonfinite {
-        std::string name;
-        std::size_t bad = 0, total = 0;
-    };
-    std::vector<Nonfinite> nonfinite;
+    /// A warning for each data entry whose checked batch holds NaN or infinite values, once,
+    /// at the first point where it does, naming who set what as the notes do: what
+    /// `validate` warns of, as `run` does while it runs.
+    std::vector<std::string> warnings;
 };
 
 /// The warning for a data entry holding `bad` NaN or infinite values of `total`: "N of M

@@ -74,14 +74,8 @@ ConfigFindings validate_config(const RunOptions& o) {
         const Sweep sweep = extract_sweep(doc, o.config_path);
         std::vector<const SweepPoint*> all;
         for (const auto& pt : sweep.points) all.push_back(&pt);
-        const CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
-        ConfigFindings f;
-        f.notes = checked.notes;
-        for (const auto& n : checked.nonfinite) {
-            const JsonLocation at = JsonLocation{o.config_path, "/data"}.child(n.name);
-            f.warnings.push_back(origins.message(at, nonfinite_warning(n.bad, n.total), {at.pointer}));
-        }
-        return f;
+        CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
+        return ConfigFindings{std::move(checked.notes), std::move(checked.warnings)};
     });
 }
 
