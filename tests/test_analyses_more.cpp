@@ -310,7 +310,10 @@ TEST_CASE("apply, sequential: a data entry listed twice keeps each step's arrays
                        {"b", {{"source", "values"}, {"values", {{5.0}, {7.0}}}}}};
     const json analyses = json::array({{{"type", "apply"}, {"data", {"a", "b", "a"}}, {"norms", {"bn"}},
                                         {"sequential", true}, {"save", {"running_mean"}}}});
-    RunResult r = run_config("apply_sequential_repeat", config(data, {{"bn", {{"type", "batchnorm"}}}}, analyses, "float64"));
+    const json norms = {{"bn", {{"type", "batchnorm"}}}, {"bn2", {{"type", "batchnorm"}, {"momentum", 0.5}}}};
+    json two = analyses;
+    two[0]["norms"] = {"bn", "bn2"};
+    RunResult r = run_config("apply_sequential_repeat", config(data, norms, two, "float64"));
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
     auto rm = [&](const std::string& rel) {
         const std::filesystem::path p = r.out / "arrays" / rel / "running_mean.npy";
@@ -321,11 +324,15 @@ TEST_CASE("apply, sequential: a data entry listed twice keeps each step's arrays
     CHECK_NEAR(rm("b/bn"), 0.78, 1e-15);
     CHECK_NEAR(rm("a/bn/step3"), 0.902, 1e-15);
     CHECK_FALSE(std::filesystem::exists(r.out / "arrays" / "a" / "bn" / "running_mean.npy"));
+    // momentum 0.5: 1, then 0.5 + 3 = 3.5, then 1.75 + 1 = 2.75
+    CHECK_NEAR(rm("a/bn2/step3"), 2.75, 1e-15);
+    // (step, norm) order
     const auto rows = r.csv("apply");
-    REQUIRE(rows.size() == 3);
-    for (std::size_t i = 0; i < 3; ++i) {
-        CHECK(rows[i].at("step") == std::to_string(i + 1));
-        CHECK(rows[i].at("data") == (i == 1 ? "b" : "a"));
+    REQUIRE(rows.size() == 6);
+    for (std::size_t i = 0; i < 6; ++i) {
+        CHECK(rows[i].at("step") == std::to_string(i / 2 + 1));
+        CHECK(rows[i].at("data") == (i / 2 == 1 ? "b" : "a"));
+        CHECK(rows[i].at("norm") == (i % 2 ? "bn2" : "bn"));
     }
 }
 

@@ -3,6 +3,7 @@
 // "sequential", the listed batches are successive training steps.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
@@ -126,9 +127,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     t.columns = apply_analysis().columns;
     // With "sequential", a data entry listed twice is two steps: each saves under its own
     // step folder, where the later would overwrite the earlier's arrays.
-    auto listed_twice = [&](const std::string& dn) {
-        return o.sequential && std::count(spec.data.begin(), spec.data.end(), dn) > 1;
-    };
+    std::set<std::string> listed_twice;
+    if (o.sequential)
+        for (const auto& dn : spec.data)
+            if (std::count(spec.data.begin(), spec.data.end(), dn) > 1) listed_twice.insert(dn);
     auto add = [&](const std::string& dn, NormLayer& layer, const StepResult& s, long long step) {
         const Batch& b = ctx.batch(dn);
         const bool masked = layer.def().mask;
@@ -149,7 +151,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                    in_mm.second, out.min, out.max, static_cast<long long>(out.nonfinite), static_cast<long long>(count_nonfinite(b.x)),
                    bad_stats, static_cast<long long>(empty_groups(g.count))});
         const std::string& name = layer.def().name;
-        save_step(ctx, o, dn, layer, s, listed_twice(dn) ? name + "/step" + std::to_string(step) : name);
+        save_step(ctx, o, dn, layer, s, listed_twice.count(dn) ? name + "/step" + std::to_string(step) : name);
     };
     if (o.sequential) {
         for (const auto& nn : spec.norms) {
@@ -159,8 +161,11 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         }
         // Rows in (step, norm) order: the non-sequential mode's (data, norm) order, and step
         // order where a data entry is listed twice.
-        std::stable_sort(t.rows.begin(), t.rows.end(),
-                         [](const auto& a, const auto& b) { return std::get<long long>(a[3]) < std::get<long long>(b[3]); });
+        const std::size_t step = static_cast<std::size_t>(
+            std::find(t.columns.begin(), t.columns.end(), "step") - t.columns.begin());
+        std::stable_sort(t.rows.begin(), t.rows.end(), [step](const auto& a, const auto& b) {
+            return std::get<long long>(a[step]) < std::get<long long>(b[step]);
+        });
     } else {
         for (const auto& dn : spec.data)
             for (const auto& nn : spec.norms) {
