@@ -28,7 +28,8 @@ struct BenchOptions {
 };
 
 /// Runs every (norm, shape, threads) case and returns the printable result: per case the
-/// median steady-state time (output buffers reused), GB/s counting one read of the input
+/// median steady-state time (output buffers reused) and the quartiles of the timed calls
+/// (JSON q1_ms and q3_ms, the table's iqr_ms their difference), GB/s counting one read of the input
 /// and one write of the output, the GB/s of a plain copy of the same bytes measured in the
 /// same run, the time per element of each phase measured on its own (the batch moments;
 /// the normalize pass with those statistics given) with its bytes per second as a fraction
@@ -39,7 +40,7 @@ struct BenchOptions {
 /// Throws InputError for unknown norms, bad shapes, a channel axis outside a shape, a dtype
 /// other than float32 or float64, a compute other than float or double, a norm that does
 /// not fit a shape, or a shape whose batch, output and copy would take more than
-/// default_memory_limit() (checked for every case before any is timed). The compute reported is the one that ran: double for float64 data. A
+/// default_memory_limit(); every case is checked before any is timed. The compute reported is the one that ran: double for float64 data. A
 /// JSON line also gives the channel_axis and num_groups the norm used, null for a norm that
 /// takes none (channel_axis: layernorm, rmsnorm; num_groups: all but groupnorm).
 std::string run_bench(const BenchOptions& o);

@@ -17,7 +17,7 @@ struct RunOptions {
     std::vector<std::string> sets;           ///< --set PATH=VALUE, applied in order
     bool force = false;                      ///< replace a non-normlab output folder
     bool quiet = false;                      ///< no summary on stderr
-    bool dry_run = false;                    ///< validate and print the plan; write nothing
+    bool dry_run = false;                    ///< validate, check the output folder, print the plan; leave nothing
     std::optional<std::string> shard;        ///< --shard I/N: run sweep points with index % N == I
     /// --max-memory as given ("8G", "75%", "none"); empty: half of the memory. A config whose
     /// estimated memory exceeds it is refused (InputError) before any data is built.
@@ -30,12 +30,14 @@ Json load_config_document(const RunOptions& o, Provenance* origins = nullptr);
 
 /// Runs a config end to end (every sweep point of this shard, in one process) and writes
 /// the output folder, then prints a summary on stderr unless quiet. Every selected point is
-/// checked first (check_points), before anything is computed, written or printed; with
-/// dry_run, the plan (data shapes, norms, analyses, the config's seed and the first point's
-/// derived seed, points, estimated memory) then goes to stdout instead. A shard without
-/// points writes CSV headers and a report with an empty point list. Throws InputError
-/// (exit 2) or EnvError (exit 1); on any failure the output folder is left as it was and
-/// no parent folder of it is created.
+/// checked first (check_points), before anything is computed, written or printed, and then
+/// the output folder (OutputFolder: what it refuses, and prepare(): whether it can be
+/// created here); with dry_run, the plan (data shapes, norms, analyses, the config's seed
+/// and the first point's derived seed, points, estimated memory) then goes to stdout
+/// instead, and the staging folder the check made is removed. A shard without points
+/// writes CSV headers and a report with an empty point list. Throws InputError (exit 2) or
+/// EnvError (exit 1); on any failure the output folder is left as it was and no parent
+/// folder of it is left behind.
 void run_config(const RunOptions& o);
 
 /// What validate_config finds in a config that it does not refuse.
