@@ -10,7 +10,7 @@
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 #include "norm/engine.hpp"
-#include "run/timing.hpp"
+#include "tensor/order_stats.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;

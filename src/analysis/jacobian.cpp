@@ -21,6 +21,7 @@
 #include "analysis/types.hpp"
 #include "data/estimate.hpp"
 #include "norm/backward.hpp"
+#include "tensor/order_stats.hpp"
 
 namespace normlab {
 
@@ -124,10 +125,7 @@ double median_other(std::vector<double> sv, const std::vector<double>& gains) {
         auto it = std::min_element(sv.begin(), sv.end(), [g](double a, double b) { return std::abs(a - g) < std::abs(b - g); });
         sv.erase(it);
     }
-    if (sv.empty()) return kNan;
-    std::sort(sv.begin(), sv.end());
-    const std::size_t m = sv.size() / 2;
-    return sv.size() % 2 ? sv[m] : 0.5 * (sv[m - 1] + sv[m]);
+    return median(std::move(sv));  // NaN when nothing is left
 }
 
 // One group as the engine's backward sees a LayerNorm over one row: its n elements in

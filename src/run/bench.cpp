@@ -18,7 +18,7 @@
 #include "report/table.hpp"
 #include "run/process_memory.hpp"
 #include "run/safety.hpp"
-#include "run/timing.hpp"
+#include "tensor/order_stats.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {

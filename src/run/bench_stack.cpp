@@ -15,7 +15,7 @@
 #include "norm/engine.hpp"
 #include "run/process_memory.hpp"
 #include "run/safety.hpp"
-#include "run/timing.hpp"
+#include "tensor/order_stats.hpp"
 #include "stack/buffers.hpp"
 #include "stack/model.hpp"
 #include "tensor/errors.hpp"

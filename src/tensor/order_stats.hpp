@@ -1,5 +1,6 @@
 #pragma once
-// Order statistics of timed calls, for the bench commands (bench.cpp, bench_stack.cpp).
+// Order statistics of a list of doubles: the bench commands' timings, the Jacobian
+// analysis' singular values.
 #include <algorithm>
 #include <cstddef>
 #include <limits>
