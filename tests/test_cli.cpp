@@ -10,7 +10,6 @@
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 #include "norm/engine.hpp"
-#include "tensor/order_stats.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;
@@ -230,17 +229,6 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(l.out.find("layernorm: normalized_shape (required unless axes: the trailing dims), axes (or normalized_shape)") !=
           std::string::npos);
     CHECK(l.out.find("rmsnorm: normalized_shape (required unless axes") != std::string::npos);
-}
-
-TEST_CASE("bench's order statistics: numpy's linear quantiles") {
-    // np.quantile([1, 2, 3, 4], [0.25, 0.5, 0.75]) = [1.75, 2.5, 3.25]; np.median([3, 1, 2]) = 2
-    const std::vector<double> v{1, 2, 3, 4};
-    CHECK(normlab::quantile(v, 0.25) == 1.75);
-    CHECK(normlab::quantile(v, 0.5) == 2.5);
-    CHECK(normlab::quantile(v, 0.75) == 3.25);
-    CHECK(normlab::quantile({7}, 0.25) == 7);
-    CHECK(normlab::median({3, 1, 2}) == 2);
-    CHECK(std::isnan(normlab::median({})));
 }
 
 TEST_CASE("bench: one JSON object per case with the documented fields; bad options exit 2") {

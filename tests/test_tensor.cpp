@@ -5,6 +5,7 @@
 
 #include "json/reader.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/order_stats.hpp"
 #include "tensor/tensor.hpp"
 
 using namespace normlab;
@@ -21,6 +22,17 @@ TEST_CASE("canonicalize_axes: negative, sorted, errors") {
     CHECK(keepdims_shape({2, 3, 4}, {1}) == Shape{2, 1, 4});
     CHECK(format_shape({1, 3, 1, 1}) == "[1, 3, 1, 1]");
     CHECK(compact_shape({1, 3, 1, 1}) == "[1,3,1,1]");
+}
+
+TEST_CASE("quantile and median: numpy's linear quantiles") {
+    // np.quantile([1, 2, 3, 4], [0.25, 0.5, 0.75]) = [1.75, 2.5, 3.25]; np.median([3, 1, 2]) = 2
+    const std::vector<double> v{1, 2, 3, 4};
+    CHECK(normlab::quantile(v, 0.25) == 1.75);
+    CHECK(normlab::quantile(v, 0.5) == 2.5);
+    CHECK(normlab::quantile(v, 0.75) == 3.25);
+    CHECK(normlab::quantile({7}, 0.25) == 7);
+    CHECK(normlab::median({3, 1, 2}) == 2);
+    CHECK(std::isnan(normlab::median({})));
 }
 
 TEST_CASE("count_noun: singular for 1 only") {

@@ -56,7 +56,7 @@ Timing time_calls(unsigned repeat, double min_ms, F&& f) {
     return {quantile(times, 0.5), quantile(times, 0.25), quantile(times, 0.75), times.size()};
 }
 
-// time_calls' median.
+// time_calls' median alone: the copy yardstick and the phases show no spread.
 template <class F>
 double median_ms(unsigned repeat, double min_ms, F&& f) {
     return time_calls(repeat, min_ms, std::forward<F>(f)).median;
