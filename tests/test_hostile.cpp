@@ -616,6 +616,25 @@ TEST_CASE("an interrupt before anything is staged: run says an earlier result is
     CHECK_FALSE(fs::exists(dir / "out"));
 }
 
+namespace {
+
+// Waits until `dir` holds the staging folder of a run into dir/out (with `inside` in it,
+// when not empty). The runs of the test below check all 20000 points before they compute
+// one: under the sanitizers on a loaded machine that alone took over 30 s, so the wait
+// allows two minutes. False when it timed out.
+bool wait_for_staging(const fs::path& dir, const std::string& inside) {
+    for (int i = 0; i < 2400; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (const auto& e : fs::directory_iterator(dir))
+            if (e.path().filename().string().find(".out.normlab-staging-") == 0 &&
+                (inside.empty() || fs::exists(e.path() / inside)))
+                return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier result kept") {
     fs::path dir = fresh_dir("hostile_sigint");
     // A sweep of many points that each save an array: the staging folder fills for a while.
@@ -634,17 +653,8 @@ TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier
         CAPTURE(sig);
         const pid_t pid = start_normlab(dir, {"run", "long.json", "--out", "out"});
         REQUIRE(pid >= 0);
-        // Wait until the staging folder holds saved arrays, then interrupt. The run checks
-        // all 20000 points before it computes one: under the sanitizers on a loaded machine
-        // that alone took over 30 s, so the wait allows two minutes.
-        bool staged = false;
-        for (int i = 0; i < 2400 && !staged; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            for (const auto& e : fs::directory_iterator(dir))
-                if (e.path().filename().string().find(".out.normlab-staging-") == 0 && fs::exists(e.path() / "arrays"))
-                    staged = true;
-        }
-        CHECK(staged);
+        // Wait until the staging folder holds saved arrays, then interrupt.
+        CHECK(wait_for_staging(dir, "arrays"));
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         ::kill(pid, sig);
         int status = 0;
@@ -677,13 +687,7 @@ TEST_CASE("SIGINT and SIGTERM: no partial report, no staging folder, the earlier
     write_text(dir / "nosave.json", nosave);
     const pid_t pid = start_normlab(dir, {"run", "nosave.json", "--out", "out"});
     REQUIRE(pid >= 0);
-    bool staged = false;
-    for (int i = 0; i < 2400 && !staged; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        for (const auto& e : fs::directory_iterator(dir))
-            staged = staged || e.path().filename().string().find(".out.normlab-staging-") == 0;
-    }
-    CHECK(staged);
+    CHECK(wait_for_staging(dir, ""));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ::kill(pid, SIGINT);
     int status = 0;
