@@ -80,6 +80,8 @@ std::size_t parse_memory_size(const std::string& text) {
     } catch (const std::exception&) {
         return bad();
     }
+    if (v == 0 && s[0] != '-' && s[0] != '+')  // documented as refused: say what to give instead
+        throw InputError("--max-memory: \"" + text + "\" would allow no memory at all; for no limit, give none");
     if (!(v > 0) || !std::isfinite(v) || s[0] == '-' || s[0] == '+') return bad();
     std::string unit = s.substr(used);
     if (unit == "%") {
