@@ -540,8 +540,8 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         CHECK_FALSE(fs::exists(dir / "foreign" / "a.txt"));
     }
     SUBCASE("an output that cannot be written: exit 1 before anything is computed, from run and --dry-run") {
-        // NaN data: the run warns about it while it computes, so a refusal that came after
-        // the computing would follow that warning.
+        // NaN data: the run warns about it after the output check, just before it computes,
+        // so a refusal that came later would follow that warning.
         write_text(dir / "nan.json", config(R"({"source": "values", "values": [[1, "nan", 2]]})"));
         write_text(dir / "afile", "x");
         for (const std::string extra : {"", "--dry-run "}) {

@@ -178,6 +178,18 @@ std::string point_plan(const Loaded& l) {
     return out.str();
 }
 
+namespace {
+
+// The warning for a data entry holding `bad` NaN or infinite values of `total`, without its
+// location (the caller names /data/<name>).
+std::string nonfinite_warning(std::size_t bad, std::size_t total) {
+    return std::to_string(bad) + " of " + count_noun(total, "value") + (bad == 1 ? " is" : " are") +
+           " NaN or infinite; every statistic they enter is non-finite (report.json: nonfinite_values; apply.csv: "
+           "nonfinite_in, nonfinite_stats)";
+}
+
+}  // namespace
+
 CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vector<const SweepPoint*>& points,
                            const std::string& file, const std::string& max_memory, Provenance* origins) {
     CheckedPoints out;
@@ -228,12 +240,6 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
         }
     }
     return out;
-}
-
-std::string nonfinite_warning(std::size_t bad, std::size_t total) {
-    return std::to_string(bad) + " of " + count_noun(total, "value") + (bad == 1 ? " is" : " are") +
-           " NaN or infinite; every statistic they enter is non-finite (report.json: nonfinite_values; apply.csv: "
-           "nonfinite_in, nonfinite_stats)";
 }
 
 }  // namespace normlab

@@ -71,15 +71,11 @@ struct CheckedPoints {
     /// what a note is about, as an error would (Provenance::message).
     std::vector<std::string> notes;
     /// A warning for each data entry whose checked batch holds NaN or infinite values, once,
-    /// at the first point where it does, naming who set what as the notes do: what
-    /// `validate` warns of, as `run` does while it runs.
+    /// at the first point where it does, naming who set what as the notes do: what `run`
+    /// and `validate` warn of before anything is computed.
     std::vector<std::string> warnings;
 };
 
-/// The warning for a data entry holding `bad` NaN or infinite values of `total`: "N of M
-/// values are NaN or infinite; every statistic they enter is non-finite (...)", without
-/// its location (the caller names /data/<name>).
-std::string nonfinite_warning(std::size_t bad, std::size_t total);
 
 /// Checks the points of a run, in two passes, before anything is computed, written or
 /// printed: first every point's config parses and its memory estimate fits `max_memory`

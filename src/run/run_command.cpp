@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
-#include <set>
 #include <sstream>
 #include <tuple>
 #include <unistd.h>
@@ -184,6 +183,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
 
     OutputFolder folder(out_dir, o.force, {fs::path(o.config_path)});  // never deletes the config
     folder.prepare();  // an output that cannot be written is found before the computing
+    // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
+    if (!o.quiet)
+        for (const auto& w : checked.warnings) std::cerr << "normlab: warning: " << w << "\n";
     std::vector<std::string> files;
     std::vector<std::string> type_order;
     std::map<std::string, Table> tables;
@@ -191,7 +193,6 @@ void run_points(const RunOptions& o, Provenance& origins) {
     Json timings = Json::array();
     Json data_summaries = Json::object();
     const bool progress = swept && !o.quiet && ::isatty(2);
-    std::set<std::string> warned_nonfinite;
     const std::vector<std::string>& notes = checked.notes;
 
     // Output buffers pass from point to point like the batches (analysis/output_pool.hpp).
@@ -219,15 +220,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
             if (std::find(files.begin(), files.end(), rel.string()) == files.end()) files.push_back(rel.string());
         };
         Json point_data = Json::object();
-        for (const auto& n : c.data_order) {
-            point_data[n] = data_summary(l.batches.at(n));
-            const std::size_t bad = point_data[n]["nonfinite_values"].get<std::size_t>();
-            const std::size_t total = l.batches.at(n).x.size();
-            const JsonLocation at = JsonLocation{o.config_path, "/data"}.child(n);
-            if (bad && !o.quiet && warned_nonfinite.insert(n).second)  // the values come from the whole entry
-                std::cerr << "normlab: warning: " << origins.message(at, nonfinite_warning(bad, total), {at.pointer})
-                          << "\n";
-        }
+        for (const auto& n : c.data_order) point_data[n] = data_summary(l.batches.at(n));
         if (swept) data_summaries[std::to_string(pt.index)] = point_data;
         else data_summaries = point_data;
 
