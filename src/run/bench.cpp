@@ -177,18 +177,19 @@ std::string run_bench(const BenchOptions& o) {
         std::string norm;
         Shape shape;
         std::size_t channel_axis;
+        NormDef def;  // resolved against the shape once, for every thread count
     };
     std::vector<Case> cases;
     for (const auto& norm : norms)
         for (const auto& sv : o.shapes.empty() ? default_shapes(norm) : o.shapes) {
             if (sv.empty()) throw InputError("bench --shape: expected at least one dim, e.g. 32,64,512");
             Shape shape;
+            double values = 1;  // in double: a product of typed dims may overflow size_t
             for (long long d : sv) {
                 if (d <= 0) throw InputError("bench --shape: dims must be positive");
                 shape.push_back(static_cast<std::size_t>(d));
+                values *= static_cast<double>(d);
             }
-            double values = 1;  // in double: a product of typed dims may overflow size_t
-            for (long long d : sv) values *= static_cast<double>(d);
             const double sz = dtype == DType::float64 ? 8 : 4;
             check_default_memory("bench --shape " + option_list(sv) + " (the batch, its output and the copy)",
                                  values * std::max(8 + sz, 3 * sz));
@@ -199,10 +200,11 @@ std::string run_bench(const BenchOptions& o) {
                 throw InputError("bench --channel-axis: " + std::to_string(given) +
                                  " is outside a shape of rank " + std::to_string(rank));
             const std::size_t channel_axis = static_cast<std::size_t>(ca);
-            locate_option_errors("bench --norm " + norm + " (shape " + compact_shape(shape) + ")", options, [&] {
-                NormLayer(bench_def(norm, shape, groups), dtype).resolve(shape, channel_axis, "bench");
-            });
-            cases.push_back({norm, shape, channel_axis});
+            NormDef def = bench_def(norm, shape, groups);
+            def.compute = arithmetic;
+            locate_option_errors("bench --norm " + norm + " (shape " + compact_shape(shape) + ")", options,
+                                 [&] { NormLayer(def, dtype).resolve(shape, channel_axis, "bench"); });
+            cases.push_back({norm, shape, channel_axis, def});
         }
     for (const Case& c : cases) {
         const std::string& norm = c.norm;
@@ -219,8 +221,7 @@ std::string run_bench(const BenchOptions& o) {
             // This case's peak: the input (resident already), the output and the
             // engine's buffers, not an earlier, larger case's, nor the copy's buffers.
             const bool own_peak = reset_peak_rss();
-            NormDef def = bench_def(norm, shape, groups);
-            def.compute = arithmetic;
+            const NormDef& def = c.def;
             NormLayer layer(def, dtype);
             StepResult s;
             auto c0 = Clock::now();
