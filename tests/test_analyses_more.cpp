@@ -336,6 +336,28 @@ TEST_CASE("apply, sequential: a data entry listed twice keeps each step's arrays
     }
 }
 
+TEST_CASE("apply: out_rms is the spread RMSNorm sets, which its std and mean do not show") {
+    // Rows [1,2,3,4] and [10,10,10,11]. RMSNorm scales row i by 1/sqrt(ms_i + eps) (ms: mean
+    // square), so its output's rms about 0 is sqrt(ms_i / (ms_i + eps)); the second row's
+    // output is near 1 everywhere, with a std of about 0.04. LayerNorm's output has mean 0,
+    // so its rms is its std, sqrt(var_i / (var_i + eps)).
+    const json data = {{"x", {{"source", "values"}, {"values", {{1, 2, 3, 4}, {10, 10, 10, 11}}}}}};
+    const json norms = {{"rms", {{"type", "rmsnorm"}, {"axes", {-1}}, {"eps", 0.5}}},
+                        {"ln", {{"type", "layernorm"}, {"axes", {-1}}, {"eps", 0.5}}}};
+    const json analyses = json::array({{{"type", "apply"}, {"data", {"x"}}, {"norms", {"rms", "ln"}}}});
+    RunResult r = run_config("apply_rms_columns", config(data, norms, analyses, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("apply");
+    const double ms1 = 30.0 / 4, ms2 = 421.0 / 4, var1 = 1.25, var2 = 0.1875;
+    const auto rms = one(rows, {{"norm", "rms"}}), ln = one(rows, {{"norm", "ln"}});
+    CHECK(num(rms, "out_rms_min") == doctest::Approx(std::sqrt(ms1 / (ms1 + 0.5))).epsilon(1e-14));
+    CHECK(num(rms, "out_rms_max") == doctest::Approx(std::sqrt(ms2 / (ms2 + 0.5))).epsilon(1e-14));
+    CHECK(num(rms, "out_std_min") < 0.05);
+    CHECK(num(ln, "out_rms_min") == doctest::Approx(std::sqrt(var2 / (var2 + 0.5))).epsilon(1e-14));
+    CHECK(num(ln, "out_rms_max") == doctest::Approx(std::sqrt(var1 / (var1 + 0.5))).epsilon(1e-14));
+    CHECK(num(ln, "out_rms_min") == doctest::Approx(num(ln, "out_std_min")).epsilon(1e-14));
+}
+
 TEST_CASE("analyses that add samples refuse data without a batch axis") {
     json data = {{"v", {{"source", "values"}, {"values", {1, 2, 3}}}}};
     json norms = {{"ln", {{"type", "layernorm"}, {"axes", {0}}}}};
@@ -490,7 +512,8 @@ TEST_CASE("summaries skip fully padded groups and count them in empty_groups") {
         CAPTURE(n);
         const auto row = one(apply, {{"norm", n}});
         CHECK(num(row, "empty_groups") == 4);
-        for (const char* col : {"out_mean_min", "out_mean_max", "out_std_min", "out_std_max", "out_min", "out_max"})
+        for (const char* col : {"out_mean_min", "out_mean_max", "out_std_min", "out_std_max", "out_rms_min", "out_rms_max",
+                                "out_min", "out_max"})
             CHECK_MESSAGE(std::isfinite(num(row, col)), col);
         CHECK(num(row, "nonfinite_count") == 0);   // the NaN of padded tokens is not an output anyone reads
         CHECK(num(row, "nonfinite_stats") == 0);

@@ -45,7 +45,7 @@ TEST_CASE("quickstart: report, CSVs with the documented shapes, saved output rea
     CHECK(shapes.find("small,ln_last,layernorm,\"[2,3,4]\",\"[2]\",\"[2,3,1]\",6,4") != std::string::npos);
     CHECK(shapes.find("small,ln_two,layernorm,\"[2,3,4]\",\"[1,2]\",\"[2,1,1]\",2,12") != std::string::npos);
     std::string apply = read_text(out / "apply.csv");
-    CHECK(apply.rfind("data,norm,type,step,eps,out_mean_min,out_mean_max,out_std_min,out_std_max,in_min,in_max,out_min,out_max", 0) == 0);
+    CHECK(apply.rfind("data,norm,type,step,eps,out_mean_min,out_mean_max,out_std_min,out_std_max,out_rms_min,out_rms_max,in_min,in_max,out_min,out_max", 0) == 0);
     auto y = normlab::read_npy(out / "arrays/row/ln_row/output.npy");
     CHECK(y.dtype == "float32");
     REQUIRE(y.values.size() == 4);

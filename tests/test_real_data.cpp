@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis_util.hpp"
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 
@@ -18,19 +19,6 @@ fs::path run_shipped(const std::string& name) {
     CliResult r = run_normlab("run " + std::string(NORMLAB_SOURCE_DIR) + "/configs/" + name + ".json --out " + out.string() + " -q");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     return out;
-}
-
-// The CSV row that starts with `prefix`, split at commas (these rows have no quoted commas
-// after the prefix's columns that the tests read).
-std::vector<std::string> row(const std::string& csv, const std::string& prefix) {
-    auto pos = csv.find("\n" + prefix);
-    REQUIRE_MESSAGE(pos != std::string::npos, prefix);
-    std::string line = csv.substr(pos + 1, csv.find('\n', pos + 1) - pos - 1);
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    std::string c;
-    while (std::getline(ss, c, ',')) cells.push_back(c);
-    return cells;
 }
 
 }  // namespace
@@ -49,11 +37,13 @@ TEST_CASE("real photos: 32x32 tiles of two photographs") {
 
 TEST_CASE("real digits: constant border pixels are zero-variance groups for per-pixel BatchNorm") {
     fs::path out = run_shipped("real_digits");
-    std::string apply = read_text(out / "apply.csv");
-    auto bn = row(apply, "digits_flat,bn_pixels,");
-    CHECK(std::stod(bn[9]) == 0.0);        // out_std_min: a constant pixel stays constant (0)
-    auto eps0 = row(apply, "digits_flat,bn_pixels_eps0,");
-    CHECK(std::stoll(eps0[13]) > 0);       // nonfinite_count: 0/0 without eps
+    const auto apply = parse_csv(read_text(out / "apply.csv"));
+    const auto bn = one(apply, {{"data", "digits_flat"}, {"norm", "bn_pixels"}});
+    CHECK(num(bn, "out_std_min") == 0.0);  // a constant pixel stays constant (0)
+    CHECK(num(bn, "out_rms_min") == 0.0);
+    CHECK(num(bn, "out_std_max") > 0.99);
+    const auto eps0 = one(apply, {{"data", "digits_flat"}, {"norm", "bn_pixels_eps0"}});
+    CHECK(num(eps0, "nonfinite_count") > 0);  // 0/0 without eps
     auto var = normlab::read_npy(out / "arrays/digits_flat/bn_pixels/var.npy").values;
     REQUIRE(var.size() == 64);
     CHECK(var(0, 0) == 0.0);               // pixel (0,0) is 0 in every digit

@@ -137,6 +137,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         GroupSummary g = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr);
         // Fully padded groups have no output statistics (NaN): skipped, and counted.
         auto mean_mm = range_over_groups(g.mean, g.count), std_mm = range_over_groups(g.std, g.count);
+        // The root mean square about 0 of each group: the spread RMSNorm sets (near 1 without
+        // a weight), which its std and mean do not show when the output is not centred.
+        const GroupSummary rms = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr, false);
+        auto rms_mm = range_over_groups(rms.std, rms.count);
         // Read in place: a float64 copy of a large batch would double the peak memory.
         auto in_mm = value_range(b.x);
         const OutputSummary out = summarize_output(s.fwd.y, s.res, g.count);
@@ -147,7 +151,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                          (!std::isfinite(s.fwd.var.data()[i]) ||
                           (i < s.fwd.mean.size() && !std::isfinite(s.fwd.mean.data()[i])));
         t.add_row({dn, layer.def().name, norm_type_name(layer.def().type), step, s.res.eps,
-                   mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, in_mm.first,
+                   mean_mm.first, mean_mm.second, std_mm.first, std_mm.second, rms_mm.first, rms_mm.second, in_mm.first,
                    in_mm.second, out.min, out.max, static_cast<long long>(out.nonfinite), static_cast<long long>(count_nonfinite(b.x)),
                    bad_stats, static_cast<long long>(empty_groups(g.count))});
         const std::string& name = layer.def().name;
@@ -181,16 +185,17 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 AnalysisType apply_analysis() {
     AnalysisType a;
     a.name = "apply";
-    a.summary = "normalise each batch with each norm: per-group output mean/std range, min/max; save tensors and gradients";
+    a.summary = "normalise each batch with each norm: per-group output mean/std/rms range, min/max; save tensors and gradients";
     a.columns = {"data", "norm", "type", "step", "eps", "out_mean_min", "out_mean_max",
-                 "out_std_min", "out_std_max", "in_min", "in_max", "out_min", "out_max",
+                 "out_std_min", "out_std_max", "out_rms_min", "out_rms_max", "in_min", "in_max", "out_min", "out_max",
                  "nonfinite_count", "nonfinite_in", "nonfinite_stats", "empty_groups"};
-    a.figure.title = "range over groups of the output mean and std, per norm";
+    a.figure.title = "range over groups of the output mean, std and rms, per norm";
     a.figure.kind = FigureKind::ranges;
     a.figure.category = {"data", "norm"};
     a.figure.series = {"step"};
     a.figure.metrics = {{"out_mean_min", "output mean (min..max over groups)", "out_mean_max"},
-                        {"out_std_min", "output std (min..max over groups)", "out_std_max"}};
+                        {"out_std_min", "output std (min..max over groups)", "out_std_max"},
+                        {"out_rms_min", "output rms (min..max over groups)", "out_rms_max"}};
     a.keys = {{"save", ""}, {"sequential", "false"}, {"upstream", "normal"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.run = run;
