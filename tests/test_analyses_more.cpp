@@ -22,6 +22,35 @@ json config(const json& data, const json& norms, const json& analyses, const std
     return json{{"name", "t"}, {"seed", 3}, {"dtype", dtype}, {"data", data}, {"norms", norms}, {"analyses", analyses}};
 }
 
+// Sample 0's output under BatchNorm in training (weight 1, bias 0, eps) in float64, when a
+// batch holds `samples` in order: each sample a list of positions of C values, whose first
+// `lengths[i]` positions are real (the statistics are taken over those only).
+// Returns sample 0's outputs, position by position then channel by channel.
+std::vector<double> batchnorm_first(const std::vector<std::vector<std::vector<double>>>& samples,
+                                    const std::vector<std::size_t>& lengths, double eps) {
+    const std::size_t C = samples.at(0).at(0).size();
+    std::vector<double> mean(C, 0), var(C, 0);
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+        for (std::size_t t = 0; t < lengths.at(i); ++t, ++count)
+            for (std::size_t c = 0; c < C; ++c) mean[c] += samples[i][t][c];
+    for (double& m : mean) m /= static_cast<double>(count);
+    for (std::size_t i = 0; i < samples.size(); ++i)
+        for (std::size_t t = 0; t < lengths[i]; ++t)
+            for (std::size_t c = 0; c < C; ++c) var[c] += (samples[i][t][c] - mean[c]) * (samples[i][t][c] - mean[c]);
+    std::vector<double> y;
+    for (const auto& pos : samples[0])
+        for (std::size_t c = 0; c < C; ++c) y.push_back((pos[c] - mean[c]) / std::sqrt(var[c] / static_cast<double>(count) + eps));
+    return y;
+}
+
+// max |a - b| over positions.
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b.at(i)));
+    return m;
+}
+
 normlab::Batch make(const std::vector<double>& v, const normlab::Shape& s, std::size_t channel_axis) {
     normlab::Batch b;
     b.name = "b";
@@ -173,9 +202,11 @@ TEST_CASE("batch_dependence: only BatchNorm in training depends on batch-mates; 
                      {{"type", "batch_dependence"}, {"data", {"img"}}, {"norms", {"bn", "gn2", "in", "ln_img"}}, {"sizes", {1, 3, 9}}}};
     auto r = run_config("batch_dep", config(data, norms, analyses));
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
-    CHECK(csv_header(read_text(r.out / "batch_dependence.csv")).rfind("data,norm,type,batch_size,max_abs_diff,batch_dependent", 0) == 0);
+    CHECK(csv_header(read_text(r.out / "batch_dependence.csv")) ==
+          "data,norm,type,batch_size,max_abs_diff,batch_dependent,status,sample,kind,mates,replicas");
     auto rows = r.csv("batch_dependence");
     CHECK(rows.size() == 5 * 3 + 4 * 3);
+    for (const auto& row : rows) CHECK(row.at("mates") == "drawn");  // the default
     for (const std::string n : {"bn_eval", "ln", "rms", "gn"})
         for (const std::string s : {"1", "2", "7"}) {
             CAPTURE(n);
@@ -236,6 +267,125 @@ TEST_CASE("batch_dependence: BatchNorm's difference is the one its batch statist
     CHECK(expected > 1e-3);
     auto row = one(r.csv("batch_dependence"), {{"batch_size", "3"}});
     CHECK(num(row, "max_abs_diff") == doctest::Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("batch_dependence, mates data: BatchNorm's difference is the one the data's own samples predict") {
+    // Sample 1 of five (N, C) samples whose channels are far from normal (outliers of 40 and
+    // 30): at size n its batch is [x1, x0, x2, ...], the first n - 1 others in order. From
+    // size 3 on, drawn mates give other numbers, so the exact match there could not come from
+    // draws (at size 2 the sample normalises to about +-1 beside any mate).
+    const std::vector<std::vector<double>> x = {{0, 1}, {4, -2}, {40, 3}, {-6, 5}, {1, 30}};
+    json data = {{"x", {{"source", "values"}, {"values", x}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}}}};
+    json analyses = {{{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"bn"}}, {"sizes", {1, 2, 3, 4, 5}},
+                      {"sample", 1}, {"mates", "data"}},
+                     {{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"bn"}}, {"sizes", {3, 4}},
+                      {"sample", 1}, {"mates", "drawn"}}};
+    auto r = run_config("batch_dep_data_mates", config(data, norms, analyses, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("batch_dependence");
+    CHECK(rows.size() == 5 + 2);
+    // Each sample is one position of C values, all real.
+    auto batch = [&](std::vector<std::size_t> order) {
+        std::vector<std::vector<std::vector<double>>> b;
+        for (std::size_t i : order) b.push_back({x[i]});
+        return b;
+    };
+    const std::vector<double> ref = batchnorm_first(batch({1, 0, 2, 3, 4}), {1, 1, 1, 1, 1}, 1e-5);  // the given batch
+    // One value per channel: refused, as PyTorch does.
+    auto alone = one(rows, {{"mates", "data"}, {"batch_size", "1"}});
+    CHECK(alone.at("max_abs_diff").empty());
+    CHECK(alone.at("status").rfind("error: ", 0) == 0);
+    const std::map<std::string, std::vector<std::size_t>> orders = {
+        {"2", {1, 0}}, {"3", {1, 0, 2}}, {"4", {1, 0, 2, 3}}, {"5", {1, 0, 2, 3, 4}}};
+    for (const auto& [n, order] : orders) {
+        CAPTURE(n);
+        const double expected = max_abs_diff(batchnorm_first(batch(order), std::vector<std::size_t>(order.size(), 1), 1e-5), ref);
+        auto row = one(rows, {{"mates", "data"}, {"batch_size", n}});
+        CHECK(row.at("status") == "ok");
+        CHECK(row.at("kind") == "size");
+        CHECK(num(row, "max_abs_diff") == doctest::Approx(expected).epsilon(1e-12));
+        if (n == "5") {  // the given batch reordered: only rounding can differ
+            CHECK(num(row, "max_abs_diff") < 1e-12);
+            continue;
+        }
+        CHECK(expected > 0.1);
+        CHECK(row.at("batch_dependent") == "true");
+        // Drawn mates move the sample elsewhere.
+        if (n != "2") CHECK(std::fabs(num(one(rows, {{"mates", "drawn"}, {"batch_size", n}}), "max_abs_diff") - expected) > 0.1);
+    }
+}
+
+TEST_CASE("batch_dependence, mates data: per-sample norms give exactly 0; the whole batch in order gives 0") {
+    json data = {{"img", {{"source", "gaussian"}, {"shape", {4, 4, 3, 3}}, {"mean", 2}, {"std", 3}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}}},
+                  {"bn_eval", {{"type", "batchnorm"}, {"training", false}}},
+                  {"ln", {{"type", "layernorm"}, {"axes", {1, 2, 3}}}},
+                  {"gn", {{"type", "groupnorm"}, {"num_groups", 2}}},
+                  {"in", {{"type", "instancenorm"}}},
+                  {"rms", {{"type", "rmsnorm"}, {"axes", {-1}}}}};
+    json analyses = {{{"type", "batch_dependence"}, {"data", {"img"}}, {"norms", {"bn_eval", "ln", "gn", "in", "rms"}},
+                      {"sizes", {1, 2, 3, 4}}, {"sample", 2}, {"mates", "data"}},
+                     {{"type", "batch_dependence"}, {"data", {"img"}}, {"norms", {"bn"}}, {"sizes", {2, 4}},
+                      {"mates", "data"}}};
+    auto r = run_config("batch_dep_data_mates_zero", config(data, norms, analyses));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("batch_dependence");
+    CHECK(rows.size() == 5 * 4 + 2);
+    for (const std::string n : {"bn_eval", "ln", "gn", "in", "rms"})
+        for (const std::string s : {"1", "2", "3", "4"}) {
+            CAPTURE(n);
+            CAPTURE(s);
+            auto row = one(rows, {{"norm", n}, {"batch_size", s}});
+            CHECK(row.at("max_abs_diff") == "0");
+            CHECK(row.at("batch_dependent") == "false");
+            CHECK(row.at("mates") == "data");
+            CHECK(row.at("sample") == "2");
+        }
+    // Sample 0 beside the next three samples is the given batch itself.
+    CHECK(one(rows, {{"norm", "bn"}, {"batch_size", "4"}}).at("max_abs_diff") == "0");
+    CHECK(num(one(rows, {{"norm", "bn"}, {"batch_size", "2"}}), "max_abs_diff") > 1e-3);
+}
+
+TEST_CASE("batch_dependence, mates data: the batch-mates bring their own mask rows") {
+    // (B, T, D) = (4, 3, 2) with lengths [1, 2, 3, 2]: sample 2 is all real, its mates are
+    // padded with 1000, which a masked BatchNorm must not see. At size 3 the batch is
+    // [x2, x0, x1]: statistics over x2's three positions, x0's first and x1's first two.
+    const double P = 1000;
+    const std::vector<std::vector<std::vector<double>>> x = {{{1, -1}, {P, P}, {P, P}},
+                                                             {{3, 2}, {-2, 0}, {P, P}},
+                                                             {{0, 4}, {5, 1}, {2, -3}},
+                                                             {{7, 7}, {-1, 6}, {P, P}}};
+    const std::vector<std::size_t> len = {1, 2, 3, 2};
+    json data = {{"seq", {{"source", "values"}, {"values", x}, {"channel_axis", -1}, {"lengths", len}}}};
+    json norms = {{"bn", {{"type", "batchnorm"}, {"mask", true}}}, {"ln", {{"type", "layernorm"}, {"axes", {-1}}, {"mask", true}}}};
+    auto r = run_config("batch_dep_data_mates_mask",
+                        config(data, norms, {{{"type", "batch_dependence"}, {"data", {"seq"}}, {"norms", {"bn", "ln"}},
+                                              {"sizes", {1, 2, 3, 4}}, {"sample", 2}, {"mates", "data"}}}, "float64"));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("batch_dependence");
+    auto take = [&](const std::vector<std::size_t>& order, std::vector<std::vector<std::vector<double>>>& b,
+                    std::vector<std::size_t>& l) {
+        for (std::size_t i : order) b.push_back(x[i]), l.push_back(len[i]);
+    };
+    std::vector<std::vector<std::vector<double>>> full;
+    std::vector<std::size_t> full_len;
+    take({2, 0, 1, 3}, full, full_len);
+    const std::vector<double> ref = batchnorm_first(full, full_len, 1e-5);
+    const std::map<std::string, std::vector<std::size_t>> orders = {
+        {"1", {2}}, {"2", {2, 0}}, {"3", {2, 0, 1}}, {"4", {2, 0, 1, 3}}};
+    for (const auto& [n, order] : orders) {
+        CAPTURE(n);
+        std::vector<std::vector<std::vector<double>>> b;
+        std::vector<std::size_t> l;
+        take(order, b, l);
+        const double expected = max_abs_diff(batchnorm_first(b, l, 1e-5), ref);
+        if (n == "1" || n == "2") CHECK(expected > 0.1);
+        auto row = one(rows, {{"norm", "bn"}, {"batch_size", n}});
+        CHECK(row.at("status") == "ok");
+        CHECK(num(row, "max_abs_diff") == doctest::Approx(expected).epsilon(1e-12));
+        CHECK(one(rows, {{"norm", "ln"}, {"batch_size", n}}).at("max_abs_diff") == "0");
+    }
 }
 
 TEST_CASE("train_eval: running statistics follow the momentum rule; norms without them agree in both modes") {
@@ -438,6 +588,7 @@ TEST_CASE("every analysis runs on every data source with every norm type") {
                          {{"type", "equivalence"}, {"data", {name}}, {"norms", all}},
                          {{"type", "invariance"}, {"data", {name}}, {"norms", all}},
                          {{"type", "batch_dependence"}, {"data", {name}}, {"norms", all}, {"sizes", {1, 3}}},
+                         {{"type", "batch_dependence"}, {"data", {name}}, {"norms", all}, {"sizes", {1, 2}}, {"mates", "data"}},
                          {{"type", "train_eval"}, {"data", {name}}, {"norms", all}, {"steps", 2}}};
         if (masked) analyses.push_back({{"type", "padding"}, {"data", {name}}, {"norms", all}});
         auto r = run_config("sources_" + name, config({{name, src}}, norms, analyses));

@@ -161,6 +161,12 @@ TEST_CASE("an error or warning found at a value of the file names the override o
                                R"(}, "norms": {"n": {"type": "batchnorm"}}, "analyses": [{"type": "batch_dependence", "data": ["x"], "norms": ["n"]}]})";
         check_refused(on_config("blame_set_analysis_" + command, bd, command, "--set data.x.mean=2 --set data.x.shape=[6]"),
                       "error: --set data.x.shape=[6]: /analyses/0: batch_dependence on data \"x\": needs a batch axis 0");
+        const std::string real_mates = R"({"name": "t", "data": {"x": )" + kGauss +
+                                       R"(}, "norms": {"n": {"type": "batchnorm"}}, "analyses": [{"type": "batch_dependence", )"
+                                       R"("data": ["x"], "norms": ["n"], "sizes": [2], "mates": "data"}]})";
+        check_refused(on_config("blame_set_mates_" + command, real_mates, command, "--set data.x.shape.0=1"),
+                      "error: --set data.x.shape.0=1: /analyses/0/sizes/0: batch_dependence on data \"x\": batch size 2 "
+                      "with \"mates\": \"data\" needs 2 samples, but the data has a batch of N = 1");
         check_refused(on_config("blame_set_memory_" + command, config(kGauss, kLn), command,
                                 "--set data.x.shape=[100000,60000,4] --set norms.n.eps=1e-3"),
                       "error: --set data.x.shape=[100000,60000,4]: /data/x: needs an estimated");

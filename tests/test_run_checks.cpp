@@ -110,6 +110,8 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"invariance_key", an("invariance", R"(["x"])", R"(["ln5"])", R"("scale_range": [0, 1])"), "/analyses/0/scale_range: scales must be > 0"},
         {"batch_dependence_key", an("batch_dependence", R"(["x"])", R"(["ln5"])", R"("sizes": [0])"),
          "/analyses/0/sizes/0: a batch size must be >= 1"},
+        {"batch_dependence_mates", an("batch_dependence", R"(["x"])", R"(["ln5"])", R"("mates": "real")"),
+         "/analyses/0/mates: unknown value \"real\" (expected one of: drawn, data)"},
         {"train_eval_key", an("train_eval", R"(["x"])", R"(["bn"])", R"("steps": 0)"), "/analyses/0/steps: steps must be >= 1"},
         {"gradients_key", an("gradients", R"(["x"])", R"(["ln5"])", R"("upstream": "twos")"), "/analyses/0/upstream"},
         {"jacobian_key", an("jacobian", R"(["x"])", R"(["ln5"])", R"("groups": 0)"), "/analyses/0/groups: groups must be >= 1"},
@@ -122,6 +124,9 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
          "/analyses/0/batch_size: batchnorm \"bn\" on data \"pair\": in training mode: one value per channel"},
         {"apply_sequential_channels", an("apply", R"(["x", "x6"])", R"(["bn"])", R"("sequential": true)"),
          "batchnorm \"bn\" on data \"x6\": running statistics have 3 channels from an earlier step (data \"x\")"},
+        {"batch_dependence_data_mates", an("batch_dependence", R"(["x"])", R"(["bn"])", R"("sizes": [2, 8], "mates": "data")"),
+         "/analyses/0/sizes/1: batch_dependence on data \"x\": batch size 8 with \"mates\": \"data\" needs 8 samples, "
+         "but the data has a batch of N = 4 (use sizes <= 4, or \"mates\": \"drawn\")"},
         {"batch_dependence_rank1", an("batch_dependence", R"(["vec"])", R"(["ln4"])"),
          "/analyses/0: batch_dependence on data \"vec\": needs a batch axis 0 apart from the channel axis"},
         {"train_eval_rank1", an("train_eval", R"(["vec"])", R"(["ln4"])"), "train_eval on data \"vec\": needs a batch axis 0"},

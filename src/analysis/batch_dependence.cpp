@@ -1,6 +1,8 @@
 // batch_dependence: does one sample's output depend on who else is in the batch? The
-// sample is normalised alone and beside seeded batch-mates at several batch sizes and
-// compared with its output in the given batch on one device. With "replicas", the given
+// sample is normalised alone and beside batch-mates at several batch sizes and compared
+// with its output in the given batch on one device. The batch-mates are seeded draws like
+// the data, or ("mates": "data") the data's own other samples in order: real images or
+// token sequences, whose statistics draws need not resemble. With "replicas", the given
 // batch is also split into R equal data-parallel replicas, normalised with per-replica
 // statistics (unsynchronised: DataParallel, DDP) and with the whole batch's (SyncBatchNorm).
 // Only statistics taken across samples (BatchNorm in training) may make a difference;
@@ -22,6 +24,7 @@ namespace {
 struct Options {
     std::vector<long long> sizes = {1, 2, 8, 32};
     long long sample = 0;
+    bool data_mates = false;  ///< "mates": "data" (the data's own samples), not "drawn"
     std::vector<long long> replicas;  ///< replica counts R: the given batch split into R slices
 };
 
@@ -43,6 +46,7 @@ Options read_options(const AnalysisSpec& spec) {
     }
     o.sample = r.integer("sample", 0);
     if (o.sample < 0) r.at("sample").fail("sample must be >= 0, but got " + std::to_string(o.sample));
+    o.data_mates = r.choice("mates", {"drawn", "data"}, "drawn") == "data";
     r.finish();
     return o;
 }
@@ -51,6 +55,17 @@ Options read_options(const AnalysisSpec& spec) {
 xt::xarray<double> flat_slice(const xt::xarray<double>& a, std::size_t first, std::size_t n) {
     xt::xarray<double> out = xt::xarray<double>::from_shape({n});
     std::copy(a.data() + first, a.data() + first + n, out.data());
+    return out;
+}
+
+// Sample k of b followed by the first n - 1 other samples of b in order (k skipped), with
+// their mask rows and lengths: the sample among real batch-mates. Requires 1 <= n <= b's
+// batch size (check() refuses larger sizes) and k < it.
+Batch data_mates(const Batch& b, std::size_t k, std::size_t n) {
+    Batch out = take_samples(b, k, 1);
+    const std::size_t before = std::min(k, n - 1), after = n - 1 - before;
+    if (before > 0) out = concat_samples(out, take_samples(b, 0, before));
+    if (after > 0) out = concat_samples(out, take_samples(b, k + 1, after));
     return out;
 }
 
@@ -84,9 +99,10 @@ xt::xarray<double> replica_output(const NormDef& def, DType dtype, const Batch& 
     return flat_slice(y, (k - first) * per, per);
 }
 
-// A batch axis holding the sample; every pair on the given batch. The batches of other
-// sizes and the replicas may be refused by a norm (BatchNorm in training on one sample): a
-// status, not an error.
+// A batch axis holding the sample; with the data's own batch-mates, enough samples for
+// every size (a run could not build the batch); every pair on the given batch. The batches
+// of other sizes and the replicas may be refused by a norm (BatchNorm in training on one
+// sample): a status, not an error.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     for (const auto& dn : spec.data) {
@@ -95,6 +111,14 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         if (static_cast<std::size_t>(o.sample) >= d.shape[0])
             spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(o.sample) +
                                           " out of range for a batch of " + std::to_string(d.shape[0]));
+        if (o.data_mates)
+            for (std::size_t i = 0; i < o.sizes.size(); ++i)
+                if (static_cast<std::size_t>(o.sizes[i]) > d.shape[0])
+                    spec.loc.child("sizes").child(i).fail(
+                        "batch_dependence on data \"" + dn + "\": batch size " + std::to_string(o.sizes[i]) +
+                        " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
+                        " samples, but the data has a batch of N = " + std::to_string(d.shape[0]) +
+                        " (use sizes <= " + std::to_string(d.shape[0]) + ", or \"mates\": \"drawn\")");
         for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);
     }
 }
@@ -108,9 +132,13 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const std::size_t k = static_cast<std::size_t>(o.sample), B = b.x.shape()[0];
         const Batch fixed = take_samples(b, k, 1);
         const std::size_t per = fixed.x.size();
-        // The sample comes first, its seeded batch-mates after it; every norm sees the same.
+        // The sample comes first, its batch-mates after it; every norm sees the same.
         std::vector<Batch> batches;
         for (long long n : o.sizes) {
+            if (o.data_mates) {
+                batches.push_back(data_mates(b, k, static_cast<std::size_t>(n)));
+                continue;
+            }
             Rng rng(derive_seed(ctx.seed, "batch_dependence/" + dn + "/" + std::to_string(n)));
             batches.push_back(n == 1 ? fixed
                                      : concat_samples(fixed, gaussian_like(b, static_cast<std::size_t>(n - 1), rng, b.x.dtype)));
@@ -120,7 +148,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const xt::xarray<double> y = apply_norm(def, ctx.dtype, b).fwd.y.to_double();
             const xt::xarray<double> ref = flat_slice(y, k * per, per);
             // One row: the sample's output `get()` gives against ref, or the layer's refusal.
-            auto row = [&](long long batch_size, const char* kind, long long replicas, const auto& get) {
+            // `mates` names who is beside the sample: the replica rows always hold the given
+            // batch's own samples, whatever the analysis' key says.
+            auto row = [&](long long batch_size, const char* kind, const char* mates, long long replicas,
+                           const auto& get) {
                 std::optional<double> diff;  // absent: the layer refused (an empty cell)
                 std::string status = "ok";
                 try {
@@ -134,13 +165,13 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                 }
                 t.add_row({dn, nn, norm_type_name(def.type), batch_size, diff ? Cell(*diff) : not_applicable(),
                            !(diff && *diff == 0), status,
-                           static_cast<long long>(k), std::string(kind), replicas});
+                           static_cast<long long>(k), std::string(kind), std::string(mates), replicas});
             };
             for (std::size_t i = 0; i < batches.size(); ++i)
-                row(o.sizes[i], "size", 1, [&] { return flat_slice(apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double(), 0, per); });
+                row(o.sizes[i], "size", o.data_mates ? "data" : "drawn", 1, [&] { return flat_slice(apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double(), 0, per); });
             for (long long R : o.replicas)
                 for (bool sync : {false, true})
-                    row(static_cast<long long>(B) / R, sync ? "synced" : "unsynced", R, [&] { return replica_output(def, ctx.dtype, b, k, R, sync); });
+                    row(static_cast<long long>(B) / R, sync ? "synced" : "unsynced", "data", R, [&] { return replica_output(def, ctx.dtype, b, k, R, sync); });
         }
     }
     return t;
@@ -151,17 +182,17 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 AnalysisType batch_dependence_analysis() {
     AnalysisType a;
     a.name = "batch_dependence";
-    a.summary = "one sample's output as its batch-mates and the batch size change (seeded batch-mates), "
-                "and as the batch is split over data-parallel replicas, synchronised or not";
+    a.summary = "one sample's output as its batch-mates (seeded draws or the data's own) and the batch size "
+                "change, and as the batch is split over data-parallel replicas, synchronised or not";
     a.columns = {"data", "norm", "type", "batch_size", "max_abs_diff", "batch_dependent", "status", "sample",
-                 "kind", "replicas"};
+                 "kind", "mates", "replicas"};
     a.figure.title = "change of one sample's output against the (per-replica) batch size";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "batch_size";
     a.figure.x_log = true;
-    a.figure.series = {"data", "norm", "kind"};
+    a.figure.series = {"data", "norm", "kind", "mates"};
     a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
-    a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}, {"replicas", "none"}};
+    a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}, {"mates", "drawn"}, {"replicas", "none"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.run = run;
