@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis_util.hpp"
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 #include "norm/engine.hpp"
@@ -149,6 +150,38 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CHECK(refused.exit_code == 2);
     CHECK(refused.err.find("not empty") != std::string::npos);
     CHECK(read_text(dir / "out" / "mine.txt") == "precious");
+}
+
+TEST_CASE("config from standard input: \"-\" reads it, relative paths from the current folder") {
+    // A config piped from jq or a script. Its npy path is relative: with no config file to
+    // stand beside, it resolves against the folder normlab runs in.
+    const fs::path dir = fresh_dir("stdin_config");
+    const xt::xarray<double> x = {{1, 2, 3, 4}, {5, 6, 7, 9}};
+    normlab::write_file_bytes(dir / "x.npy", normlab::npy_bytes(x, normlab::DType::float64));
+    write_text(dir / "cfg.txt", one_norm(R"({"source": "npy", "path": "x.npy"})", R"({"type": "layernorm", "axes": [-1]})"));
+    const std::string bin = NORMLAB_BINARY;
+    auto sh = [&](const std::string& cmd) {
+        const int status = std::system(("cd " + dir.string() + " && " + cmd + " >out.txt 2>err.txt").c_str());
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+    CHECK(sh(bin + " validate - < cfg.txt") == 0);
+    CHECK(read_text(dir / "out.txt") == "-: ok\n");
+    REQUIRE(sh(bin + " run - --out res -q < cfg.txt") == 0);
+    const auto rows = parse_csv(read_text(dir / "res" / "apply.csv"));
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].at("in_max") == "9");
+    // The same config from a file elsewhere resolves x.npy beside that file, not here.
+    fs::create_directories(dir / "sub");
+    fs::copy_file(dir / "cfg.txt", dir / "sub" / "cfg.json");
+    CHECK(sh(bin + " validate sub/cfg.json") == 2);
+    CHECK(read_text(dir / "err.txt").find("x.npy") != std::string::npos);
+    // Nothing on standard input, or an empty file: said so, not a parse error at 1:1.
+    CHECK(sh(bin + " validate - < /dev/null") == 2);
+    CHECK(read_text(dir / "err.txt") == "normlab: error: - (standard input): is empty, expected a JSON object (a config)\n");
+    write_text(dir / "empty.json", "  \n");
+    CHECK(sh(bin + " run empty.json") == 2);
+    CHECK(read_text(dir / "err.txt") == "normlab: error: empty.json: is empty, expected a JSON object (a config)\n");
+    CHECK_FALSE(fs::exists(dir / "results"));
 }
 
 TEST_CASE("usage errors exit 2; validate and list") {

@@ -129,7 +129,8 @@ std::string png_header_only(std::uint32_t width, std::uint32_t height) {
 TEST_CASE("bad config files: exit 2 and one line with the file and the JSON pointer") {
     const std::string g = R"({"source": "gaussian", "shape": [2, 3, 4]})";
     check_rows({
-        {"empty_file", "", "cfg.json: malformed JSON: parse error at line 1, column 1"},
+        {"empty_file", "", "cfg.json: is empty, expected a JSON object (a config)"},
+        {"blank_file", " \n\t\n", "cfg.json: is empty, expected a JSON object (a config)"},
         // nlohmann throws out_of_range, not parse_error, for these: it was an "internal error", exit 1.
         {"number_overflow", config(R"({"source": "values", "values": [1, 1e400]})"),
          "cfg.json: line 1, column 64: number 1e400 is out of range (a double holds magnitudes up to 1.8e308)"},

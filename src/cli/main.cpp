@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
     std::string seed;
     std::string out, shard;
     auto* run_cmd = app.add_subcommand("run", "run a config: writes report.json, report.html and one CSV per analysis");
-    run_cmd->add_option("config", run.config_path, "config file (JSON)")->required();
+    run_cmd->add_option("config", run.config_path, "config file (JSON); - reads it from standard input")->required();
     run_cmd->add_option("--out", out, "output folder (default: output.dir of the config, else results/<name>)")
         ->type_name("DIR");
     run_cmd->add_option("--seed", seed, "override the config's seed, >= 0")->type_name("INT");
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> val_paths;
     auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
                                        "exit 2 if any fails");
-    val_cmd->add_option("configs", val_paths, "config files")->required();
+    val_cmd->add_option("configs", val_paths, "config files; - reads one from standard input")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE")->type_name("PATH=VALUE");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run")->type_name("SIZE");
 

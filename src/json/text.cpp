@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -109,15 +110,32 @@ Json parse_json_text(const std::string& text, const std::string& what) {
     }
 }
 
+namespace {
+
+// The text of a config read whole, parsed; an empty or blank one is named as such rather than
+// as a parse error at line 1, column 1.
+Json parse_config_text(const std::string& text, const std::string& what) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw InputError(what + (what == "-" ? " (standard input)" : "") + ": is empty, expected a JSON object (a config)");
+    return parse_json_text(text, what);
+}
+
+}  // namespace
+
 Json load_json_file(const std::filesystem::path& path) {
+    std::stringstream ss;
+    if (path == "-") {
+        ss << std::cin.rdbuf();
+        if (std::cin.bad()) throw InputError("-: cannot read the config from standard input");
+        return parse_config_text(ss.str(), "-");
+    }
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         throw InputError(path.string() + ": is a directory, expected a JSON config file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path.string() + ": cannot open config file (missing or unreadable)");
-    std::stringstream ss;
     ss << in.rdbuf();
-    return parse_json_text(ss.str(), path.string());
+    return parse_config_text(ss.str(), path.string());
 }
 
 }  // namespace normlab

@@ -18,8 +18,9 @@ void check_duplicate_keys(const std::string& text, const std::string& what);
 /// check_duplicate_keys' JsonError.
 Json parse_json_text(const std::string& text, const std::string& what);
 
-/// Reads and parses a JSON file. Throws InputError "file: line L, column C (byte B): ..."
-/// for malformed JSON, and naming the path when it cannot be read.
+/// Reads and parses a JSON file; the path "-" reads standard input to its end (a config piped
+/// from jq or a script, as most Unix tools read "-"). Throws InputError "file: line L,
+/// column C (byte B): ..." for malformed JSON, and naming the path when it cannot be read.
 Json load_json_file(const std::filesystem::path& path);
 
 }  // namespace normlab
