@@ -550,6 +550,39 @@ TEST_CASE("B12: RMSNorm with a plain weight vs Gemma's 1 + weight") {
     CHECK(num(x, "max_abs_diff") == 0);  // 1 + 0 is the identity scale
 }
 
+TEST_CASE("port_check: settings_differ names what a port changes, and what is left once eps and momentum match") {
+    // A Keras BatchNorm (eps 1e-3, momentum 0.99 on the old value) ported to PyTorch: naively
+    // (defaults), and with eps 1e-3 and momentum 0.01. The second still differs in one rule:
+    // PyTorch updates running_var from the unbiased batch variance, Keras from the biased.
+    const std::vector<std::vector<double>> x = {{1, 2}, {3, 5}, {4, 9}};
+    json cfg = {{"name", "settings_differ"},
+                {"data", {{"b", {{"source", "values"}, {"values", x}}}}},
+                {"norms", {{"keras", {{"type", "batchnorm"}, {"convention", "keras"}}},
+                           {"naive", {{"type", "batchnorm"}}},
+                           {"fixed", {{"type", "batchnorm"}, {"eps", 1e-3}, {"momentum", 0.01}}},
+                           {"same", {{"type", "batchnorm"}, {"convention", "keras"}, {"eps", 1e-3}}},
+                           {"ln", {{"type", "layernorm"}, {"axes", {-1}}}},
+                           {"annotated", {{"type", "layernorm"}, {"axes", {-1}}, {"eps", 1e-6},
+                                          {"eps_placement", "add_to_std"}, {"variance", "unbiased"}}}}},
+                {"analyses", {{{"type", "port_check"}, {"data", {"b"}}, {"norms", {"keras", "naive", "fixed", "same"}},
+                               {"steps", 4}},
+                              {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"ln", "annotated"}}}}}};
+    Run r = run_json("settings_differ", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = read_csv(r.out / "port_check.csv");
+    CHECK(one(rows, {{"port", "naive"}}).at("settings_differ") ==
+          "eps 0.001 vs 1e-05; running statistics' new-batch weight 0.01 vs 0.1 (momentum 0.99 keras vs 0.1 torch); "
+          "running_var from the biased vs the unbiased batch variance");
+    const Row fixed = one(rows, {{"port", "fixed"}});
+    CHECK(fixed.at("settings_differ") == "running_var from the biased vs the unbiased batch variance");
+    CHECK(num(fixed, "running_var_max_abs_diff") > 0);
+    const Row same = one(rows, {{"port", "same"}});
+    CHECK(same.at("settings_differ") == "none");
+    CHECK(num(same, "max_abs_diff") == 0);
+    CHECK(one(rows, {{"port", "annotated"}}).at("settings_differ") ==
+          "eps 1e-05 vs 1e-06; eps inside the sqrt vs added to the std; normalised with the biased vs the unbiased variance");
+}
+
 TEST_CASE("port_check: BatchNorm momentum 0.1 (torch) vs 0.99 (keras) after K training steps") {
     // One batch fed three times: running_mean = (1 - keep^3) * batch mean, with keep 0.9
     // (torch: momentum 0.1 weights the new batch) or 0.99 (keras: 0.99 weights the old

@@ -11,6 +11,7 @@
 // inference after the same training.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -18,6 +19,7 @@
 #include "analysis/types.hpp"
 #include "data/random.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -163,6 +165,67 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
     return s;
 }
 
+/// The settings in effect in which port `b` differs from reference `a`, in words, "; "
+/// between them ("eps 1e-05 vs 0.001; running_var from the unbiased vs the biased batch
+/// variance"), "none" when they agree on all: what a porter changes to close the gap. The
+/// running statistics' rules count only where both norms keep running statistics. Momentum
+/// is compared as the weight of the new batch (new_batch_weight), the one quantity the
+/// conventions' momenta (PyTorch 0.1, Keras 0.99) both describe.
+std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, const Side& sb) {
+    std::vector<std::string> d;
+    auto differ = [&](bool same, const std::string& what, const std::string& va, const std::string& vb) {
+        if (!same) d.push_back(what + (what.empty() ? "" : " ") + va + " vs " + vb);
+    };
+    const Resolution &ra = sa.step.res, &rb = sb.step.res;
+    differ(a.type == b.type, "type", norm_type_name(a.type), norm_type_name(b.type));
+    differ(ra.eps == rb.eps, "eps", format_number(ra.eps), format_number(rb.eps));
+    auto placement = [](EpsPlacement p) { return p == EpsPlacement::inside_sqrt ? "inside the sqrt" : "added to the std"; };
+    differ(a.eps_placement == b.eps_placement, "eps", placement(a.eps_placement), placement(b.eps_placement));
+    auto variance = [](VarianceEstimator v) { return v == VarianceEstimator::biased ? "the biased" : "the unbiased"; };
+    differ(a.variance == b.variance, "normalised with", variance(a.variance), std::string(variance(b.variance)) + " variance");
+    auto params = [](const Resolution& r) {
+        return std::string(r.has_weight ? (r.has_bias ? "weight and bias" : "weight only") : (r.has_bias ? "bias only" : "none"));
+    };
+    differ(params(ra) == params(rb), "affine parameters", params(ra), params(rb));
+    auto scale = [](double off) { return off == 0 ? std::string("w") : format_number(off) + " + w"; };
+    differ(a.weight_offset == b.weight_offset, "scale", scale(a.weight_offset), scale(b.weight_offset));
+    auto per = [](AffinePer p) { return p == AffinePer::channel ? "per channel" : "per group"; };
+    if (a.type == NormType::groupnorm && b.type == NormType::groupnorm)
+        differ(a.affine_per == b.affine_per, "affine parameters", per(a.affine_per), per(b.affine_per));
+    auto rounding = [](AffineRounding r) { return r == AffineRounding::once ? "once" : "twice"; };
+    differ(a.affine_rounding == b.affine_rounding, "half-precision output rounded", rounding(a.affine_rounding),
+           rounding(b.affine_rounding));
+    differ(a.mask == b.mask, "statistics over", a.mask ? "real positions" : "all positions",
+           b.mask ? "real positions" : "all positions");
+    differ(ra.use_batch_stats == rb.use_batch_stats, "statistics of", ra.use_batch_stats ? "the batch" : "the running values",
+           rb.use_batch_stats ? "the batch" : "the running values");
+    if (sa.has_running && sb.has_running) {
+        // 12 digits: 1 - 0.99 is 0.010000000000000009 in double, and a Keras port's 0.99 must
+        // read as PyTorch's 0.01.
+        auto weight = [](const NormDef& n) {
+            const auto m = new_batch_weight(n);
+            if (!m) return std::string("1/steps (cumulative average)");
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.12g", *m);
+            return std::string(buf);
+        };
+        auto momentum = [](const NormDef& n) {
+            return n.momentum_null ? std::string("null")
+                                   : format_number(n.momentum.value_or(default_momentum(n.convention))) + " " +
+                                         convention_name(n.convention);
+        };
+        differ(weight(a) == weight(b), "running statistics' new-batch weight", weight(a),
+               weight(b) + " (momentum " + momentum(a) + " vs " + momentum(b) + ")");
+        auto estimator = [](const NormDef& n) { return unbiased_running_var(n) ? "the unbiased" : "the biased"; };
+        differ(unbiased_running_var(a) == unbiased_running_var(b), "running_var from", estimator(a),
+               std::string(estimator(b)) + " batch variance");
+    }
+    if (d.empty()) return "none";
+    std::string out = d[0];
+    for (std::size_t i = 1; i < d.size(); ++i) out += "; " + d[i];
+    return out;
+}
+
 /// max |a - b| of two running statistics; an empty cell (not applicable) when either norm
 /// keeps none, inf when their channel counts differ.
 Cell running_diff(const Side& a, const Side& b, bool mean) {
@@ -290,7 +353,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (std::size_t k = 0; k < rows; ++k) {
                 const std::size_t g = order[k];
                 t.add_row({dn, pr.reference, pr.port, norm_type_name(rd.type), norm_type_name(pd.type),
-                           steps, ref.step.res.eps, port.step.res.eps, dv.max_abs, dv.max_rel,
+                           steps, ref.step.res.eps, port.step.res.eps, settings_differ(rd, ref, pd, port),
+                           dv.max_abs, dv.max_rel,
                            nonfinite(ref.y), nonfinite(port.y), rm, rv,
                            static_cast<long long>(k + 1), multi_index(g, ref.step.res.stats_shape),
                            gdiff[g], values_cell(ref.y, lay.members[g]), values_cell(port.y, lay.members[g]),
@@ -309,7 +373,7 @@ AnalysisType port_check_analysis() {
     a.summary = "compare a reference norm with ports of it on the same data (optionally after "
                 "K training steps): max output differences, running statistics, worst groups";
     a.columns = {"data", "reference", "port", "ref_type", "port_type", "steps", "ref_eps", "port_eps",
-                 "max_abs_diff", "max_rel_diff", "ref_nonfinite", "port_nonfinite",
+                 "settings_differ", "max_abs_diff", "max_rel_diff", "ref_nonfinite", "port_nonfinite",
                  "running_mean_max_abs_diff", "running_var_max_abs_diff", "rank", "group",
                  "group_max_abs_diff", "ref_values", "port_values", "differing_count", "differing_positions"};
     a.figure.title = "output difference between a reference norm and each port of it";

@@ -43,6 +43,14 @@ double default_momentum(Convention c) {
     return 0.1;
 }
 
+std::optional<double> new_batch_weight(const NormDef& d) {
+    if (d.momentum_null) return std::nullopt;
+    const double mom = d.momentum.value_or(default_momentum(d.convention));
+    return d.convention == Convention::torch ? mom : 1.0 - mom;
+}
+
+bool unbiased_running_var(const NormDef& d) { return d.convention == Convention::torch; }
+
 xt::xarray<double> materialize(const ParamInit& init, const Shape& shape, const std::string& what,
                                const std::string& norm) {
     switch (init.kind) {
@@ -426,7 +434,7 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
         for (std::size_t a = r.channel_axis + 1; a < r.stats_shape.size(); ++a) inner *= r.stats_shape[a];
         xt::xarray<double> cm = xt::zeros<double>({r.channels}), cv = xt::zeros<double>({r.channels});
         xt::xarray<double> per = xt::zeros<double>({r.channels});
-        const bool unbiased_running = d.convention == Convention::torch;
+        const bool unbiased_running = unbiased_running_var(d);
         for (std::size_t i = 0; i < used; ++i) {
             std::size_t c = (i / inner) % r.channels;
             double n = bm.count.data()[i];
@@ -437,12 +445,7 @@ void NormLayer::forward(const Tensor& x, std::size_t channel_axis, const std::st
             per(c) += 1;
         }
         ++m_steps;
-        double m;  // weight of the new batch value
-        if (d.momentum_null) m = 1.0 / static_cast<double>(m_steps);
-        else {
-            double mom = d.momentum.value_or(default_momentum(d.convention));
-            m = d.convention == Convention::torch ? mom : 1.0 - mom;
-        }
+        const double m = new_batch_weight(d).value_or(1.0 / static_cast<double>(m_steps));
         for (std::size_t c = 0; c < r.channels; ++c) {
             m_running_mean(c) = (1 - m) * m_running_mean(c) + m * cm(c) / per(c);
             m_running_var(c) = (1 - m) * m_running_var(c) + m * cv(c) / per(c);

@@ -39,6 +39,16 @@ double default_eps(NormType t, Convention c, DType dtype);
 /// onnx 0.9, keras 0.99, flax 0.99 (weight of the old running value).
 double default_momentum(Convention c);
 
+struct NormDef;
+/// The weight m of the new batch in a running-statistics update new = (1 - m) old + m batch,
+/// from the norm's momentum in its convention's sense (torch: m itself; onnx, keras, flax:
+/// 1 - momentum); nullopt for momentum null (PyTorch's cumulative average, m = 1/steps).
+std::optional<double> new_batch_weight(const NormDef& d);
+/// Whether the running variance is updated from the unbiased batch variance (n/(n-1) times
+/// the biased one): PyTorch's BatchNorm and InstanceNorm; the other conventions use the
+/// biased variance they normalise with.
+bool unbiased_running_var(const NormDef& d);
+
 /// A norm that does not fit its input or its own parameters. The message names the norm and
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",
 /// ...; empty for the norm as a whole), so that a caller that knows where the norm was
