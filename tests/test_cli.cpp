@@ -232,6 +232,15 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK(v.exit_code == 0);
     CliResult l = run_normlab("list");
     CHECK(l.exit_code == 0);
+    // Each convention with its defaults, as the frameworks document them (PyTorch's
+    // BatchNorm2d: eps 1e-5, momentum 0.1 on the new batch, unbiased running_var; Keras's
+    // BatchNormalization: epsilon 1e-3, momentum 0.99 on the old value; ONNX's
+    // BatchNormalization: epsilon 1e-5, momentum 0.9).
+    CHECK(l.out.find("\n  torch: eps 1e-05 (rmsnorm 1.19e-07 for float32 data, 2.22e-16 for float64), momentum 0.1 "
+                     "(the new batch's weight), running_var from the unbiased batch variance\n") != std::string::npos);
+    CHECK(l.out.find("\n  keras: eps 0.001 (rmsnorm 1e-06), momentum 0.99 (the old value's weight), running_var from "
+                     "the biased batch variance\n") != std::string::npos);
+    CHECK(l.out.find("\n  onnx: eps 1e-05, momentum 0.9 (the old value's weight)") != std::string::npos);
 
     // Several configs: each is checked and reported, a bad one does not stop the rest.
     fs::path dir = fresh_dir("validate_many");
