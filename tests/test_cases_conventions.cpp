@@ -682,3 +682,25 @@ TEST_CASE("compute: a norm that does not choose takes this CPU's default, and th
                          "this float64 run always takes double arithmetic") != std::string::npos);
     CHECK(on_f64[1].find("cfg.json: /norms/f/compute: ") != std::string::npos);
 }
+
+TEST_CASE("momentum pasted from the other family of conventions is noted, with its counterpart") {
+    // PyTorch's momentum weights the new batch, Keras's/Flax's/ONNX's the old value: a Keras
+    // 0.99 pasted into a PyTorch BatchNorm makes the running statistics follow each batch.
+    const json cfg = {{"name", "momenta"},
+                      {"data", {{"x", {{"source", "gaussian"}, {"shape", {8, 3}}}}}},
+                      {"norms", {{"pasted_torch", {{"type", "batchnorm"}, {"momentum", 0.99}}},
+                                 {"pasted_keras", {{"type", "batchnorm"}, {"convention", "keras"}, {"momentum", 0.1}}},
+                                 {"torch", {{"type", "batchnorm"}, {"momentum", 0.1}}},
+                                 {"keras", {{"type", "batchnorm"}, {"convention", "keras"}, {"momentum", 0.99}}},
+                                 {"ln", {{"type", "layernorm"}, {"axes", {-1}}}}}},
+                      {"analyses", {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"pasted_torch", "pasted_keras", "torch", "keras"}}}}}};
+    const CliResult v = validate("momenta", cfg);
+    CHECK(v.exit_code == 0);
+    CHECK(v.err.find("/norms/pasted_torch/momentum: momentum 0.99 under the torch convention is the new batch's weight: "
+                     "the running statistics take 0.99 of each new batch. Keras's and Flax's momentum 0.99 is PyTorch's 0.01\n") !=
+          std::string::npos);
+    CHECK(v.err.find("/norms/pasted_keras/momentum: momentum 0.1 under the keras convention is the old value's weight: "
+                     "the running statistics take 0.9 of each new batch. PyTorch's momentum 0.1 is keras's 0.9\n") !=
+          std::string::npos);
+    CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
+}

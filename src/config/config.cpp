@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <xtensor/xadapt.hpp>
 
@@ -353,6 +354,29 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
                            "\"compute\" chooses the arithmetic for float32 data only; this " + dtype_name(c.dtype) +
                                " run always takes double arithmetic",
                            {"/dtype"}});
+        // A momentum pasted from the other family of conventions: PyTorch's counts the new
+        // batch, Keras's, Flax's and ONNX's the old value, so 0.99 in one is 0.01 in the other.
+        if (d.momentum && !d.momentum_null && (d.type == NormType::batchnorm || d.type == NormType::instancenorm)) {
+            const double mom = *d.momentum, m = *new_batch_weight(d);
+            const bool torch = d.convention == Convention::torch;
+            // 12 digits: 1 - 0.99 is 0.010000000000000009 in double.
+            auto g12 = [](double v) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%.12g", v);
+                return std::string(buf);
+            };
+            if (m > 0.5)
+                out.push_back({norm.child("momentum"),
+                               "momentum " + g12(mom) + " under the " + convention_name(d.convention) +
+                                   " convention is the " + (torch ? "new batch's" : "old value's") +
+                                   " weight: the running statistics take " + g12(m) +
+                                   " of each new batch. " +
+                                   (torch ? "Keras's and Flax's momentum " + g12(mom) + " is PyTorch's " +
+                                                g12(1 - mom)
+                                          : "PyTorch's momentum " + g12(mom) + " is " +
+                                                convention_name(d.convention) + "'s " + g12(1 - mom)),
+                               {norm.child("convention").pointer}});
+        }
         if (d.affine_rounding != AffineRounding::twice) continue;
         const JsonLocation at = norm.child("affine_rounding");
         if (compute_dtype(c.dtype) == c.dtype)
