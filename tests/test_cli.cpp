@@ -125,6 +125,10 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CliResult r = run_config_text("set", cfg, "--set norms.n.eps=0.5 --set /data/x/values/0/0=0 -q");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     std::string csv = read_text(fresh_dir("set_probe").parent_path() / "set" / "out" / "apply.csv");
+    // show --where repeats: both conditions hold on the one row
+    CliResult shown = run_normlab("show " + (fresh_dir("set_probe").parent_path() / "set" / "out").string() +
+                                  " apply --where norm=n --where data=x");
+    CHECK_MESSAGE(shown.exit_code == 0, shown.err);
     CHECK(csv.find(",0.5,") != std::string::npos);
     CHECK(csv.find(",0,4,") != std::string::npos);  // in_min 0 after the override
     CliResult bad = run_config_text("set_bad", cfg, "--set norms.m.eps=1");
@@ -209,6 +213,13 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"init -o", "normlab: error: init --output: expected a value (a file)"},
         {"bench --stack --layers x", "normlab: error: bench --layers x: expected an integer >= 1"},
         {"run x.json --dry-run=maybe", "normlab: error: run --dry-run: expected no value (a flag) or true/false, but got \"maybe\""},
+        // an option of one value given twice: the values were fine, the repeat is the error
+        {"run x.json --out /tmp/q1 --out /tmp/q2", "normlab: error: run --out: given twice (/tmp/q1, /tmp/q2); give it once"},
+        {"bench --stack --layers 2 --layers 3", "normlab: error: bench --layers: given twice (2, 3); give it once"},
+        {"bench --norm a --norm b", "normlab: error: bench --norm: given twice (a, b); give it once"},
+        {"bench --dtype x --dtype y --dtype z", "normlab: error: bench --dtype: given 3 times (x, y, z); give it once"},
+        {"init -o a.json -o b.json", "normlab: error: init --output: given twice (a.json, b.json); give it once"},
+        {"shapes --shape 2,3 --shape 4,5 --norm layernorm", "normlab: error: shapes --shape: given twice (\"2,3\", \"4,5\"); give it once"},
     };
     for (const auto& u : usage) {
         CAPTURE(u.args);
@@ -218,6 +229,9 @@ TEST_CASE("usage errors exit 2; validate and list") {
         CHECK_MESSAGE(r.err.rfind(u.expect, 0) == 0, r.err);
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     }
+    // Options meant to repeat still take every value.
+    CliResult repeated = run_normlab("validate " + kSrc + "/configs/quickstart.json --set seed=3 --set norms.ln.eps=1e-3");
+    CHECK_MESSAGE(repeated.exit_code == 0, repeated.err);
     CliResult help = run_normlab("run --help");
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("--threads") != std::string::npos);
