@@ -417,3 +417,67 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 2);
 }
+
+TEST_CASE("bench --stack: each placement counts only the work and memory it has; the header names only what it has") {
+    // Tiny sizes: this checks what is counted and printed, not how fast it runs.
+    const std::string sizes = "bench --stack --layers 2 --rows 16 --features 8 --hidden 32 --repeat 1 --dtype float32";
+    const double mib = 1024.0 * 1024.0;
+    auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+
+    // norm_only is a chain of norms: no block, so no products, no weights, no hidden size.
+    CliResult nj = run_normlab(sizes + " --placement norm_only --json");
+    REQUIRE_MESSAGE(nj.exit_code == 0, nj.err);
+    const auto n = nlohmann::json::parse(nj.out);
+    for (const char* k : {"gflops", "dot_gflops", "fraction", "hidden"}) {
+        INFO(k);
+        REQUIRE(n.contains(k));
+        CHECK(n.at(k).is_null());
+    }
+    CHECK(n.at("weights_mib") == 0);
+    CHECK(n.at("norm") == "layernorm");
+    CHECK(n.at("median_s").get<double>() > 0);
+    CHECK(n.at("activations_mib").get<double>() > 0);
+    CliResult nt = run_normlab(sizes + " --placement norm_only");
+    REQUIRE_MESSAGE(nt.exit_code == 0, nt.err);
+    CHECK(first_line(nt.out) == "stack norm_only layernorm: L=2 N=16 D=8, forward+backward, 1 timed pass");
+    std::istringstream lines(nt.out);
+    std::string line;
+    std::getline(lines, line);
+    std::getline(lines, line);
+    std::getline(lines, line);  // the float32 row
+    std::istringstream cells(line);
+    std::vector<std::string> c;
+    for (std::string w; cells >> w;) c.push_back(w);
+    REQUIRE(c.size() == 10);
+    CHECK(c[0] == "float32");
+    CHECK(c[3] == "-");  // gflops
+    CHECK(c[4] == "-");  // dot_gflops
+    CHECK(c[5] == "-");  // fraction
+    CHECK(c[7] == "0");  // weights_mib
+    CHECK(nt.out.find("norm_only runs norms only: no products") != std::string::npos);
+
+    // none has the block and its products but no norm.
+    CliResult zj = run_normlab(sizes + " --placement none --json");
+    REQUIRE_MESSAGE(zj.exit_code == 0, zj.err);
+    const auto z = nlohmann::json::parse(zj.out);
+    CHECK(z.at("norm").is_null());
+    CHECK(z.at("hidden") == 32);
+    CHECK(z.at("gflops").get<double>() > 0);
+    CHECK(z.at("weights_mib").get<double>() == doctest::Approx(2 * 2 * 8 * 32 * 4 / mib));
+    CliResult zt = run_normlab(sizes + " --placement none");
+    REQUIRE_MESSAGE(zt.exit_code == 0, zt.err);
+    CHECK(first_line(zt.out) == "stack none ffn: L=2 N=16 D=8 H=32, forward+backward, 1 timed pass");
+
+    // pre has both: 12 L N D H per pass, the weights W1 (L, D, H) and W2 (L, H, D).
+    CliResult pj = run_normlab(sizes + " --placement pre --json");
+    REQUIRE_MESSAGE(pj.exit_code == 0, pj.err);
+    const auto p = nlohmann::json::parse(pj.out);
+    CHECK(p.at("norm") == "layernorm");
+    CHECK(p.at("weights_mib").get<double>() == doctest::Approx(2 * 2 * 8 * 32 * 4 / mib));
+    CHECK(p.at("fraction").get<double>() == doctest::Approx(p.at("gflops").get<double>() / p.at("dot_gflops").get<double>()).epsilon(2e-3));
+    CHECK(p.at("gflops").get<double>() == doctest::Approx(12.0 * 2 * 16 * 8 * 32 / p.at("median_s").get<double>() / 1e9).epsilon(2e-3));
+    CliResult pt = run_normlab(sizes + " --placement pre --stack-norm rmsnorm");
+    REQUIRE_MESSAGE(pt.exit_code == 0, pt.err);
+    CHECK(first_line(pt.out) == "stack pre ffn rmsnorm: L=2 N=16 D=8 H=32, forward+backward, 1 timed pass");
+    CHECK(pt.out.find("gflops: 12 L N D H per pass") != std::string::npos);
+}
