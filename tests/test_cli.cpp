@@ -479,5 +479,9 @@ TEST_CASE("bench --stack: each placement counts only the work and memory it has;
     CliResult pt = run_normlab(sizes + " --placement pre --stack-norm rmsnorm");
     REQUIRE_MESSAGE(pt.exit_code == 0, pt.err);
     CHECK(first_line(pt.out) == "stack pre ffn rmsnorm: L=2 N=16 D=8 H=32, forward+backward, 1 timed pass");
+    // The footnote says what each column is, the two times included.
+    CHECK(pt.out.find("median_s: the median of the timed passes; cold_s: the first pass, timed on its own and left out "
+                      "of the median") != std::string::npos);
+    CHECK(pt.out.find("so peak/activations measures the stack only when the activations are far larger") != std::string::npos);
     CHECK(pt.out.find("gflops: 12 L N D H per pass") != std::string::npos);
 }

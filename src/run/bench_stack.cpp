@@ -269,14 +269,22 @@ std::string run_stack_bench(const StackBenchOptions& o) {
                 << text_number(r.peak_mib) << text_number(ratio) << "\n";
         }
     }
-    if (!o.json)
-        out << "("
-            << (has_block ? "gflops: 12 L N D H per pass; dot_gflops: the same six products per block as plain "
-                            "xt::linalg::dot; fraction = gflops / dot_gflops"
-                          : "gflops, dot_gflops, fraction: - (norm_only runs norms only: no products to count or compare)")
-            << "; activations: what the forward keeps for the backward; peak_rss_mib: the pass's peak resident memory, "
-               "weights included; the norms of float32 stacks compute "
+    if (!o.json) {
+        out << "(median_s: the median of the timed passes; cold_s: the first pass, timed on its own and left out of "
+               "the median (it also allocates the buffers the later passes reuse)\n";
+        if (has_block)
+            out << " gflops: 12 L N D H per pass, the products' floating-point operations; dot_gflops: the same six "
+                   "products per block as plain xt::linalg::dot; fraction = gflops / dot_gflops\n";
+        else
+            out << " gflops, dot_gflops, fraction: - (norm_only runs norms only: no products to count or compare)\n";
+        out << " activations_mib: what the forward keeps for the backward; weights_mib: the blocks' weight matrices\n"
+               " peak_rss_mib: the process's peak resident memory from building the stack to the end of the first "
+               "pass, weights included, and also what the process holds anyway (program, libraries, input: several "
+               "MiB), so peak/activations measures the stack only when the activations are far larger (see "
+               "scripts/PERFORMANCE.md)\n"
+               " the norms of float32 stacks compute "
             << f32_compute << ")\n";
+    }
     return out.str();
 }
 
