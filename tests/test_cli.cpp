@@ -400,6 +400,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
                          Bad{"--norm layernorm --shape 2,3 --layers 4", "bench --layers: applies to the stack benchmark only (add --stack)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
+                         Bad{"--norm layernorm --shape 2,3 --dtype float32,float64",
+                             "bench --dtype float32,float64: expected float32 or float64 (a comma-separated list is taken with --stack only"},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},
                          Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: only batchnorm, instancenorm and groupnorm take it, and --norm is layernorm,rmsnorm"},
                          Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 58.5 TiB, more than half of this machine's memory"}}) {
@@ -484,4 +486,15 @@ TEST_CASE("bench --stack: each placement counts only the work and memory it has;
                       "of the median") != std::string::npos);
     CHECK(pt.out.find("so peak/activations measures the stack only when the activations are far larger") != std::string::npos);
     CHECK(pt.out.find("gflops: 12 L N D H per pass") != std::string::npos);
+}
+
+TEST_CASE("bench --help says which --dtype takes a list") {
+    CliResult h = run_normlab("bench --help");
+    REQUIRE(h.exit_code == 0);
+    CHECK(h.out.find("float32 or float64 (default float32); --stack: also a comma-separated list") != std::string::npos);
+    // --stack takes the list and times each dtype (the plain bench's refusal of a list is a
+    // row of the bad options in "bench: one JSON object per case ...")
+    CliResult two = run_normlab("bench --stack --layers 1 --rows 8 --features 4 --hidden 8 --repeat 1 --dtype float32,float64 --json");
+    REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+    CHECK(std::count(two.out.begin(), two.out.end(), '\n') == 2);
 }

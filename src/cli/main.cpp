@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
                                          "--stack: a residual stack's forward and backward against plain products");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
-    bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
+    bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64 (default float32); --stack: also a comma-separated "
+                          "list, each timed in turn (default float32,float64)");
     bench_cmd->add_option("--compute", bench.compute, "float32 data: float (the float path) or double; default: float where the CPU has FMA "
                           "instructions, else double");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
@@ -362,6 +363,11 @@ int main(int argc, char** argv) {
             for (const char* opt : {"--layers", "--rows", "--features", "--hidden", "--placement", "--stack-norm"})
                 if (bench_cmd->count(opt))
                     throw InputError(std::string("bench ") + opt + ": applies to the stack benchmark only (add --stack)");
+            // The norm benchmark times one dtype per run; a list is the stack benchmark's.
+            if (bench.dtype.find(',') != std::string::npos)
+                throw InputError("bench --dtype " + bench.dtype +
+                                 ": expected float32 or float64 (a comma-separated list is taken with --stack only; "
+                                 "run bench once per dtype)");
             bench.norms = split(bench_norms);
             if (bench_cmd->count("--norm") && bench.norms.empty())
                 throw InputError("bench --norm: expected comma-separated norm types, but got \"\"");
