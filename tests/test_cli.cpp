@@ -125,6 +125,10 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CliResult r = run_config_text("set", cfg, "--set norms.n.eps=0.5 --set /data/x/values/0/0=0 -q");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     std::string csv = read_text(fresh_dir("set_probe").parent_path() / "set" / "out" / "apply.csv");
+    // show --where repeats: both conditions hold on the one row
+    CliResult shown = run_normlab("show " + (fresh_dir("set_probe").parent_path() / "set" / "out").string() +
+                                  " apply --where norm=n --where data=x");
+    CHECK_MESSAGE(shown.exit_code == 0, shown.err);
     CHECK(csv.find(",0.5,") != std::string::npos);
     CHECK(csv.find(",0,4,") != std::string::npos);  // in_min 0 after the override
     CliResult bad = run_config_text("set_bad", cfg, "--set norms.m.eps=1");
@@ -209,6 +213,13 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"init -o", "normlab: error: init --output: expected a value (a file)"},
         {"bench --stack --layers x", "normlab: error: bench --layers x: expected an integer >= 1"},
         {"run x.json --dry-run=maybe", "normlab: error: run --dry-run: expected no value (a flag) or true/false, but got \"maybe\""},
+        // an option of one value given twice: the values were fine, the repeat is the error
+        {"run x.json --out /tmp/q1 --out /tmp/q2", "normlab: error: run --out: given twice (/tmp/q1, /tmp/q2); give it once"},
+        {"bench --stack --layers 2 --layers 3", "normlab: error: bench --layers: given twice (2, 3); give it once"},
+        {"bench --norm a --norm b", "normlab: error: bench --norm: given twice (a, b); give it once"},
+        {"bench --dtype x --dtype y --dtype z", "normlab: error: bench --dtype: given 3 times (x, y, z); give it once"},
+        {"init -o a.json -o b.json", "normlab: error: init --output: given twice (a.json, b.json); give it once"},
+        {"shapes --shape 2,3 --shape 4,5 --norm layernorm", "normlab: error: shapes --shape: given twice (\"2,3\", \"4,5\"); give it once"},
     };
     for (const auto& u : usage) {
         CAPTURE(u.args);
@@ -218,6 +229,9 @@ TEST_CASE("usage errors exit 2; validate and list") {
         CHECK_MESSAGE(r.err.rfind(u.expect, 0) == 0, r.err);
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     }
+    // Options meant to repeat still take every value.
+    CliResult repeated = run_normlab("validate " + kSrc + "/configs/quickstart.json --set seed=3 --set norms.ln.eps=1e-3");
+    CHECK_MESSAGE(repeated.exit_code == 0, repeated.err);
     CliResult help = run_normlab("run --help");
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("--threads") != std::string::npos);
@@ -395,6 +409,8 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--stack --norm groupnorm", "bench --stack: --norm does not apply to the stack benchmark (its norm: --stack-norm)"},
                          Bad{"--norm layernorm --shape 2,3 --layers 4", "bench --layers: applies to the stack benchmark only (add --stack)"},
                          Bad{"--stack --dtype ''", "bench --dtype: expected float32 or float64, but got \"\""},
+                         Bad{"--norm layernorm --shape 2,3 --dtype float32,float64",
+                             "bench --dtype float32,float64: expected float32 or float64 (a comma-separated list is taken with --stack only"},
                          Bad{"--norm layernorm --shape 2,3 --num-groups 3", "bench --num-groups: only groupnorm takes it, and --norm is layernorm"},
                          Bad{"--norm layernorm,rmsnorm --shape 2,3 --channel-axis 0", "bench --channel-axis: only batchnorm, instancenorm and groupnorm take it, and --norm is layernorm,rmsnorm"},
                          Bad{"--stack --rows 100000000 --dtype float32", "in float32 needs about 58.5 TiB, more than half of this machine's memory"}}) {
@@ -411,4 +427,83 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                                     " --min-time-ms 600000 >/dev/null 2>&1").c_str());
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 2);
+}
+
+TEST_CASE("bench --stack: each placement counts only the work and memory it has; the header names only what it has") {
+    // Tiny sizes: this checks what is counted and printed, not how fast it runs.
+    const std::string sizes = "bench --stack --layers 2 --rows 16 --features 8 --hidden 32 --repeat 1 --dtype float32";
+    const double mib = 1024.0 * 1024.0;
+    auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+
+    // norm_only is a chain of norms: no block, so no products, no weights, no hidden size.
+    CliResult nj = run_normlab(sizes + " --placement norm_only --json");
+    REQUIRE_MESSAGE(nj.exit_code == 0, nj.err);
+    const auto n = nlohmann::json::parse(nj.out);
+    for (const char* k : {"gflops", "dot_gflops", "fraction", "hidden"}) {
+        INFO(k);
+        REQUIRE(n.contains(k));
+        CHECK(n.at(k).is_null());
+    }
+    CHECK(n.at("weights_mib") == 0);
+    CHECK(n.at("norm") == "layernorm");
+    CHECK(n.at("median_s").get<double>() > 0);
+    CHECK(n.at("activations_mib").get<double>() > 0);
+    CliResult nt = run_normlab(sizes + " --placement norm_only");
+    REQUIRE_MESSAGE(nt.exit_code == 0, nt.err);
+    CHECK(first_line(nt.out) == "stack norm_only layernorm: L=2 N=16 D=8, forward+backward, 1 timed pass");
+    std::istringstream lines(nt.out);
+    std::string line;
+    std::getline(lines, line);
+    std::getline(lines, line);
+    std::getline(lines, line);  // the float32 row
+    std::istringstream cells(line);
+    std::vector<std::string> c;
+    for (std::string w; cells >> w;) c.push_back(w);
+    REQUIRE(c.size() == 10);
+    CHECK(c[0] == "float32");
+    CHECK(c[3] == "-");  // gflops
+    CHECK(c[4] == "-");  // dot_gflops
+    CHECK(c[5] == "-");  // fraction
+    CHECK(c[7] == "0");  // weights_mib
+    CHECK(nt.out.find("norm_only runs norms only: no products") != std::string::npos);
+
+    // none has the block and its products but no norm.
+    CliResult zj = run_normlab(sizes + " --placement none --json");
+    REQUIRE_MESSAGE(zj.exit_code == 0, zj.err);
+    const auto z = nlohmann::json::parse(zj.out);
+    CHECK(z.at("norm").is_null());
+    CHECK(z.at("hidden") == 32);
+    CHECK(z.at("gflops").get<double>() > 0);
+    CHECK(z.at("weights_mib").get<double>() == doctest::Approx(2 * 2 * 8 * 32 * 4 / mib));
+    CliResult zt = run_normlab(sizes + " --placement none");
+    REQUIRE_MESSAGE(zt.exit_code == 0, zt.err);
+    CHECK(first_line(zt.out) == "stack none ffn: L=2 N=16 D=8 H=32, forward+backward, 1 timed pass");
+
+    // pre has both: 12 L N D H per pass, the weights W1 (L, D, H) and W2 (L, H, D).
+    CliResult pj = run_normlab(sizes + " --placement pre --json");
+    REQUIRE_MESSAGE(pj.exit_code == 0, pj.err);
+    const auto p = nlohmann::json::parse(pj.out);
+    CHECK(p.at("norm") == "layernorm");
+    CHECK(p.at("weights_mib").get<double>() == doctest::Approx(2 * 2 * 8 * 32 * 4 / mib));
+    CHECK(p.at("fraction").get<double>() == doctest::Approx(p.at("gflops").get<double>() / p.at("dot_gflops").get<double>()).epsilon(2e-3));
+    CHECK(p.at("gflops").get<double>() == doctest::Approx(12.0 * 2 * 16 * 8 * 32 / p.at("median_s").get<double>() / 1e9).epsilon(2e-3));
+    CliResult pt = run_normlab(sizes + " --placement pre --stack-norm rmsnorm");
+    REQUIRE_MESSAGE(pt.exit_code == 0, pt.err);
+    CHECK(first_line(pt.out) == "stack pre ffn rmsnorm: L=2 N=16 D=8 H=32, forward+backward, 1 timed pass");
+    // The footnote says what each column is, the two times included.
+    CHECK(pt.out.find("median_s: the median of the timed passes; cold_s: the first pass, timed on its own and left out "
+                      "of the median") != std::string::npos);
+    CHECK(pt.out.find("so peak/activations measures the stack only when the activations are far larger") != std::string::npos);
+    CHECK(pt.out.find("gflops: 12 L N D H per pass") != std::string::npos);
+}
+
+TEST_CASE("bench --help says which --dtype takes a list") {
+    CliResult h = run_normlab("bench --help");
+    REQUIRE(h.exit_code == 0);
+    CHECK(h.out.find("float32 or float64 (default float32); --stack: also a comma-separated list") != std::string::npos);
+    // --stack takes the list and times each dtype (the plain bench's refusal of a list is a
+    // row of the bad options in "bench: one JSON object per case ...")
+    CliResult two = run_normlab("bench --stack --layers 1 --rows 8 --features 4 --hidden 8 --repeat 1 --dtype float32,float64 --json");
+    REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+    CHECK(std::count(two.out.begin(), two.out.end(), '\n') == 2);
 }

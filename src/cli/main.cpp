@@ -1,6 +1,7 @@
 // normlab command line: parses arguments with CLI11, calls the core, maps errors to exit
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
+#include <algorithm>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -120,6 +121,26 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (const auto& a : others) list += (list.empty() ? "\"" : " \"") + a + "\"";
         return where + (others.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list + help;
     }
+    // An option that takes one value, given more often: CLI11 says "--out: At Most 1 required
+    // but received 2", which reads as if the value were wrong. The values it kept say what
+    // was typed. Options meant to repeat (--set, --where, bench --shape) never get here.
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+        const std::string msg = e.what();
+        if (const CLI::Option* opt = cmd->get_option_no_throw(msg.substr(0, msg.find(':')))) {
+            const auto& values = opt->results();
+            const std::size_t most = static_cast<std::size_t>(std::max(opt->get_items_expected_max(), 1));
+            if (values.size() > most) {
+                // Quoted when a value would blur the list: "--shape 2,3 --shape 4,5".
+                const bool quote = std::any_of(values.begin(), values.end(), [](const std::string& v) {
+                    return v.empty() || v.find_first_of(", ") != std::string::npos;
+                });
+                std::string list;
+                for (const auto& v : values) list += (list.empty() ? "" : ", ") + (quote ? "\"" + v + "\"" : v);
+                const std::string times = values.size() == 2 ? "twice" : std::to_string(values.size()) + " times";
+                return cmd->get_name() + " " + opt->get_name() + ": given " + times + " (" + list + "); give it once";
+            }
+        }
+    }
     // CLI11's "Could not convert: --seed = abc" and "--out: 1 required TEXT missing" start
     // from the option's name; its type name says what it takes.
     if (dynamic_cast<const CLI::ConversionError*>(&e) || dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
@@ -234,7 +255,8 @@ int main(int argc, char** argv) {
                                          "--stack: a residual stack's forward and backward against plain products");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
     bench_cmd->add_option("--shape", bench_shapes, "input shape, e.g. 32,64,512 (repeatable; default: transformer and conv-net shapes per norm, the default benchmark suite)");
-    bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64");
+    bench_cmd->add_option("--dtype", bench.dtype, "float32 or float64 (default float32); --stack: also a comma-separated "
+                          "list, each timed in turn (default float32,float64)");
     bench_cmd->add_option("--compute", bench.compute, "float32 data: float (the float path) or double; default: float where the CPU has FMA "
                           "instructions, else double");
     bench_cmd->add_option("--threads", bench_threads, "comma-separated thread counts, each 1 to 1024 (default: 1 and all cores)");
@@ -341,6 +363,11 @@ int main(int argc, char** argv) {
             for (const char* opt : {"--layers", "--rows", "--features", "--hidden", "--placement", "--stack-norm"})
                 if (bench_cmd->count(opt))
                     throw InputError(std::string("bench ") + opt + ": applies to the stack benchmark only (add --stack)");
+            // The norm benchmark times one dtype per run; a list is the stack benchmark's.
+            if (bench.dtype.find(',') != std::string::npos)
+                throw InputError("bench --dtype " + bench.dtype +
+                                 ": expected float32 or float64 (a comma-separated list is taken with --stack only; "
+                                 "run bench once per dtype)");
             bench.norms = split(bench_norms);
             if (bench_cmd->count("--norm") && bench.norms.empty())
                 throw InputError("bench --norm: expected comma-separated norm types, but got \"\"");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <iomanip>
 #include <sstream>
@@ -89,11 +91,45 @@ std::size_t trace_bytes(const StackTrace& tr) {
     return n;
 }
 
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
 struct Row {
     std::string dtype;
-    double median_s = 0, cold_s = 0, gflops = 0, dot_gflops = 0, act_mib = 0, weight_mib = 0, peak_mib = 0;
+    double median_s = 0, cold_s = 0, act_mib = 0, weight_mib = 0, peak_mib = 0;
+    // NaN for a stack without products (norm_only): there is nothing to count or compare.
+    double gflops = kNone, dot_gflops = kNone;
     bool peak_reset = false;
 };
+
+// The floating-point operations of the matrix products of one forward+backward pass: each
+// weight matrix W (fan_in, fan_out) of each layer takes part in one product forward (z W)
+// and two backward (z^T dF for dW, dF W^T for dz), 2 N fan_in fan_out each. An ffn stack
+// thus counts 12 L N D H; norm_only, which has no weights, nothing.
+double product_flops(const StackDef& def, std::size_t rows, std::size_t features) {
+    double f = 0;
+    for (const auto& slot : weight_slots(def, features))
+        f += 6.0 * static_cast<double>(rows) * static_cast<double>(slot.shape[0]) * static_cast<double>(slot.shape[1]) *
+             static_cast<double>(slot.shape[2]);
+    return f;
+}
+
+// The bytes of the stack's weights at `element_size` bytes a value (none for norm_only).
+double weight_bytes(const StackDef& def, std::size_t features, std::size_t element_size) {
+    double n = 0;
+    for (const auto& slot : weight_slots(def, features))
+        n += static_cast<double>(slot.shape[0]) * static_cast<double>(slot.shape[1]) * static_cast<double>(slot.shape[2]);
+    return n * static_cast<double>(element_size);
+}
+
+// A figure for the JSON line: null where it does not exist (no products to count).
+std::string json_number(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::ostringstream s;
+    s << std::setprecision(4) << v;
+    return s.str();
+}
+// The same for the table: "-" where it does not exist.
+std::string text_number(double v) { return std::isfinite(v) ? json_number(v) : "-"; }
 
 // The benchmarked stack: an ffn stack of o's sizes, placement and norm, relu, xavier_uniform.
 // Throws InputError for an unknown placement or norm.
@@ -127,8 +163,10 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
     const StackDef def = bench_def(o);
     Row row;
     row.dtype = dtype_name(dt);
-    const double flops = 12.0 * static_cast<double>(L) * static_cast<double>(R) * static_cast<double>(D) *
-                         static_cast<double>(H);
+    // What this placement really computes: norm_only has no block, hence no products and no
+    // weights, and nothing for the plain products to be compared with.
+    const double flops = product_flops(def, R, D);
+    const bool products = flops > 0;
 
     Rng rng(2);
     Tensor x, dy;
@@ -137,7 +175,7 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
     stack_buffers::values<T>(dy) = uniform_array<T>({R, D}, rng);
     row.peak_reset = reset_peak_rss();
     Stack s(def, make_stack_weights(def, D, dt, 3), {R, D}, dt, "bench");
-    row.weight_mib = static_cast<double>((L * 2 * D * H) * sizeof(T)) / (1024.0 * 1024.0);
+    row.weight_mib = weight_bytes(def, D, sizeof(T)) / (1024.0 * 1024.0);
     StackTrace tr;
     StackGrads g;
     const auto none = xt::xarray<std::uint8_t>::from_shape({0});
@@ -152,18 +190,22 @@ Row bench_one(const StackBenchOptions& o, DType dt) {
             row.cold_s = t;
             // What the pass needed: measured before the plain products add their operands.
             row.peak_mib = case_peak_mib(row.peak_reset);
-            dots.emplace(R, D, H);
-            dots->seconds_for(1);  // warm-up: OpenBLAS's threads and buffers
+            if (products) {
+                dots.emplace(R, D, H);
+                dots->seconds_for(1);  // warm-up: OpenBLAS's threads and buffers
+            }
             continue;
         }
         times.push_back(t);
         // Alternating with the stack's passes, so both see the same machine load.
-        dot_times.push_back(dots->seconds_for(L));
+        if (products) dot_times.push_back(dots->seconds_for(L));
     }
     row.act_mib = static_cast<double>(trace_bytes(tr)) / (1024.0 * 1024.0);
     row.median_s = median(times);
-    row.gflops = flops / row.median_s / 1e9;
-    row.dot_gflops = flops / median(dot_times) / 1e9;
+    if (products) {
+        row.gflops = flops / row.median_s / 1e9;
+        row.dot_gflops = flops / median(dot_times) / 1e9;
+    }
     return row;
 }
 
@@ -176,15 +218,18 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     // the backward's buffers, the input and upstream gradient) against the run command's
     // default memory limit, so that a size typed wrong is refused, not an out-of-memory.
     const StackDef def = bench_def(o);
+    // The header and the JSON name only what the placement has: none has no norm, norm_only
+    // no block (hence no hidden size, no weights and no products).
+    const bool has_block = def.placement != Placement::norm_only, has_norm = def.has_norm();
+    const std::string sizes = "L=" + std::to_string(o.layers) + " N=" + std::to_string(o.rows) +
+                              " D=" + std::to_string(o.features) + (has_block ? " H=" + std::to_string(o.hidden) : "");
     for (const auto& name : o.dtypes) {
         const DType dt = parse_dtype(name);
         if (dt != DType::float32 && dt != DType::float64)
             throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
         const double need = static_cast<double>(stack_memory_bytes(def, {o.rows, o.features}, dt, false)) +
                             2.0 * static_cast<double>(o.rows) * static_cast<double>(o.features) * (dt == DType::float64 ? 8 : 4);
-        check_default_memory("bench --stack: L=" + std::to_string(o.layers) + " N=" + std::to_string(o.rows) +
-                                 " D=" + std::to_string(o.features) + " H=" + std::to_string(o.hidden) + " in " + name,
-                             need);
+        check_default_memory("bench --stack: " + sizes + " in " + name, need);
     }
     std::vector<Row> rows;
     for (const auto& name : o.dtypes) {
@@ -195,8 +240,8 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     std::ostringstream out;
     out << std::setprecision(4);
     if (!o.json)
-        out << "stack " << o.placement << " ffn " << o.norm << ": L=" << o.layers << " N=" << o.rows << " D="
-            << o.features << " H=" << o.hidden << ", forward+backward, " << o.repeat << " timed passes\n"
+        out << "stack " << o.placement << (has_block ? " ffn" : "") << (has_norm ? " " + o.norm : "") << ": " << sizes
+            << ", forward+backward, " << o.repeat << (o.repeat == 1 ? " timed pass\n" : " timed passes\n")
             << std::left << std::setw(9) << "dtype" << std::setw(12) << "median_s" << std::setw(12) << "cold_s"
             << std::setw(9) << "gflops" << std::setw(11) << "dot_gflops" << std::setw(10) << "fraction"
             << std::setw(17) << "activations_mib" << std::setw(13) << "weights_mib" << std::setw(14)
@@ -207,27 +252,39 @@ std::string run_stack_bench(const StackBenchOptions& o) {
         const double frac = r.gflops / r.dot_gflops, ratio = r.peak_mib / r.act_mib;
         const std::string compute = r.dtype == "float32" ? f32_compute : compute_name(Compute::float64);
         if (o.json) {
-            out << "{\"bench\": \"stack\", \"placement\": \"" << o.placement << "\", \"norm\": \"" << o.norm
-                << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"features\": " << o.features
-                << ", \"hidden\": " << o.hidden << ", \"dtype\": \"" << r.dtype << "\", \"compute\": \"" << compute
-                << "\", \"median_s\": " << r.median_s
-                << ", \"cold_s\": " << r.cold_s << ", \"gflops\": " << r.gflops << ", \"dot_gflops\": "
-                << r.dot_gflops << ", \"fraction\": " << frac << ", \"activations_mib\": " << r.act_mib
-                << ", \"weights_mib\": " << r.weight_mib << ", \"peak_rss_mib\": " << r.peak_mib
+            out << "{\"bench\": \"stack\", \"placement\": \"" << o.placement << "\", \"norm\": "
+                << (has_norm ? "\"" + o.norm + "\"" : "null") << ", \"layers\": " << o.layers << ", \"rows\": " << o.rows
+                << ", \"features\": " << o.features << ", \"hidden\": " << (has_block ? std::to_string(o.hidden) : "null")
+                << ", \"dtype\": \"" << r.dtype << "\", \"compute\": \"" << compute
+                << "\", \"median_s\": " << json_number(r.median_s) << ", \"cold_s\": " << json_number(r.cold_s)
+                << ", \"gflops\": " << json_number(r.gflops) << ", \"dot_gflops\": " << json_number(r.dot_gflops)
+                << ", \"fraction\": " << json_number(frac) << ", \"activations_mib\": " << json_number(r.act_mib)
+                << ", \"weights_mib\": " << json_number(r.weight_mib) << ", \"peak_rss_mib\": " << json_number(r.peak_mib)
                 << ", \"peak_since_reset\": " << (r.peak_reset ? "true" : "false") << "}\n";
         } else {
-            out << std::left << std::setw(9) << r.dtype << std::setw(12) << r.median_s << std::setw(12) << r.cold_s
-                << std::setw(9) << r.gflops << std::setw(11) << r.dot_gflops << std::setw(10) << frac
-                << std::setw(17) << r.act_mib << std::setw(13) << r.weight_mib << std::setw(14) << r.peak_mib
-                << ratio << "\n";
+            out << std::left << std::setw(9) << r.dtype << std::setw(12) << text_number(r.median_s) << std::setw(12)
+                << text_number(r.cold_s) << std::setw(9) << text_number(r.gflops) << std::setw(11)
+                << text_number(r.dot_gflops) << std::setw(10) << text_number(frac) << std::setw(17)
+                << text_number(r.act_mib) << std::setw(13) << text_number(r.weight_mib) << std::setw(14)
+                << text_number(r.peak_mib) << text_number(ratio) << "\n";
         }
     }
-    if (!o.json)
-        out << "(gflops: 12 L N D H per pass; dot_gflops: the same six products per block as plain "
-               "xt::linalg::dot; fraction = gflops / dot_gflops; activations: what the forward keeps for the "
-               "backward; peak_rss_mib: the pass's peak resident memory, weights included; the norms of float32 "
-               "stacks compute "
+    if (!o.json) {
+        out << "(median_s: the median of the timed passes; cold_s: the first pass, timed on its own and left out of "
+               "the median (it also allocates the buffers the later passes reuse)\n";
+        if (has_block)
+            out << " gflops: 12 L N D H per pass, the products' floating-point operations; dot_gflops: the same six "
+                   "products per block as plain xt::linalg::dot; fraction = gflops / dot_gflops\n";
+        else
+            out << " gflops, dot_gflops, fraction: - (norm_only runs norms only: no products to count or compare)\n";
+        out << " activations_mib: what the forward keeps for the backward; weights_mib: the blocks' weight matrices\n"
+               " peak_rss_mib: the process's peak resident memory from building the stack to the end of the first "
+               "pass, weights included, and also what the process holds anyway (program, libraries, input: several "
+               "MiB), so peak/activations measures the stack only when the activations are far larger (see "
+               "scripts/PERFORMANCE.md)\n"
+               " the norms of float32 stacks compute "
             << f32_compute << ")\n";
+    }
     return out.str();
 }
 
