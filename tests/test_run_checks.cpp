@@ -127,6 +127,9 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"batch_dependence_data_mates", an("batch_dependence", R"(["x"])", R"(["bn"])", R"("sizes": [2, 8], "mates": "data")"),
          "/analyses/0/sizes/1: batch_dependence on data \"x\": batch size 8 with \"mates\": \"data\" needs 8 samples, "
          "but the data has a batch of N = 4 (use sizes <= 4, or \"mates\": \"drawn\")"},
+        {"batch_dependence_replicas", an("batch_dependence", R"(["x"])", R"(["ln5", "bn_ev"])", R"("replicas": [1, 2, 3])"),
+         "/analyses/0/replicas/2: batch_dependence on data \"x\": replicas 3 does not divide the batch of N = 4 samples "
+         "into equal slices (use 1, 2 or 4)"},
         {"batch_dependence_rank1", an("batch_dependence", R"(["vec"])", R"(["ln4"])"),
          "/analyses/0: batch_dependence on data \"vec\": needs a batch axis 0 apart from the channel axis"},
         {"train_eval_rank1", an("train_eval", R"(["vec"])", R"(["ln4"])"), "train_eval on data \"vec\": needs a batch axis 0"},
