@@ -151,6 +151,16 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"replicas_do_not_divide", an("apply", R"(["x"])", R"(["bn_r3"])"), "/norms/bn_r3/replicas: "},
         {"precision_replicas", an("precision", R"(["x"])", R"(["bn_r2"])"),
          "/analyses/0/norms: batchnorm \"bn_r2\" on data \"x\": normalises each of its replicas with its own statistics"},
+        // A name listed twice in one analysis would only repeat its rows.
+        {"norm_listed_twice", an("apply", R"(["x"])", R"(["ln5", "bn", "ln5"])"),
+         "/analyses/0/norms/2: norm \"ln5\" is listed twice (first at /analyses/0/norms/0); a second listing would only "
+         "repeat its rows"},
+        {"data_listed_twice", an("stats_shapes", R"(["x", "x6", "x"])", R"(["bn"])"),
+         "/analyses/0/data/2: data entry \"x\" is listed twice (first at /analyses/0/data/0); a second listing would only "
+         "repeat its rows"},
+        {"apply_data_listed_twice", an("apply", R"(["x", "x"])", R"(["ln5"])"),
+         "/analyses/0/data/1: data entry \"x\" is listed twice (first at /analyses/0/data/0); a second listing would only "
+         "repeat its rows (with \"sequential\": true, each listing is one more step)"},
         {"second_analysis", R"([{"type": "apply", "data": ["x"], "norms": ["ln5"]}, {"type": "padding", "data": ["x"], "norms": ["ln5"]}])",
          "/analyses/1/data: padding on data \"x\""},
     };

@@ -60,6 +60,12 @@ struct AnalysisType {
     std::vector<KeyInfo> keys;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
+    /// Optional: whether an entry (its keys validated) takes a data entry listed twice as two
+    /// successive steps (apply with "sequential": true). Null: never, and parse_config refuses
+    /// a repeat, which would only repeat rows.
+    std::function<bool(const AnalysisSpec&)> repeats_data;
+    /// How to ask for repeated data, for the message that refuses one ("" without repeats_data).
+    std::string repeats_data_how;
     /// Optional: bytes the analysis works with on one of its data entries beyond the batch
     /// itself (stacks: weights, activations, gradients; gradients: its float64 copies;
     /// jacobian: its n x n matrices), for the memory estimate made before anything is built.

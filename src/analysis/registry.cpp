@@ -35,6 +35,11 @@ AnalysisCatalog analysis_catalog() {
     c.keys = [](const std::string& type) { return key_names(find_analysis(type)->keys); };
     c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
     c.stack_types = kStackTypes;
+    c.repeats_data = [](const AnalysisSpec& s) {
+        const AnalysisType& t = *find_analysis(s.type);
+        return t.repeats_data && t.repeats_data(s);
+    };
+    c.repeats_data_how = [](const std::string& type) { return find_analysis(type)->repeats_data_how; };
     return c;
 }
 
