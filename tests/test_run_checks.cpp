@@ -47,7 +47,9 @@ const std::string kNorms = R"({
     "rms5":  {"type": "rmsnorm", "normalized_shape": [5]},
     "ln12":  {"type": "layernorm", "normalized_shape": [4, 3]},
     "bn_r3": {"type": "batchnorm", "replicas": 3},
-    "bn_r2": {"type": "batchnorm", "replicas": 2}
+    "bn_r2": {"type": "batchnorm", "replicas": 2},
+    "bn_w3": {"type": "batchnorm", "weight": [1, 2, 3]},
+    "ln5w":  {"type": "layernorm", "normalized_shape": [5], "bias": [0, 0]}
   })";
 
 struct BadCase {
@@ -88,7 +90,15 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"mask_without_padding_mask", an("apply", R"(["x"])", R"(["ln5m"])"),
          "/norms/ln5m/mask: layernorm \"ln5m\" on data \"x\": mask is true but the data has no padding mask"},
         // A pair that does not fit, for every norm type.
-        {"batchnorm_running_mean", an("apply", R"(["x"])", R"(["bn_rm"])"), "/norms/bn_rm/running_mean: running_mean: expected shape [3]"},
+        {"batchnorm_running_mean", an("apply", R"(["x"])", R"(["bn_rm"])"),
+         "/norms/bn_rm/running_mean: batchnorm \"bn_rm\" on data \"x\": running_mean: expected shape [3] (one value per "
+         "channel: C = 3 at channel axis 1 of input shape [4, 3, 5]), but got [2]"},
+        {"batchnorm_weight", an("apply", R"(["x6"])", R"(["bn_w3"])"),
+         "/norms/bn_w3/weight: batchnorm \"bn_w3\" on data \"x6\": weight: expected shape [6] (one value per channel: "
+         "C = 6 at channel axis 1 of input shape [4, 6, 5]), but got [3]"},
+        {"layernorm_bias", an("apply", R"(["x"])", R"(["ln5w"])"),
+         "/norms/ln5w/bias: layernorm \"ln5w\" on data \"x\": bias: expected shape [5] (the dim at normalized axis 2 of "
+         "input shape [4, 3, 5]), but got [2]"},
         {"batchnorm_one_value", an("apply", R"(["row"])", R"(["bn"])"), "one value per channel (need more than 1), input shape [1, 4]"},
         {"layernorm_shape", an("stats_shapes", R"(["x234"])", R"(["ln5"])"),
          "/norms/ln5/normalized_shape: layernorm \"ln5\" on data \"x234\": given normalized_shape=[5]"},
