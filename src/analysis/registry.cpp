@@ -72,4 +72,9 @@ void check_analysis(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     else check_pairs(spec, ctx);
 }
 
+std::vector<ConfigNote> analysis_notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const AnalysisType& t = *find_analysis(spec.type);
+    return t.notes ? t.notes(spec, ctx) : std::vector<ConfigNote>{};
+}
+
 }  // namespace normlab
