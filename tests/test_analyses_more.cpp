@@ -347,6 +347,34 @@ TEST_CASE("batch_dependence, mates data: per-sample norms give exactly 0; the wh
     CHECK(num(one(rows, {{"norm", "bn"}, {"batch_size", "2"}}), "max_abs_diff") > 1e-3);
 }
 
+TEST_CASE("batch_dependence, replicas: every count must divide the batch; per-sample norms give exactly 0") {
+    // (16, 6) data: R = 1, 2, 4 split it into equal slices; LayerNorm and BatchNorm in eval
+    // do not depend on the batch, synchronised or not.
+    json data = {{"x", {{"source", "gaussian"}, {"shape", {16, 6}}, {"mean", 1}, {"std", 2}}}};
+    json norms = {{"ln", {{"type", "layernorm"}, {"normalized_shape", {6}}}},
+                  {"bn_eval", {{"type", "batchnorm"}, {"training", false}}}};
+    json analysis = {{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"ln", "bn_eval"}}, {"sizes", {2}},
+                     {"replicas", {1, 2, 4}}};
+    auto r = run_config("batch_dep_replicas_zero", config(data, norms, json::array({analysis})));
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = r.csv("batch_dependence");
+    CHECK(rows.size() == 2 * (1 + 3 * 2));
+    for (const auto& row : rows) {
+        CHECK(row.at("max_abs_diff") == "0");
+        CHECK(row.at("batch_dependent") == "false");
+        CHECK(row.at("status") == "ok");
+    }
+    // R = 3 does not divide N = 16: an input error at that element of "replicas", before any
+    // row is written (it used to give error rows of batch size 5 marked batch_dependent).
+    analysis["replicas"] = {1, 2, 4, 3};
+    auto bad = run_config("batch_dep_replicas_uneven", config(data, norms, json::array({analysis})));
+    CHECK(bad.cli.exit_code == 2);
+    CHECK_MESSAGE(bad.cli.err.find("/analyses/0/replicas/3: batch_dependence on data \"x\": replicas 3 does not divide "
+                                   "the batch of N = 16 samples into equal slices (use 1, 2, 4, 8 or 16)") != std::string::npos,
+                  bad.cli.err);
+    CHECK_FALSE(std::filesystem::exists(bad.out));
+}
+
 TEST_CASE("batch_dependence, mates data: the batch-mates bring their own mask rows") {
     // (B, T, D) = (4, 3, 2) with lengths [1, 2, 3, 2]: sample 2 is all real, its mates are
     // padded with 1000, which a masked BatchNorm must not see. At size 3 the batch is

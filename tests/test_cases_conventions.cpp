@@ -316,12 +316,12 @@ TEST_CASE("B17: batch_dependence shows synced vs unsynced outputs for several re
                       {{"bn", {{"type", "batchnorm"}, {"replicas", {2, 6}}}},
                        {"ln", {{"type", "layernorm"}, {"normalized_shape", {2}}}}},
                       {{{"type", "batch_dependence"}, {"data", {"x"}}, {"norms", {"bn", "ln"}}, {"sizes", {2, 8}},
-                        {"replicas", {1, 2, 3, 4, 8}}}},
+                        {"replicas", {1, 2, 4, 8}}}},
                       "float64");
     const RunResult r = run_config("b17_batch_dependence", cfg);
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
     const auto rows = r.csv("batch_dependence");
-    CHECK(rows.size() == 2 * (2 + 5 * 2));
+    CHECK(rows.size() == 2 * (2 + 4 * 2));
     auto at = [&](const std::string& norm, const std::string& R, const std::string& sync) {
         return one(rows, {{"norm", norm}, {"replicas", R}, {"kind", sync == "true" ? "synced" : "unsynced"}});
     };
@@ -337,13 +337,18 @@ TEST_CASE("B17: batch_dependence shows synced vs unsynced outputs for several re
     CHECK(at("bn", "2", "false").at("batch_dependent") == "true");
     CHECK(num(at("bn", "2", "false"), "batch_size") == 4);
     CHECK(num(at("bn", "4", "false"), "batch_size") == 2);
-    // 3 does not divide 8; 8 replicas of one (N, C) sample have one value per channel.
-    CHECK(at("bn", "3", "false").at("status").find("error: ") == 0);
+    // 8 replicas of one (N, C) sample have one value per channel: the layer refuses them, a row.
     CHECK(at("bn", "8", "false").at("status").find("one value per channel") != std::string::npos);
     CHECK(at("bn", "8", "true").at("status") == "ok");
     // LayerNorm's statistics are per sample: no split changes anything.
     for (const char* R : {"1", "2", "4", "8"})
         for (const char* s : {"false", "true"}) CHECK(num(at("ln", R, s), "max_abs_diff") == 0);
+    // A replica count that does not divide N = 8 is the config's error, not a dependence
+    // on the batch: refused by run and validate alike, for every norm.
+    json uneven = cfg;
+    uneven["analyses"][0]["replicas"] = {1, 2, 3, 4};
+    check_refused("b17_bd_uneven", uneven,
+                  {"/analyses/0/replicas/2", "data \"x\"", "replicas 3 does not divide", "N = 8"});
     // A sample outside the batch is refused by run and validate alike.
     json bad = cfg;
     bad["analyses"][0]["sample"] = 8;

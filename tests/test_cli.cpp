@@ -93,9 +93,10 @@ TEST_CASE("bad configs exit 2 with one line naming the file and the JSON path") 
          "/norms/n/axes: layernorm \"n\" on data \"x\": axes: axis 4 out of range for input of rank 4"},
         {"axes_repeated", one_norm(gauss, R"({"type": "rmsnorm", "axes": [3, -1]})"), "axis -1 repeated"},
         {"weight_shape", one_norm(gauss, R"({"type": "batchnorm", "weight": [1, 2]})"),
-         "/norms/n/weight: weight: expected shape [30] (30 elements), but got [2]"},
+         "/norms/n/weight: batchnorm \"n\" on data \"x\": weight: expected shape [30] (one value per channel: C = 30 at "
+         "channel axis 1 of input shape [2, 30, 8, 8]), but got [2]"},
         {"running_shape", one_norm(gauss, R"({"type": "batchnorm", "training": false, "running_var": [1, 2, 3]})"),
-         "/norms/n/running_var: running_var: expected shape [30]"},
+         "/norms/n/running_var: batchnorm \"n\" on data \"x\": running_var: expected shape [30] (one value per channel"},
         {"bn_one_value", one_norm(R"({"source": "values", "values": [[0.5, -1.0, 2.0, 0.0]]})", R"({"type": "batchnorm"})"),
          "one value per channel (need more than 1), input shape [1, 4]"},
         {"undefined_data", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {"n": {"type": "batchnorm"}},

@@ -341,6 +341,8 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
          "/analyses/0/draws: draws must be in [1, 10000], but got 0"},
         {"save with draws", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"], "draws": 2, "save": ["gradients"]}]})",
          "/analyses/0/save: save writes the arrays of one draw, but draws is 2"},
+        {"stack listed twice", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s", "s"]}]})",
+         "/analyses/0/stacks/1: stack \"s\" is listed twice (first at /analyses/0/stacks/0); a second listing would only repeat its rows"},
         {"loss npy shape", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"], "loss": {"npy": "w_small.npy"}}]})",
          "/analyses/0/loss/npy: r must have the stack output's shape [4, 8]"},
     };

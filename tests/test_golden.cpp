@@ -309,7 +309,8 @@ TEST_CASE("PyTorch's error cases not covered by test_cli exit 2 with one clear l
         // should contain 3 elements not 4".
         {"bn_running_mean_size",
          one_pair(gaussian("[4, 3]"), R"({"type": "batchnorm", "running_mean": [0, 0, 0, 0]})"),
-         {"/norms/n/running_mean", "running_mean: expected shape [3] (3 elements), but got [4]"}},
+         {"/norms/n/running_mean", "running_mean: expected shape [3] (one value per channel: C = 3 at channel axis 1 of "
+                                   "input shape [4, 3]), but got [4]"}},
         // A GroupNorm weight of the wrong size ("Expected weight to be a vector of size equal
         // to the number of channels in input").
         {"gn_weight_size",

@@ -205,6 +205,37 @@ TEST_CASE("jacobian: a masked norm with batch statistics has no closed form: gai
     CHECK_FALSE(html_flags_nonfinite(r.out));
 }
 
+TEST_CASE("jacobian: groups above the groups a norm has gives a row per group and a note from run and validate") {
+    // LayerNorm over the last axis of (2, 3, 12) data has 6 rows; BatchNorm 3 channels.
+    json c = base_config("float64");
+    c["analyses"] = {{{"type", "jacobian"}, {"data", {"x"}}, {"norms", {"ln", "bn"}}, {"groups", 5}}};
+    c["data"]["x"]["shape"] = {2, 3, 12};
+    const auto dir = fresh_dir("jacobian_groups_note");
+    write_text(dir / "cfg.json", c.dump(2));
+    const std::string note = "normlab: note: " + (dir / "cfg.json").string() +
+                             ": /analyses/0/groups: jacobian of batchnorm \"bn\" on data \"x\": groups 5, but it has 3 "
+                             "statistics groups here (statistics shape [1, 3, 1]); the table has a row for each of them\n";
+    CliResult r = run_normlab("run " + (dir / "cfg.json").string() + " --out " + (dir / "out").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_MESSAGE(r.err.find(note) != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("\"ln\"") == std::string::npos, r.err);  // 6 rows: 5 of them are taken
+    const auto rows = parse_csv(read_text(dir / "out" / "jacobian.csv"));
+    CHECK(std::count_if(rows.begin(), rows.end(), [](const CsvRow& w) { return w.at("norm") == "bn"; }) == 3);
+    CHECK(std::count_if(rows.begin(), rows.end(), [](const CsvRow& w) { return w.at("norm") == "ln"; }) == 5);
+    const json report = json::parse(read_text(dir / "out" / "report.json"));
+    CHECK(std::count(report["notes"].begin(), report["notes"].end(),
+                     json(note.substr(15, note.size() - 16))) == 1);  // without "normlab: note: " and "\n"
+    CliResult v = run_normlab("validate " + (dir / "cfg.json").string());
+    CHECK(v.exit_code == 0);
+    CHECK_MESSAGE(v.err == note, v.err);
+    // Within the groups there are: no note.
+    c["analyses"][0]["groups"] = 3;
+    write_text(dir / "cfg.json", c.dump(2));
+    CliResult quiet = run_normlab("validate " + (dir / "cfg.json").string());
+    CHECK(quiet.exit_code == 0);
+    CHECK_MESSAGE(quiet.err.empty(), quiet.err);
+}
+
 TEST_CASE("apply: upstream and saved gradients in the data's and the parameters' shapes and dtypes") {
     // The same seeded normal upstream in apply and gradients; a number upstream scales dx;
     // float16 saves grad_input in float16 and the parameter gradients in float32.

@@ -245,6 +245,57 @@ TEST_CASE("a misspelled required key is reported as the unknown key it is, for e
     }
 }
 
+TEST_CASE("another framework's name for a key or value is answered with normlab's, and whose name it is") {
+    struct Case {
+        std::string name, json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"epsilon", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "epsilon": 1e-3})"),
+         "/norms/n/epsilon: unknown key \"epsilon\" (Keras, Flax and ONNX name it so; normlab's is \"eps\")"},
+        {"groups", config(kGauss, R"({"type": "groupnorm", "groups": 2})"),
+         "/norms/n/groups: unknown key \"groups\" (Keras's GroupNormalization names it so; normlab's is \"num_groups\")"},
+        {"center", config(kGauss, R"({"type": "batchnorm", "center": false})"),
+         "/norms/n/center: unknown key \"center\" (Keras's flag for the bias beta; in normlab \"affine\": false drops "
+         "weight and bias, \"bias\": \"zeros\" the bias alone)"},
+        {"scale", config(kGauss, R"({"type": "layernorm", "axes": [-1], "scale": false})"),
+         "/norms/n/scale: unknown key \"scale\" (Keras's flag for the weight gamma"},
+        {"elementwise_affine", config(kGauss, R"({"type": "layernorm", "axes": [-1], "elementwise_affine": false})"),
+         "(PyTorch's LayerNorm and RMSNorm name it so; normlab's is \"affine\")"},
+        // Keras's "axis" is the channel axis of a BatchNorm and the normalized axes of a LayerNorm.
+        {"axis_bn", config(kGauss, R"({"type": "batchnorm", "axis": -1})"), "normlab's is \"channel_axis\")"},
+        {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": [-1]})"), "normlab's is \"axes\")"},
+        {"use_running_average", config(kGauss, R"({"type": "batchnorm", "use_running_average": true})"),
+         "(Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false)"},
+        {"convention", config(kGauss, R"({"type": "layernorm", "axes": [-1], "convention": "tensorflow"})"),
+         "/norms/n/convention: unknown value \"tensorflow\" (expected one of: torch, onnx, keras, flax); TensorFlow's "
+         "normalization layers are Keras's; normlab's convention for them is \"keras\""},
+        {"type", config(kGauss, R"({"type": "LayerNormalization", "axes": [-1]})"),
+         "/norms/n/type: unknown value \"LayerNormalization\" (expected one of: batchnorm, layernorm, instancenorm, groupnorm, "
+         "rmsnorm); Keras and ONNX name it so; normlab's is \"layernorm\""},
+        // Only where normlab has the counterpart: a LayerNorm has no groups to name.
+        {"groups_layernorm", config(kGauss, R"({"type": "layernorm", "axes": [-1], "groups": 2})"),
+         "/norms/n/groups: unknown key \"groups\"\n"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        for (const std::string command : {"validate", "run"})
+            check_refused(on_config("foreign_" + c.name + "_" + command, c.json, command), c.expect);
+    }
+    // Set by --set or a sweep: the override or sweep entry is blamed, with the same note.
+    check_refused(run_normlab("validate " + kQuick + " --set norms.ln.epsilon=1e-3"),
+                  "error: --set norms.ln.epsilon=1e-3: unknown key \"epsilon\" in /norms/ln (Keras, Flax and ONNX name it "
+                  "so; normlab's is \"eps\")");
+    check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.gn.groups=3"),
+                  "error: --set norms.gn.groups=3: unknown key \"groups\" in /norms/gn (Keras's GroupNormalization names "
+                  "it so; normlab's is \"num_groups\")");
+    check_refused(run_normlab("validate " + kQuick + " --set norms.ln.convention=tensorflow"),
+                  "error: --set norms.ln.convention=tensorflow: /norms/ln/convention: unknown value \"tensorflow\"");
+    const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
+    check_refused(on_config("foreign_sweep", base + R"(, "sweep": {"norms.n.epsilon": [1e-5, 1e-3]}})", "validate"),
+                  "cfg.json: /sweep/norms.n.epsilon/0 (sweep point 0): unknown key \"epsilon\" in /norms/n (Keras, Flax and "
+                  "ONNX name it so; normlab's is \"eps\")");
+}
+
 TEST_CASE("numeric options refuse values the help gives no meaning") {
     struct Case {
         std::string args, expect;

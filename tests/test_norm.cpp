@@ -261,7 +261,9 @@ TEST_CASE("shape errors name the norm, the data and the key at fault") {
     w.values = {1.0, 2.0};
     bn.weight = w;
     CHECK_THROWS_WITH_AS(step(NormLayer(bn, DType::float32), batch(x)),
-                         "weight: expected shape [30] (30 elements), but got [2]", NormError);
+                         "batchnorm \"n\" on data \"x\": weight: expected shape [30] (one value per channel: C = 30 at "
+                         "channel axis 1 of input shape [2, 30, 8, 8]), but got [2]",
+                         NormError);
     CHECK(key_of([&] { step(NormLayer(bn, DType::float32), batch(x)); }) == "weight");
     NormDef ax = def(NormType::layernorm);
     ax.axes = std::vector<long long>{1, -3};

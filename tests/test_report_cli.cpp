@@ -1,6 +1,9 @@
 // report.html, `normlab report` and `normlab show` through the built binary.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "analysis_util.hpp"
@@ -173,4 +176,52 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
     REQUIRE(run_normlab("run " + (one / "cfg.json").string() + " --out " + (one / "out").string() + " -q").exit_code == 0);
     auto single = run_normlab("show " + (one / "out").string());
     CHECK_MESSAGE(single.out.rfind("== stats_shapes (1 row, ", 0) == 0, single.out);
+}
+
+TEST_CASE("show --where: a number as show prints it finds its row; more digits ask for more; text matches exactly") {
+    const fs::path dir = fresh_dir("report_show_where");
+    write_text(dir / "cfg.json", R"({"name": "w", "seed": 3, "data": {"x": {"source": "gaussian", "shape": [4, 6], "std": 3}},
+        "norms": {"ln": {"type": "layernorm", "axes": [-1]}, "bn": {"type": "batchnorm"}},
+        "analyses": [{"type": "gradients", "data": ["x"], "norms": ["ln", "bn"], "upstream": "normal"}]})");
+    const fs::path out = dir / "out";
+    REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --out " + out.string() + " -q").exit_code == 0);
+    const auto rows = parse_csv(read_text(out / "gradients.csv"));
+    const std::string cell = one(rows, {{"norm", "ln"}}).at("grad_ratio");
+    const double v = std::stod(cell);
+    // The cell holds the shortest round-trip form, which show shortens to 6 significant digits.
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.6g", v);
+    REQUIRE_MESSAGE(std::string(shown) != cell, cell);  // the case this test is about
+    auto table = run_normlab("show " + out.string() + " gradients --columns norm,grad_ratio");
+    REQUIRE(table.exit_code == 0);
+    CHECK_MESSAGE(table.out.find(shown) != std::string::npos, table.out);
+
+    auto kept = [&](const std::string& where) {
+        const CliResult r = run_normlab("show " + out.string() + " gradients --columns norm --where 'grad_ratio=" + where + "'");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        return r.out.substr(0, r.out.find(')') + 1);
+    };
+    const std::string one_row = "== gradients (1 of 2 rows, ", none = "== gradients (0 of 2 rows, ";
+    // The displayed value, the CSV's full value, and a hand-typed shorter rounding all match.
+    CHECK(kept(shown).rfind(one_row, 0) == 0);
+    CHECK(kept(cell).rfind(one_row, 0) == 0);
+    char three[32];
+    std::snprintf(three, sizeof three, "%.3g", v);
+    CHECK(kept(three).rfind(one_row, 0) == 0);
+    // A value that is not the cell's rounding at its own precision does not: the 6-digit
+    // value two units off in its last digit.
+    const double unit = std::pow(10.0, std::floor(std::log10(std::fabs(v))) - 5);  // of the 6th digit
+    char off[32];
+    std::snprintf(off, sizeof off, "%.5e", std::stod(shown) + 2 * unit);
+    CHECK_MESSAGE(kept(off).rfind(none, 0) == 0, off);
+    // More digits ask for more: the cell's 7-digit rounding matches, a 7-digit value three
+    // units of its last digit off does not.
+    char seven[32], seven_off[32];
+    std::snprintf(seven, sizeof seven, "%.7g", v);
+    std::snprintf(seven_off, sizeof seven_off, "%.6e", std::stod(seven) + 0.3 * unit);
+    CHECK_MESSAGE(kept(seven).rfind(one_row, 0) == 0, seven);
+    CHECK_MESSAGE(kept(seven_off).rfind(none, 0) == 0, seven_off);
+    // Text matches exactly: "l" is not "ln".
+    auto text = run_normlab("show " + out.string() + " gradients --columns norm --where norm=l");
+    CHECK(text.out.rfind(none, 0) == 0);
 }

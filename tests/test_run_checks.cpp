@@ -47,7 +47,9 @@ const std::string kNorms = R"({
     "rms5":  {"type": "rmsnorm", "normalized_shape": [5]},
     "ln12":  {"type": "layernorm", "normalized_shape": [4, 3]},
     "bn_r3": {"type": "batchnorm", "replicas": 3},
-    "bn_r2": {"type": "batchnorm", "replicas": 2}
+    "bn_r2": {"type": "batchnorm", "replicas": 2},
+    "bn_w3": {"type": "batchnorm", "weight": [1, 2, 3]},
+    "ln5w":  {"type": "layernorm", "normalized_shape": [5], "bias": [0, 0]}
   })";
 
 struct BadCase {
@@ -88,7 +90,15 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"mask_without_padding_mask", an("apply", R"(["x"])", R"(["ln5m"])"),
          "/norms/ln5m/mask: layernorm \"ln5m\" on data \"x\": mask is true but the data has no padding mask"},
         // A pair that does not fit, for every norm type.
-        {"batchnorm_running_mean", an("apply", R"(["x"])", R"(["bn_rm"])"), "/norms/bn_rm/running_mean: running_mean: expected shape [3]"},
+        {"batchnorm_running_mean", an("apply", R"(["x"])", R"(["bn_rm"])"),
+         "/norms/bn_rm/running_mean: batchnorm \"bn_rm\" on data \"x\": running_mean: expected shape [3] (one value per "
+         "channel: C = 3 at channel axis 1 of input shape [4, 3, 5]), but got [2]"},
+        {"batchnorm_weight", an("apply", R"(["x6"])", R"(["bn_w3"])"),
+         "/norms/bn_w3/weight: batchnorm \"bn_w3\" on data \"x6\": weight: expected shape [6] (one value per channel: "
+         "C = 6 at channel axis 1 of input shape [4, 6, 5]), but got [3]"},
+        {"layernorm_bias", an("apply", R"(["x"])", R"(["ln5w"])"),
+         "/norms/ln5w/bias: layernorm \"ln5w\" on data \"x\": bias: expected shape [5] (the dim at normalized axis 2 of "
+         "input shape [4, 3, 5]), but got [2]"},
         {"batchnorm_one_value", an("apply", R"(["row"])", R"(["bn"])"), "one value per channel (need more than 1), input shape [1, 4]"},
         {"layernorm_shape", an("stats_shapes", R"(["x234"])", R"(["ln5"])"),
          "/norms/ln5/normalized_shape: layernorm \"ln5\" on data \"x234\": given normalized_shape=[5]"},
@@ -127,6 +137,9 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"batch_dependence_data_mates", an("batch_dependence", R"(["x"])", R"(["bn"])", R"("sizes": [2, 8], "mates": "data")"),
          "/analyses/0/sizes/1: batch_dependence on data \"x\": batch size 8 with \"mates\": \"data\" needs 8 samples, "
          "but the data has a batch of N = 4 (use sizes <= 4, or \"mates\": \"drawn\")"},
+        {"batch_dependence_replicas", an("batch_dependence", R"(["x"])", R"(["ln5", "bn_ev"])", R"("replicas": [1, 2, 3])"),
+         "/analyses/0/replicas/2: batch_dependence on data \"x\": replicas 3 does not divide the batch of N = 4 samples "
+         "into equal slices (use 1, 2 or 4)"},
         {"batch_dependence_rank1", an("batch_dependence", R"(["vec"])", R"(["ln4"])"),
          "/analyses/0: batch_dependence on data \"vec\": needs a batch axis 0 apart from the channel axis"},
         {"train_eval_rank1", an("train_eval", R"(["vec"])", R"(["ln4"])"), "train_eval on data \"vec\": needs a batch axis 0"},
@@ -148,6 +161,16 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"replicas_do_not_divide", an("apply", R"(["x"])", R"(["bn_r3"])"), "/norms/bn_r3/replicas: "},
         {"precision_replicas", an("precision", R"(["x"])", R"(["bn_r2"])"),
          "/analyses/0/norms: batchnorm \"bn_r2\" on data \"x\": normalises each of its replicas with its own statistics"},
+        // A name listed twice in one analysis would only repeat its rows.
+        {"norm_listed_twice", an("apply", R"(["x"])", R"(["ln5", "bn", "ln5"])"),
+         "/analyses/0/norms/2: norm \"ln5\" is listed twice (first at /analyses/0/norms/0); a second listing would only "
+         "repeat its rows"},
+        {"data_listed_twice", an("stats_shapes", R"(["x", "x6", "x"])", R"(["bn"])"),
+         "/analyses/0/data/2: data entry \"x\" is listed twice (first at /analyses/0/data/0); a second listing would only "
+         "repeat its rows"},
+        {"apply_data_listed_twice", an("apply", R"(["x", "x"])", R"(["ln5"])"),
+         "/analyses/0/data/1: data entry \"x\" is listed twice (first at /analyses/0/data/0); a second listing would only "
+         "repeat its rows (with \"sequential\": true, each listing is one more step)"},
         {"second_analysis", R"([{"type": "apply", "data": ["x"], "norms": ["ln5"]}, {"type": "padding", "data": ["x"], "norms": ["ln5"]}])",
          "/analyses/1/data: padding on data \"x\""},
     };

@@ -60,6 +60,12 @@ struct AnalysisType {
     std::vector<KeyInfo> keys;
     /// Validates the analysis' own keys (no data touched); throws InputError at spec.loc.
     std::function<void(const AnalysisSpec&)> validate;
+    /// Optional: whether an entry (its keys validated) takes a data entry listed twice as two
+    /// successive steps (apply with "sequential": true). Null: never, and parse_config refuses
+    /// a repeat, which would only repeat rows.
+    std::function<bool(const AnalysisSpec&)> repeats_data;
+    /// How to ask for repeated data, for the message that refuses one ("" without repeats_data).
+    std::string repeats_data_how;
     /// Optional: bytes the analysis works with on one of its data entries beyond the batch
     /// itself (stacks: weights, activations, gradients; gradients: its float64 copies;
     /// jacobian: its n x n matrices), for the memory estimate made before anything is built.
@@ -78,6 +84,10 @@ struct AnalysisType {
     /// same configs with the same message; run() relies on it and does not check again.
     /// The context has no save function. Null: check_pairs().
     std::function<void(const AnalysisSpec&, const AnalysisContext&)> check;
+    /// Optional: notes on keys that are valid but do less than they ask on this data (jacobian's
+    /// "groups" above the groups there are), read off shapes as check() does and after it
+    /// passed; run and validate print them and report.json lists them (ConfigNote).
+    std::function<std::vector<ConfigNote>(const AnalysisSpec&, const AnalysisContext&)> notes;
 };
 
 /// All analysis types, in the order `normlab list` shows them.
@@ -110,5 +120,8 @@ Resolution check_pair(const NormDef& def, DType dtype, const DataShape& d, const
 void check_pairs(const AnalysisSpec& spec, const AnalysisContext& ctx);
 /// The check of spec's analysis type: AnalysisType::check, else check_pairs().
 void check_analysis(const AnalysisSpec& spec, const AnalysisContext& ctx);
+/// The notes of spec's analysis type on this data (AnalysisType::notes), after its check
+/// passed; none for a type without them.
+std::vector<ConfigNote> analysis_notes(const AnalysisSpec& spec, const AnalysisContext& ctx);
 
 }  // namespace normlab

@@ -198,6 +198,10 @@ AnalysisType apply_analysis() {
                         {"out_rms_min", "output rms (min..max over groups)", "out_rms_max"}};
     a.keys = {{"save", ""}, {"sequential", "false"}, {"upstream", "normal"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    // Sequential steps: a data entry listed again is one more training step (its running
+    // statistics carried over), saved under its own step folder.
+    a.repeats_data = [](const AnalysisSpec& s) { return read_options(s).sequential; };
+    a.repeats_data_how = "with \"sequential\": true, each listing is one more step";
     a.run = run;
     a.check = check;
     return a;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
@@ -80,29 +81,47 @@ NormDef single_device(NormDef d) {
 // Sample k's output (flat) when b is split into R equal replicas, synchronised or not.
 // BatchNorm takes its own replicas/sync keys; every other norm has per-sample statistics,
 // so unsynchronised means normalising the replica holding k as a batch of its own.
-// Throws InputError when R does not divide the batch or a replica cannot be normalised.
+// R divides the batch (check() refuses any other; std::logic_error if one gets here).
+// Throws InputError when a replica cannot be normalised (one value per channel).
 xt::xarray<double> replica_output(const NormDef& def, DType dtype, const Batch& b, std::size_t k, long long R,
                                   bool sync) {
     const std::size_t n = b.x.shape()[0], per = b.x.size() / n;
+    if (n % static_cast<std::size_t>(R) != 0)
+        throw std::logic_error("batch_dependence: replicas " + std::to_string(R) + " passed check() on a batch of " +
+                               std::to_string(n));
     if (def.type == NormType::batchnorm) {
         NormDef d = single_device(def);
         d.replica_count = R;
         d.sync = sync;
         return flat_slice(apply_norm(d, dtype, b).fwd.y.to_double(), k * per, per);
     }
-    if (n % static_cast<std::size_t>(R) != 0)
-        throw InputError("replicas " + std::to_string(R) + " does not divide the batch of N = " + std::to_string(n) +
-                         " samples into equal slices");
     if (sync) return flat_slice(apply_norm(def, dtype, b).fwd.y.to_double(), k * per, per);
     const std::size_t slice = n / static_cast<std::size_t>(R), first = k / slice * slice;
     const xt::xarray<double> y = apply_norm(def, dtype, take_samples(b, first, slice)).fwd.y.to_double();
     return flat_slice(y, (k - first) * per, per);
 }
 
+// "R must divide N": the divisors of n when there are a few, else the rule alone.
+std::string divisors_hint(std::size_t n) {
+    std::vector<std::size_t> small, large;  // divisors up to sqrt(n), and their partners
+    for (std::size_t d = 1; d <= n / d; ++d)
+        if (n % d == 0) {
+            small.push_back(d);
+            if (d != n / d) large.push_back(n / d);
+        }
+    small.insert(small.end(), large.rbegin(), large.rend());
+    if (small.size() > 12) return "use a divisor of " + std::to_string(n);
+    std::string list;
+    for (std::size_t i = 0; i < small.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == small.size() ? " or " : ", ") + std::to_string(small[i]);
+    return "use " + list;
+}
+
 // A batch axis holding the sample; with the data's own batch-mates, enough samples for
-// every size (a run could not build the batch); every pair on the given batch. The batches
-// of other sizes and the replicas may be refused by a norm (BatchNorm in training on one
-// sample): a status, not an error.
+// every size (a run could not build the batch); replica counts that split the batch into
+// equal slices (a count that does not is a config error, not a dependence on the batch);
+// every pair on the given batch. The batches of other sizes and the replicas may be
+// refused by a norm (BatchNorm in training on one sample): a status, not an error.
 void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     for (const auto& dn : spec.data) {
@@ -119,6 +138,13 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
                         " samples, but the data has a batch of N = " + std::to_string(d.shape[0]) +
                         " (use sizes <= " + std::to_string(d.shape[0]) + ", or \"mates\": \"drawn\")");
+        const std::size_t N = d.shape[0];
+        for (std::size_t i = 0; i < o.replicas.size(); ++i)
+            if (N % static_cast<std::size_t>(o.replicas[i]) != 0)
+                spec.loc.child("replicas").child(i).fail(
+                    "batch_dependence on data \"" + dn + "\": replicas " + std::to_string(o.replicas[i]) +
+                    " does not divide the batch of N = " + count_noun(N, "sample") +
+                    " into equal slices (" + divisors_hint(N) + ")");
         for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);
     }
 }

@@ -79,6 +79,28 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (const auto& nn : spec.norms) group_size(spec, o, ctx, dn, nn);
 }
 
+// "groups" above the statistics groups a norm has on a data entry is not an error (the rows
+// then cover every group, as "the first 100" of 12 are the 12), but the table has fewer rows
+// than asked for, which a user counting on them should hear about: a note per such pair.
+std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    std::vector<ConfigNote> out;
+    for (const auto& dn : spec.data)
+        for (const auto& nn : spec.norms) {
+            const Batch& b = ctx.batch(dn);
+            const NormDef& d = ctx.norm(nn);
+            const Resolution r = NormLayer(d, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
+            if (static_cast<std::size_t>(o.groups) <= r.num_stats) continue;
+            out.push_back({spec.loc.child("groups"),
+                           "jacobian of " + norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": groups " +
+                               std::to_string(o.groups) + ", but it has " + count_noun(r.num_stats, "statistics group") +
+                               " here (statistics shape " + format_shape(r.stats_shape) + "); the table has a row for " +
+                               (r.num_stats == 1 ? "it" : "each of them"),
+                           data_related(dn)});
+        }
+    return out;
+}
+
 // Memory beyond the batch: the n x n Jacobian and LAPACK's column-major copy of it for
 // gesdd without singular vectors, measured at 2.0 to 2.1 n^2 doubles of peak resident
 // memory over the process (LayerNorm rows of n = 1024 and 2048); 3 n^2 leaves room, on top
@@ -280,6 +302,7 @@ AnalysisType jacobian_analysis() {
     a.work_bytes = work_bytes;
     a.run = run;
     a.check = check;
+    a.notes = notes;
     return a;
 }
 

@@ -35,6 +35,11 @@ AnalysisCatalog analysis_catalog() {
     c.keys = [](const std::string& type) { return key_names(find_analysis(type)->keys); };
     c.validate = [](const AnalysisSpec& s) { find_analysis(s.type)->validate(s); };
     c.stack_types = kStackTypes;
+    c.repeats_data = [](const AnalysisSpec& s) {
+        const AnalysisType& t = *find_analysis(s.type);
+        return t.repeats_data && t.repeats_data(s);
+    };
+    c.repeats_data_how = [](const std::string& type) { return find_analysis(type)->repeats_data_how; };
     return c;
 }
 
@@ -65,6 +70,11 @@ void check_analysis(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const AnalysisType& t = *find_analysis(spec.type);  // parse_config accepted only known types
     if (t.check) t.check(spec, ctx);
     else check_pairs(spec, ctx);
+}
+
+std::vector<ConfigNote> analysis_notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const AnalysisType& t = *find_analysis(spec.type);
+    return t.notes ? t.notes(spec, ctx) : std::vector<ConfigNote>{};
 }
 
 }  // namespace normlab

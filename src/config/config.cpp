@@ -331,6 +331,24 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         if (of_stacks) s.stacks = names("stacks", c.stack_order, "stacks");
         else s.norms = names("norms", c.norm_order, "norms");
         catalog.validate(s);
+        // A name listed twice would only repeat its rows (and write its saved arrays twice to
+        // one place): refused at the second listing. Data that an analysis takes in order as
+        // steps (apply's "sequential") may repeat: each listing is one more step.
+        auto listed_once = [&](const char* key, const std::vector<std::string>& list, const std::string& what,
+                               const std::string& how) {
+            for (std::size_t k = 1; k < list.size(); ++k) {
+                const auto first = std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]);
+                if (first == list.begin() + static_cast<std::ptrdiff_t>(k)) continue;
+                const auto at = static_cast<std::size_t>(first - list.begin());
+                ar.at(key).child(k).fail(what + " \"" + list[k] + "\" is listed twice (first at " +
+                                         ar.at(key).child(at).pointer + "); a second listing would only repeat its rows" +
+                                         (how.empty() ? "" : " (" + how + ")"));
+            }
+        };
+        if (!catalog.repeats_data || !catalog.repeats_data(s))
+            listed_once("data", s.data, "data entry", catalog.repeats_data_how ? catalog.repeats_data_how(s.type) : "");
+        listed_once("norms", s.norms, "norm", "");
+        listed_once("stacks", s.stacks, "stack", "");
         c.analyses.push_back(std::move(s));
     }
 

@@ -37,6 +37,14 @@ struct AnalysisCatalog {
     std::function<void(const AnalysisSpec&)> validate;
     /// The types that list "stacks" (names under /stacks) instead of "norms".
     std::vector<std::string> stack_types;
+    /// Whether an entry (its own keys validated) may list a data entry more than once: an
+    /// analysis that takes its data in order as successive steps (apply with "sequential":
+    /// true). Null: no entry may.
+    std::function<bool(const AnalysisSpec&)> repeats_data;
+    /// How an analysis type takes a data entry listed twice, for the message that refuses a
+    /// repeat ("with \"sequential\": true, each listing is one more step"); "" when it never
+    /// does. Null: "" for every type.
+    std::function<std::string(const std::string& type)> repeats_data_how;
 };
 
 /// A parsed config. Maps are keyed by name; *_order keep the config's order for reports.
@@ -60,8 +68,9 @@ struct Config {
 /// Parses a config document. `file` names it in messages; relative paths inside it resolve
 /// against `base_dir`. Throws InputError with file and JSON pointer: unknown keys (with
 /// did-you-mean), wrong types, eps < 0, unknown norm types/conventions/analyses, references
-/// to undefined data or norms, empty data/norms/analyses; each analysis entry is checked with
-/// `analyses.validate` as it is read.
+/// to undefined data or norms, empty data/norms/analyses, a norm or stack listed twice in one
+/// analysis, and a data entry listed twice unless `analyses.repeats_data` allows it; each
+/// analysis entry is checked with `analyses.validate` as it is read.
 Config parse_config(const Json& j, const std::string& file, const std::filesystem::path& base_dir,
                     const AnalysisCatalog& analyses);
 

@@ -152,7 +152,7 @@ std::string Provenance::blame(const JsonError& e) const {
         const std::string& p = e.where.pointer;
         const std::string object = p.substr(0, p.rfind('/'));
         return who + ": unknown key \"" + e.unknown_key + "\" in " + (object.empty() ? "/" : object) +
-               (e.hint.empty() ? "" : " (did you mean \"" + e.hint + "\"?)");
+               (!e.note.empty() ? " (" + e.note + ")" : e.hint.empty() ? "" : " (did you mean \"" + e.hint + "\"?)");
     }
     return JsonLocation{who, e.where.pointer}.message(e.reason);
 }

@@ -42,7 +42,8 @@ public:
     /// joined by " and ". "" when all of it comes from the config file.
     std::string setter(const std::string& pointer, const std::vector<std::string>& related = {}) const;
     /// The message of `e` blaming who set its value or a related one (setter()): "<label>:
-    /// unknown key "k" in <object> (did you mean "h"?)" for an unknown key, "<label>:
+    /// unknown key "k" in <object> (did you mean "h"?)" for an unknown key (or, for another
+    /// framework's name, "(<JsonError::note>)"), "<label>:
     /// <pointer>: <reason>" otherwise; "" when it all comes from the file.
     std::string blame(const JsonError& e) const;
     /// A warning's line about the value at `at`: "<label>: <pointer>: <reason>" when an

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "json/foreign.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
 
@@ -57,9 +58,10 @@ void JsonLocation::fail(const std::string& what, std::vector<std::string> relate
     throw e;
 }
 
-JsonError::JsonError(JsonLocation where_, std::string reason_, std::string unknown_key_, std::string hint_)
+JsonError::JsonError(JsonLocation where_, std::string reason_, std::string unknown_key_, std::string hint_,
+                     std::string note_)
     : InputError(where_.message(reason_)), where(std::move(where_)), reason(std::move(reason_)),
-      unknown_key(std::move(unknown_key_)), hint(std::move(hint_)) {}
+      unknown_key(std::move(unknown_key_)), hint(std::move(hint_)), note(std::move(note_)) {}
 
 std::optional<double> json_number(const Json& j) {
     if (j.is_number()) return j.get<double>();
@@ -166,9 +168,13 @@ void ObjectReader::missing(const std::string& key, const std::string& detail) co
 }
 
 void ObjectReader::missing_one_of(const std::vector<std::string>& keys, const std::string& message) const {
-    // A key nobody asked for that is close to a missing one is its misspelling.
+    // A key nobody asked for that is close to a missing one is its misspelling, or another
+    // framework's name for it ("groups" for num_groups).
     for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
         if (m_known.count(it.key())) continue;
+        if (const ForeignName f = foreign_name(it.key(), keys); !f.ours.empty())
+            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\" (" + f.note + ")", it.key(),
+                            f.ours, f.note);
         const std::string hint = did_you_mean(it.key(), keys);
         if (!hint.empty())
             throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\"; did you mean \"" + hint + "\"?",
@@ -249,6 +255,10 @@ std::string ObjectReader::choice(const std::string& key, const std::vector<std::
     if (std::find(allowed.begin(), allowed.end(), *s) != allowed.end()) return *s;
     std::string list;
     for (std::size_t i = 0; i < allowed.size(); ++i) list += (i ? ", " : "") + allowed[i];
+    // Another framework's name first: "tensorflow" is closer to nothing, "pytorch" is close
+    // to "torch" but the note says why.
+    if (const ForeignName f = foreign_name(*s, allowed); !f.ours.empty())
+        at(key).fail("unknown value \"" + *s + "\" (expected one of: " + list + "); " + f.note);
     std::string hint = did_you_mean(*s, allowed);
     at(key).fail("unknown value \"" + *s + "\" (expected one of: " + list + ")" +
                  (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
@@ -320,6 +330,11 @@ void ObjectReader::finish() const {
     std::vector<std::string> known(m_known.begin(), m_known.end());
     for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
         if (m_known.count(it.key())) continue;
+        // Another framework's name for a key of this object says whose it is: "epsilon" is
+        // too far from "eps" for a did-you-mean, and a port is the usual way to write it.
+        if (const ForeignName f = foreign_name(it.key(), known); !f.ours.empty())
+            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\" (" + f.note + ")", it.key(),
+                            f.ours, f.note);
         std::string hint = did_you_mean(it.key(), known);
         throw JsonError(m_loc.child(it.key()),
                         "unknown key \"" + it.key() + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"),

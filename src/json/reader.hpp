@@ -32,11 +32,15 @@ struct JsonLocation {
 /// the parts are kept so that a caller who knows where the value came from (a --set
 /// override, a sweep point) can blame that instead of the config file.
 struct JsonError : InputError {
-    JsonError(JsonLocation where, std::string reason, std::string unknown_key = {}, std::string hint = {});
+    JsonError(JsonLocation where, std::string reason, std::string unknown_key = {}, std::string hint = {},
+              std::string note = {});
     JsonLocation where;       ///< the value at fault (for an unknown key: the key's own pointer)
     std::string reason;       ///< the message without the location
     std::string unknown_key;  ///< set when the error is an unknown key: that key
-    std::string hint;         ///< the unknown key's did-you-mean, or ""
+    std::string hint;         ///< the unknown key's did-you-mean or normlab's counterpart, or ""
+    /// When the unknown key is another framework's name (json/foreign.hpp): whose it is and
+    /// normlab's counterpart ("Keras, Flax and ONNX name it so; normlab's is "eps""), else "".
+    std::string note;
     /// JSON pointers of the other values the error depends on: the other key of a "give
     /// either a or b" conflict, the data entry a norm met. The value at `where` may come from
     /// the file while one of these was set by an override, which is then the one to name.
@@ -82,8 +86,9 @@ std::vector<std::string> key_names(const std::vector<KeyInfo>& keys);
 std::string describe_keys(const std::vector<KeyInfo>& keys);
 
 /// Reads the fields of one JSON object. Each getter records the key as known; finish()
-/// rejects the keys nobody asked for (with a did-you-mean), because a misspelled "epsx"
-/// must not silently leave eps at its default. A missing required key is reported as the
+/// rejects the keys nobody asked for (with a did-you-mean, or normlab's counterpart of
+/// another framework's name: "epsilon" is "eps"), because a misspelled "epsx" must not
+/// silently leave eps at its default. A missing required key is reported as the
 /// misspelling it usually is: an unknown key close to it ("normalised_shape") comes first,
 /// with its did-you-mean, and so does any unknown key of an object whose keys are declared.
 class ObjectReader {
@@ -113,7 +118,8 @@ public:
     bool boolean(const std::string& key, bool fallback);
     std::optional<std::string> string(const std::string& key);
     std::string string(const std::string& key, const std::string& fallback);
-    /// A string that must be one of `allowed`.
+    /// A string that must be one of `allowed`; another one is refused with a did-you-mean,
+    /// or with the allowed value another framework's name stands for ("tensorflow": "keras").
     std::string choice(const std::string& key, const std::vector<std::string>& allowed,
                        const std::string& fallback);
     std::optional<std::vector<long long>> integers(const std::string& key);

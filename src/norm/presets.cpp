@@ -106,6 +106,33 @@ void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, cons
                   ")");
 }
 
+// Why a weight, bias or running statistic has the shape it must have on this input, for the
+// message that refuses another shape: where its size comes from (the data's channel count
+// at its channel axis, or the normalized dims), since the list the user wrote was usually
+// sized for another data entry or another layout.
+std::string param_shape_reason(const NormDef& d, const Resolution& r) {
+    const std::string of = " of input shape " + format_shape(r.input_shape);
+    if (is_channel_norm(d.type))
+        return "one value per channel: C = " + std::to_string(r.channels) + " at channel axis " +
+               std::to_string(r.channel_axis) + of;
+    std::string axes;
+    for (std::size_t i = 0; i < r.reduction_axes.size(); ++i)
+        axes += (i == 0 ? "" : i + 1 == r.reduction_axes.size() ? " and " : ", ") + std::to_string(r.reduction_axes[i]);
+    return std::string(r.reduction_axes.size() == 1 ? "the dim at normalized axis " : "the dims at normalized axes ") +
+           axes + of;
+}
+
+// A parameter given as values (a list or an npy file) must have `expected` shape; the
+// message names the data (through `fail`) and says why that shape.
+void check_param_values(const NormDef& d, const std::optional<ParamInit>& p, const std::string& key,
+                        const Shape& expected, const Resolution& r, const Fail& fail) {
+    if (!p || p->kind != ParamInit::Kind::values) return;
+    const Shape got(p->values.shape().begin(), p->values.shape().end());
+    if (got == expected) return;
+    fail(key, key + ": expected shape " + format_shape(expected) + " (" + param_shape_reason(d, r) + "), but got " +
+                  format_shape(got));
+}
+
 std::string list_text(const std::vector<long long>& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -313,6 +340,8 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             fail("", "running statistics have " + std::to_string(m_running_mean.size()) +
                             " channels from an earlier step, but this input has " +
                             std::to_string(r.channels) + ": input shape " + format_shape(xs));
+        check_param_values(d, d.running_mean, "running_mean", cs, r, fail);
+        check_param_values(d, d.running_var, "running_var", cs, r, fail);
         if (d.running_mean) materialize(*d.running_mean, cs, "running_mean", d.name);
         if (d.running_var) materialize(*d.running_var, cs, "running_var", d.name);
     }
@@ -320,6 +349,8 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
         if (r.has_weight) check_group_param(d, d.weight, "weight", r, fail);
         if (r.has_bias) check_group_param(d, d.bias, "bias", r, fail);
     }
+    if (r.has_weight) check_param_values(d, d.weight, "weight", r.param_shape, r, fail);
+    if (r.has_bias) check_param_values(d, d.bias, "bias", r.param_shape, r, fail);
     if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight", d.name);
     if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias", d.name);
     if (d.type == NormType::batchnorm && d.has_replicas()) resolve_replicas(d, r, fail);

@@ -1,6 +1,9 @@
 #include "report/terminal.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "tensor/errors.hpp"
@@ -64,6 +67,40 @@ bool kept(const Where& where, const std::vector<Cell>& row) {
     return std::all_of(where.begin(), where.end(), [&](const auto& w) { return cell_matches(row[w.first], w.second); });
 }
 
+// Significant digits of a decimal number as typed ("0.720305": 6, "1e-5": 1, "1.0e-5": 2,
+// "100": 3), or 0 when `s` is not a plain decimal ([+-]digits[.digits][e[+-]digits]: hex,
+// "inf", "nan") or has no non-zero digit.
+int significant_digits(const std::string& s) {
+    std::size_t i = 0;
+    const std::size_t n = s.size();
+    if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+    std::string digits;
+    bool point = false;
+    for (; i < n && (std::isdigit(static_cast<unsigned char>(s[i])) || (s[i] == '.' && !point)); ++i) {
+        if (s[i] == '.') point = true;
+        else digits += s[i];
+    }
+    if (digits.empty()) return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+        if (i == n) return 0;
+        for (; i < n; ++i)
+            if (!std::isdigit(static_cast<unsigned char>(s[i]))) return 0;
+    }
+    if (i != n) return 0;
+    const std::size_t lead = digits.find_first_not_of('0');
+    return lead == std::string::npos ? 0 : static_cast<int>(digits.size() - lead);
+}
+
+// v in scientific notation with `digits` significant digits: two numbers agree to that
+// precision when these texts are equal (printf rounds the exact binary value to nearest).
+std::string rounded(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+    return buf;
+}
+
 }  // namespace
 
 std::pair<std::string, std::string> parse_where(const std::string& text) {
@@ -76,7 +113,14 @@ std::pair<std::string, std::string> parse_where(const std::string& text) {
 bool cell_matches(const Cell& c, const std::string& value) {
     if (cell_to_string(c) == value) return true;
     double a = 0, b = 0;
-    return cell_number(c, a) && parse_double(value, b) && a == b;
+    if (!cell_number(c, a) || !parse_double(value, b)) return false;
+    if (a == b) return true;
+    // A number as show prints it (6 significant digits) or as typed by hand matches the
+    // cells it is a rounding of: the cell rounded to the value's own significant digits is
+    // the value. From 17 digits on a double has nothing left to round: equal or not.
+    const int digits = significant_digits(value);
+    if (digits == 0 || digits >= 17 || !std::isfinite(a) || !std::isfinite(b)) return false;
+    return rounded(a, digits) == rounded(b, digits);
 }
 
 std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::size_t* kept_count) {

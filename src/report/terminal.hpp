@@ -13,7 +13,7 @@ namespace normlab {
 /// Which part of a table to print.
 struct TerminalTableOptions {
     std::vector<std::string> columns;                          ///< these, in this order (empty: all)
-    std::vector<std::pair<std::string, std::string>> where;    ///< keep rows whose column equals the value (all must hold)
+    std::vector<std::pair<std::string, std::string>> where;    ///< keep rows whose column matches the value (cell_matches; all must hold)
     bool full = false;                                         ///< numbers in shortest round-trip form, long text whole
 };
 
@@ -24,7 +24,10 @@ inline constexpr std::size_t kTerminalTextWidth = 48;
 std::pair<std::string, std::string> parse_where(const std::string& text);
 
 /// True when the cell matches `value`: the same text, or both numbers and equal (so 1e-5
-/// matches 1e-05 and 0.00001).
+/// matches 1e-05 and 0.00001), or a number equal to the value at the value's own precision:
+/// the cell rounded to as many significant digits as the value was written with is the
+/// value (0.720305, as show prints 0.7203054671107697, matches it; 1e-5 matches 1.2e-5,
+/// 1.0e-5 does not). Text that is not a number matches only exactly.
 bool cell_matches(const Cell& c, const std::string& value);
 
 /// The table as aligned lines: a header, a rule, one line per kept row, "\n" line ends; the

@@ -71,8 +71,10 @@ void check_memory(const Config& c, const std::string& file, const std::string& m
              data_related(m.largest));
 }
 
-// Every analysis of a point against its batches (check_analysis).
-void check_analyses(const Loaded& l) {
+// Every analysis of a point against its batches (check_analysis); returns their notes
+// (analysis_notes), in the analyses' order.
+std::vector<ConfigNote> check_analyses(const Loaded& l) {
+    std::vector<ConfigNote> notes;
     AnalysisContext ctx;
     ctx.batches = &l.batches;
     ctx.norms = &l.config.norms;
@@ -94,7 +96,10 @@ void check_analyses(const Loaded& l) {
                 }
             throw;
         }
+        const auto own = locate_norm_errors(l.config.file, [&] { return analysis_notes(a, ctx); });
+        notes.insert(notes.end(), own.begin(), own.end());
     }
+    return notes;
 }
 
 }  // namespace
@@ -224,7 +229,13 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
     std::set<std::tuple<std::string, std::size_t, int>> counted;
     for (std::size_t k = 0; k < points.size(); ++k) {
         out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);
-        check_analyses(out.last);
+        // The analyses' notes depend on the data's shapes: given once, at the first point
+        // that has each, naming who set what it is about (origins holds this point's now).
+        for (const auto& n : check_analyses(out.last))
+            if (std::find(noted.begin(), noted.end(), n.message()) == noted.end()) {
+                noted.push_back(n.message());
+                out.notes.push_back(origins ? origins->message(n.at, n.reason, n.related) : n.message());
+            }
         if (k == 0) out.first_plan = point_plan(out.last);
         for (const auto& [name, b] : out.last.batches) {
             const Loaded::Origin& origin = out.last.origins.at(name);

@@ -67,8 +67,9 @@ struct CheckedPoints {
     Loaded last;
     std::string first_plan;    ///< point_plan() of the first point
     std::size_t peak_bytes = 0;  ///< the largest point_memory()
-    /// The points' notes (config_notes), each once, naming the --set or sweep entry that set
-    /// what a note is about, as an error would (Provenance::message).
+    /// The points' notes (config_notes, then the analyses' own on their data: analysis_notes),
+    /// each once, naming the --set or sweep entry that set what a note is about, as an error
+    /// would (Provenance::message).
     std::vector<std::string> notes;
     /// A warning for each data entry whose checked batch holds NaN or infinite values, once,
     /// at the first point where it does, naming who set what as the notes do: what `run`

@@ -1,0 +1,76 @@
+#include "json/foreign.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace normlab {
+
+namespace {
+
+struct Entry {
+    const char* name;  // lower case
+    const char* ours;
+    const char* note;
+};
+
+// Only names whose counterpart normlab really has, with the frameworks that use them. A name
+// may stand for different things (Keras's "axis" is the channel axis of BatchNormalization and
+// the normalized axes of LayerNormalization): the first entry whose counterpart is among the
+// candidates wins, so the object's own keys decide.
+const Entry kNames[] = {
+    // keys of norm objects
+    {"epsilon", "eps", "Keras, Flax and ONNX name it so; normlab's is \"eps\""},
+    {"variance_epsilon", "eps", "Hugging Face's RMSNorm modules name it so; normlab's is \"eps\""},
+    {"groups", "num_groups", "Keras's GroupNormalization names it so; normlab's is \"num_groups\""},
+    {"elementwise_affine", "affine", "PyTorch's LayerNorm and RMSNorm name it so; normlab's is \"affine\""},
+    {"center", "bias",
+     "Keras's flag for the bias beta; in normlab \"affine\": false drops weight and bias, \"bias\": \"zeros\" the bias "
+     "alone"},
+    {"use_bias", "bias",
+     "Flax's flag for the bias; in normlab \"affine\": false drops weight and bias, \"bias\": \"zeros\" the bias alone"},
+    {"scale", "weight",
+     "Keras's flag for the weight gamma, and Flax's and ONNX's name for gamma itself; normlab's is \"weight\" "
+     "(\"affine\": false drops weight and bias, \"weight\": \"ones\" the weight alone)"},
+    {"use_scale", "weight",
+     "Flax's flag for the weight; in normlab \"affine\": false drops weight and bias, \"weight\": \"ones\" the weight "
+     "alone"},
+    {"gamma", "weight", "Keras names the weight so; normlab's is \"weight\""},
+    {"beta", "bias", "Keras names the bias so; normlab's is \"bias\""},
+    {"axis", "channel_axis",
+     "Keras's and Flax's BatchNorm and Keras's GroupNormalization name the channel axis so; normlab's is "
+     "\"channel_axis\""},
+    {"axis", "axes", "Keras's LayerNormalization names the normalized axes so; normlab's is \"axes\""},
+    {"reduction_axes", "axes", "Flax's LayerNorm and RMSNorm name them so; normlab's is \"axes\""},
+    {"training_mode", "training", "ONNX's BatchNormalization names it so; normlab's is \"training\""},
+    {"use_running_average", "training",
+     "Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false"},
+    {"moving_mean", "running_mean", "Keras names it so; normlab's is \"running_mean\""},
+    {"moving_variance", "running_var", "Keras names it so; normlab's is \"running_var\""},
+    // values: conventions and norm types
+    {"tensorflow", "keras", "TensorFlow's normalization layers are Keras's; normlab's convention for them is \"keras\""},
+    {"tf", "keras", "TensorFlow's normalization layers are Keras's; normlab's convention for them is \"keras\""},
+    {"pytorch", "torch", "normlab's name for PyTorch's convention is \"torch\""},
+    {"jax", "flax", "normlab's convention for JAX is Flax's, \"flax\""},
+    {"batchnormalization", "batchnorm", "Keras and ONNX name it so; normlab's is \"batchnorm\""},
+    {"layernormalization", "layernorm", "Keras and ONNX name it so; normlab's is \"layernorm\""},
+    {"groupnormalization", "groupnorm", "Keras and ONNX name it so; normlab's is \"groupnorm\""},
+    {"instancenormalization", "instancenorm", "ONNX names it so; normlab's is \"instancenorm\""},
+    {"rmsnormalization", "rmsnorm", "ONNX names it so; normlab's is \"rmsnorm\""},
+};
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+}  // namespace
+
+ForeignName foreign_name(const std::string& word, const std::vector<std::string>& candidates) {
+    const std::string w = lower(word);
+    for (const Entry& e : kNames)
+        if (w == e.name && std::find(candidates.begin(), candidates.end(), e.ours) != candidates.end())
+            return {e.ours, e.note};
+    return {};
+}
+
+}  // namespace normlab
