@@ -115,11 +115,13 @@ bool cell_matches(const Cell& c, const std::string& value) {
     double a = 0, b = 0;
     if (!cell_number(c, a) || !parse_double(value, b)) return false;
     if (a == b) return true;
-    // A number as show prints it (6 significant digits) or as typed by hand matches the
-    // cells it is a rounding of: the cell rounded to the value's own significant digits is
-    // the value. From 17 digits on a double has nothing left to round: equal or not.
-    const int digits = significant_digits(value);
-    if (digits == 0 || digits >= 17 || !std::isfinite(a) || !std::isfinite(b)) return false;
+    // A number as show prints it matches the cells it is the display of: both rounded to 6
+    // significant digits (show's; %g drops trailing zeros, so "0.5" is 0.5000004 shown) are
+    // the same, or to the value's own digits when it has more. A shorter value typed by hand
+    // is not widened: eps=1e-5 must not pick 1.2e-5 out of an eps sweep. From 17 digits on
+    // a double has nothing left to round: equal or not.
+    const int digits = std::max(significant_digits(value), 6);
+    if (digits >= 17 || !std::isfinite(a) || !std::isfinite(b)) return false;
     return rounded(a, digits) == rounded(b, digits);
 }
 

@@ -24,10 +24,10 @@ inline constexpr std::size_t kTerminalTextWidth = 48;
 std::pair<std::string, std::string> parse_where(const std::string& text);
 
 /// True when the cell matches `value`: the same text, or both numbers and equal (so 1e-5
-/// matches 1e-05 and 0.00001), or a number equal to the value at the value's own precision:
-/// the cell rounded to as many significant digits as the value was written with is the
-/// value (0.720305, as show prints 0.7203054671107697, matches it; 1e-5 matches 1.2e-5,
-/// 1.0e-5 does not). Text that is not a number matches only exactly.
+/// matches 1e-05 and 0.00001, not 1.2e-5), or both numbers that agree rounded to 6
+/// significant digits, as show prints them, or to the value's own digits when it has more
+/// (0.720305, show's display of 0.7203054671107697, matches it; 0.72 does not). Text that
+/// is not a number matches only exactly.
 bool cell_matches(const Cell& c, const std::string& value);
 
 /// The table as aligned lines: a header, a rule, one line per kept row, "\n" line ends; the
