@@ -1,6 +1,8 @@
 // report.html, `normlab report` and `normlab show` through the built binary.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "analysis_util.hpp"
@@ -26,7 +28,41 @@ std::size_t count(const std::string& s, const std::string& what) {
     return n;
 }
 
+// Runs `config` (JSON text) into a fresh folder named `name` and returns the folder.
+fs::path run_config_text(const std::string& name, const std::string& config) {
+    const fs::path dir = fresh_dir(name);
+    write_text(dir / "config.json", config);
+    const auto r = run_normlab("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return dir / "out";
+}
+
+// The rows of figures/<name>.vl.json in `out`, for the metric titled `metric` (all when empty).
+Json figure_rows(const fs::path& out, const std::string& name, const std::string& metric = "") {
+    const Json spec = Json::parse(read_text(out / "figures" / (name + ".vl.json")));
+    Json rows = Json::array();
+    for (const auto& r : spec["data"]["values"])
+        if (metric.empty() || r["metric"] == metric) rows.push_back(r);
+    return rows;
+}
+
 }  // namespace
+
+TEST_CASE("port_check's figure: the same pair with and without steps are two bars, not one over the other") {
+    const fs::path out = run_config_text("report_port_steps", R"({"name": "steps", "seed": 0,
+      "data": {"images": {"source": "gaussian", "shape": [8, 3, 4, 4], "mean": 3, "std": 2}},
+      "norms": {"bn": {"type": "batchnorm"}, "bn_keras": {"type": "batchnorm", "convention": "keras"},
+                "bn_onnx": {"type": "batchnorm", "convention": "onnx"}},
+      "analyses": [{"type": "port_check", "data": ["images"], "norms": ["bn", "bn_keras", "bn_onnx"]},
+                   {"type": "port_check", "data": ["images"], "norms": ["bn", "bn_keras", "bn_onnx"], "steps": 20}]})");
+    CHECK(parse_csv(read_text(out / "port_check.csv")).size() == 4);
+    const Json rows = figure_rows(out, "port_check");
+    REQUIRE(rows.size() == 4);
+    std::set<std::string> categories;
+    for (const auto& r : rows) categories.insert(r["category"].get<std::string>());
+    CHECK(categories.size() == 4);
+    CHECK(categories.count("bn_keras \u00b7 steps=20") == 1);
+}
 
 TEST_CASE("run writes a self-contained report.html and one Vega-Lite spec per analysis, all listed") {
     const fs::path out = fresh_dir("report_run") / "quick";
