@@ -14,7 +14,43 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
 const Json& values(const Json& spec) { return spec.at("data").at("values"); }
+
+// The columns whose values identify what a figure draws, per analysis: rows that differ in
+// one of them are different results. Analyses of one type share a table, so columns that
+// record an analysis' own keys (port_check's steps, batch_dependence's sample, depth's
+// draws) are among them; columns that these determine (a norm's type and eps, port_check's
+// rank within one comparison, which repeats its max_abs_diff) are not. Left out as well:
+// precision's work_dtype (its accumulate key) and equivalence's shape_a/shape_b (its reshape
+// key): they change with the algorithm or the norm within one analysis, so labels made of
+// them would split every figure of those analyses.
+const std::map<std::string, std::vector<std::string>> kDrawnKeys = {
+    {"stats_shapes", {"data", "norm"}},
+    {"apply", {"data", "norm", "step"}},
+    {"epsilon", {"data", "norm", "dtype", "eps", "scale"}},
+    {"padding", {"data", "norm"}},
+    {"equivalence", {"data", "norm_a", "norm_b"}},
+    {"invariance", {"data", "norm", "transform", "granularity"}},
+    {"batch_dependence", {"data", "norm", "batch_size", "kind", "mates", "sample"}},
+    {"train_eval", {"data", "norm", "batch_size", "step"}},
+    {"depth", {"data", "stack", "layers", "draws", "layer"}},
+    {"precision", {"data", "norm", "dtype", "algorithm"}},
+    {"port_check", {"data", "reference", "port", "steps"}},
+    {"gradients", {"data", "norm", "upstream"}},
+    {"jacobian", {"data", "norm", "group"}},
+};
+
+// Where a long-format row of a main figure is drawn: its sweep row, panel and metric, and
+// its category (bars, ranges) or x (lines) and series (bars side by side, lines).
+std::string position(const Json& r, const Figure& f) {
+    std::string s;
+    for (const char* k : {"sweep_point", "panel", "metric", "category", "series"})
+        s += (r.contains(k) ? r[k].dump() : "-") + "|";
+    if (f.kind == FigureKind::lines) s += r[f.x].dump();
+    return s;
+}
 
 // A table with the columns `columns`, a row per entry of `rows` (column -> cell); cells not
 // given are 1.
@@ -30,6 +66,31 @@ Table table_of(const std::vector<std::string>& columns, const std::vector<std::m
 }
 
 }  // namespace
+
+TEST_CASE("no figure draws two results at one position: its labels hold every column that identifies one") {
+    REQUIRE(analysis_types().size() >= 10);
+    for (const auto& a : analysis_types()) {
+        CAPTURE(a.name);
+        const auto key = kDrawnKeys.find(a.name);
+        REQUIRE_MESSAGE(key != kDrawnKeys.end(), "list the columns that identify what its figure draws");
+        const Figure& f = a.figure;
+        std::vector<std::string> placed = f.category;
+        placed.push_back(f.x);
+        placed.insert(placed.end(), f.series.begin(), f.series.end());
+        placed.insert(placed.end(), f.panels.begin(), f.panels.end());
+        for (const auto& k : key->second) {
+            CAPTURE(k);
+            CHECK(has(a.columns, k));
+            CHECK(has(placed, k));
+            // Two rows that differ in k alone: the shared figure code must draw two marks.
+            const Table t = table_of(a.columns, {{{k, Cell(1LL)}}, {{k, Cell(2LL)}}});
+            const Json spec = figure_specs(a.name, f, t, {})[0].spec;
+            std::set<std::string> at;
+            for (const auto& r : values(spec)) at.insert(position(r, f));
+            CHECK(at.size() == values(spec).size());
+        }
+    }
+}
 
 TEST_CASE("port_check: the same pair with and without training steps are two bars, labelled with the steps") {
     const AnalysisType* a = find_analysis("port_check");
