@@ -1,5 +1,6 @@
 // Rules every figure of report.html keeps, checked on the figures the analyses declare and
-// on the shared figure code: no two results drawn at one position.
+// on the shared figure code: no two results drawn at one position, series told apart
+// however many there are.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@ namespace {
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 const Json& values(const Json& spec) { return spec.at("data").at("values"); }
+const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
 
 // The columns whose values identify what a figure draws, per analysis: rows that differ in
 // one of them are different results. Analyses of one type share a table, so columns that
@@ -63,6 +65,43 @@ Table table_of(const std::vector<std::string>& columns, const std::vector<std::m
         t.add_row(row);
     }
     return t;
+}
+
+// A lines figure of n series ("s0", "s1", ...), two points each; ranges with `ranges`.
+Json many_series(int n, bool ranges = false) {
+    Figure f;
+    f.title = "many";
+    f.kind = ranges ? FigureKind::ranges : FigureKind::lines;
+    if (ranges) f.category = {"data"};
+    else f.x = "x";
+    f.series = {"norm"};
+    f.metrics = {ranges ? FigureMetric("lo", "range", "hi") : FigureMetric("y", "y")};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (int k = 0; k < n; ++k)
+        for (long long x : {1LL, 2LL})
+            rows.push_back({{"data", std::string("d") + std::to_string(x)}, {"norm", "s" + std::to_string(k)},
+                            {"x", x}, {"y", 0.5 * k}, {"lo", 0.0}, {"hi", 1.0}});
+    return figure_specs("demo", f, table_of({"data", "norm", "x", "y", "lo", "hi"}, rows), {})[0].spec;
+}
+
+// How each series looks in layer `layer`: its colour slot (position in the scale's domain,
+// cycled over the scheme's colours), dash pattern and shape (empty when not encoded).
+std::set<std::string> looks(const Json& spec, std::size_t layer) {
+    const Json& enc = layers(spec)[layer]["encoding"];
+    const Json& domain = enc["color"]["scale"]["domain"];
+    const std::string scheme = enc["color"]["scale"]["scheme"];
+    const std::size_t colours = scheme == "tableau20" ? 20 : 10;
+    std::set<std::string> out;
+    for (std::size_t k = 0; k < domain.size(); ++k) {
+        std::string look = std::to_string(k % colours);
+        for (const char* channel : {"strokeDash", "shape"})
+            if (enc.contains(channel)) {
+                REQUIRE(enc[channel]["scale"]["domain"] == domain);
+                look += "|" + enc[channel]["scale"]["range"][k].dump();
+            }
+        out.insert(look);
+    }
+    return out;
 }
 
 }  // namespace
@@ -112,4 +151,27 @@ TEST_CASE("port_check: the same pair with and without training steps are two bar
     rows.resize(2);
     const Json one = figure_specs("port_check", a->figure, table_of(a->columns, rows), {})[0].spec;
     CHECK(values(one)[0]["category"] == "ln_onnx");
+}
+
+TEST_CASE("series colours: tableau10 up to 10 series, tableau20 up to 20, beyond that a dash and a shape too") {
+    const Json few = many_series(5);
+    CHECK(layers(few)[0]["encoding"]["color"]["scale"]["scheme"] == "tableau10");
+    CHECK_FALSE(layers(few)[0]["encoding"].contains("strokeDash"));
+    const Json some = many_series(13);
+    CHECK(layers(some)[0]["encoding"]["color"]["scale"]["scheme"] == "tableau20");
+    CHECK(looks(some, 0).size() == 13);
+    CHECK_FALSE(layers(some)[0]["encoding"].contains("strokeDash"));
+    // 45 lines: colours repeat, colour and dash do not; the line's dots take the shape.
+    const Json lots = many_series(45);
+    CHECK(layers(lots)[0]["encoding"].contains("strokeDash"));
+    CHECK(layers(lots)[0]["encoding"].contains("shape"));
+    CHECK(looks(lots, 0).size() == 45);
+    // Ranges: the rules take the dash, the end dots the shape; one legend (same field and title).
+    const Json ranges = many_series(25, true);
+    const Json& rule = layers(ranges)[0]["encoding"];
+    CHECK(rule.contains("strokeDash"));
+    CHECK(rule["strokeDash"]["title"] == rule["color"]["title"]);
+    CHECK(layers(ranges)[1]["encoding"].contains("shape"));
+    CHECK(looks(ranges, 0).size() == 25);
+    CHECK(looks(ranges, 1).size() == 25);
 }

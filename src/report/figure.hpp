@@ -50,7 +50,9 @@ struct Figure {
     /// usual (names alone, numbers and booleans as column=value).
     std::map<std::string, std::string> value_names;
     /// Fixed colours by series label (as shown, after value_names), used when every series
-    /// label of the figure has one; otherwise the tableau10 scheme.
+    /// label of the figure has one; otherwise the tableau10 scheme, tableau20 beyond 10
+    /// series, and beyond 20 also a dash pattern (lines, range rules) and a point shape per
+    /// series, so that no two series look alike.
     std::map<std::string, std::string> series_colors;
 
     /// Every column the figure reads, in the order a table shows them first: category or
