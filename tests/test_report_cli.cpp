@@ -1,6 +1,7 @@
 // report.html, `normlab report` and `normlab show` through the built binary.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -62,6 +63,27 @@ TEST_CASE("port_check's figure: the same pair with and without steps are two bar
     for (const auto& r : rows) categories.insert(r["category"].get<std::string>());
     CHECK(categories.size() == 4);
     CHECK(categories.count("bn_keras \u00b7 steps=20") == 1);
+}
+
+TEST_CASE("gradients' figure with an upstream of ones: the near-zero ratios are written, not left blank") {
+    // float64, as configs/gradients.json: LayerNorm's ratio is then rounding, not an exact 0.
+    const fs::path out = run_config_text("report_tiny_bars", R"({"name": "ones", "seed": 0, "dtype": "float64",
+      "data": {"tokens": {"source": "gaussian", "shape": [8, 16, 64], "mean": 0.5, "std": 0.1, "channel_axis": -1}},
+      "norms": {"ln": {"type": "layernorm", "axes": [-1]}, "rms": {"type": "rmsnorm", "axes": [-1]}},
+      "analyses": [{"type": "gradients", "data": ["tokens"], "norms": ["ln", "rms"], "upstream": "ones"}]})");
+    for (const auto& r : figure_rows(out, "gradients", "rms(dx) / rms(dy)")) {
+        CAPTURE(r.dump());
+        const double v = r["value"].get<double>();
+        if (r["norm"] == "ln") {  // 0 in exact arithmetic, about 1e-17 in double
+            CHECK(std::abs(v) < 1e-12);
+            CHECK(v != 0);
+            REQUIRE(r["label"].is_string());
+            CHECK(std::stod(r["label"].get<std::string>()) == doctest::Approx(v).epsilon(0.5));
+        } else {
+            CHECK(v > 0.1);
+            CHECK(r["label"].is_null());
+        }
+    }
 }
 
 TEST_CASE("run writes a self-contained report.html and one Vega-Lite spec per analysis, all listed") {

@@ -1,6 +1,6 @@
 // Rules every figure of report.html keeps, checked on the figures the analyses declare and
 // on the shared figure code: no two results drawn at one position, series told apart
-// however many there are.
+// however many there are, and no bar too short to see without its value written.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -174,4 +174,44 @@ TEST_CASE("series colours: tableau10 up to 10 series, tableau20 up to 20, beyond
     CHECK(layers(ranges)[1]["encoding"].contains("shape"));
     CHECK(looks(ranges, 0).size() == 25);
     CHECK(looks(ranges, 1).size() == 25);
+}
+
+TEST_CASE("bars: a value of 0 or too small to see against its axis is written beside the bar, per panel") {
+    Figure f;
+    f.title = "ratio";
+    f.category = {"norm"};
+    f.metrics = {{"ratio", "ratio"}, {"share", "share"}};
+    // rms(dx)/rms(dy) with an upstream of ones: 1e-17 beside BatchNorm's 1; float32 rounding
+    // (1e-6) beside a real change is under a pixel too.
+    const Table t = table_of({"norm", "ratio", "share"}, {{{"norm", std::string("ln")}, {"ratio", 2.3e-17}, {"share", 1e-12}},
+                                                          {{"norm", std::string("bn")}, {"ratio", 1.0}, {"share", 2e-12}},
+                                                          {{"norm", std::string("rms")}, {"ratio", -6e-17}, {"share", 0.0}},
+                                                          {{"norm", std::string("gn")}, {"ratio", 9.5e-7}, {"share", 3e-12}},
+                                                          {{"norm", std::string("in")}, {"ratio", 0.01}, {"share", 3e-12}}});
+    const Json spec = figure_specs("demo", f, t, {})[0].spec;
+    const Json& v = values(spec);
+    REQUIRE(v.size() == 10);
+    CHECK(v[0]["label"] == "2e-17");
+    CHECK(v[1]["label"].is_null());
+    CHECK(v[2]["label"] == "-6e-17");
+    CHECK(v[3]["label"] == "1e-6");
+    CHECK(v[4]["label"].is_null());  // 1% of the axis: a short bar, but one to see
+    // The share panel has its own axis, up to 3e-12: 1e-12 is a bar there; 0 is written.
+    CHECK(v[5]["label"].is_null());
+    CHECK(v[7]["label"] == "0");
+    bool text = false;
+    for (const auto& l : layers(spec))
+        if (l["mark"]["type"] == "text" && l["encoding"]["text"].value("field", "") == "label") {
+            text = true;
+            CHECK(l["transform"][0]["filter"] == "datum.label != null");
+            CHECK(l["encoding"]["x"]["field"] == "value");
+        }
+    CHECK(text);
+    // One metric: one axis for every panel.
+    f.metrics.pop_back();
+    f.panels = {"norm"};
+    CHECK(values(figure_specs("demo", f, t, {})[0].spec)[3]["label"] == "1e-6");
+    // A log axis has room for them: no labels there.
+    f.log = true;
+    for (const auto& r : values(figure_specs("demo", f, t, {})[0].spec)) CHECK_FALSE(r.contains("label"));
 }

@@ -112,10 +112,10 @@ bool any_note(const PlotData& d, bool x_ok, bool value_ok) {
     return false;
 }
 
-// Whether some row's value is exactly 0.
-bool any_zero(const PlotData& d) {
+// Whether some row has a "label" (label_short_bars(): a bar too short to see).
+bool any_label(const PlotData& d) {
     for (const auto& r : d.rows)
-        if (r["value"].is_number() && r["value"].get<double>() == 0) return true;
+        if (r.contains("label") && !r["label"].is_null()) return true;
     return false;
 }
 
@@ -247,13 +247,14 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
             enc["x"]["scale"]["padding"] = kLogBarPadding;
         }
         L.push_back({{"mark", {{"type", "bar"}, {"clip", true}}}, {"encoding", enc}});
-        // A value of exactly 0 draws a bar of no length: the 0 is written where it starts.
-        if (!f.log && any_zero(d)) {
+        // A value of 0, or one tiny against the axis (2e-17 beside 1), draws a bar of no
+        // visible length, which reads as missing data: its value is written where it starts.
+        if (!f.log && any_label(d)) {
             Json zero = base;
             zero["x"] = enc["x"];
-            zero["text"] = {{"value", "0"}};
+            zero["text"] = {{"field", "label"}};
             zero["tooltip"] = enc["tooltip"];
-            L.push_back({{"transform", Json::array({{{"filter", "datum.value === 0"}}})},
+            L.push_back({{"transform", Json::array({{{"filter", "datum.label != null"}}})},
                          {"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3},
                                    {"fontSize", 10}, {"color", kGrey}}},
                          {"encoding", zero}});
@@ -377,7 +378,9 @@ std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& 
             throw std::invalid_argument(analysis + ": the figure reads column \"" + c + "\", which the table lacks");
     std::vector<FigureSpec> out;
     const bool swept = !sweep_columns.empty();
-    const PlotData d = plot_rows(figure, t, sweep_columns);
+    PlotData d = plot_rows(figure, t, sweep_columns);
+    // Several metrics: one value axis per panel (assemble's independent_values below).
+    if (figure.kind == FigureKind::bars && !figure.log) label_short_bars(d, figure.metrics.size() > 1);
     // Several metrics: each panel's header names its metric.
     const std::string value_title = figure.metrics.size() == 1 ? figure.metrics.front().title : "";
     std::string title = analysis + ": " + figure.title;
