@@ -86,6 +86,34 @@ TEST_CASE("gradients' figure with an upstream of ones: the near-zero ratios are 
     }
 }
 
+TEST_CASE("jacobian's figure title: its largest singular value is rstd for weight 1 without a mask only") {
+    const fs::path out = run_config_text("report_jacobian_title", R"({"name": "jac", "seed": 0,
+      "data": {"vals": {"source": "values", "values": [[1, 2], [3, 5], [0, 4], [2, 2]]},
+               "tokens": {"source": "tokens", "batch": 2, "max_len": 4, "dim": 8, "lengths": [3, 2], "scale": 3, "offset": 2}},
+      "norms": {"bn": {"type": "batchnorm"}, "bn_w2": {"type": "batchnorm", "weight": [2, 2]},
+                "bn_masked": {"type": "batchnorm", "mask": true}},
+      "analyses": [{"type": "jacobian", "data": ["vals"], "norms": ["bn", "bn_w2"], "groups": 1},
+                   {"type": "jacobian", "data": ["tokens"], "norms": ["bn_masked"], "groups": 1}]})");
+    const auto rows = parse_csv(read_text(out / "jacobian.csv"));
+    REQUIRE(rows.size() == 3);
+    auto ratio = [&](const std::string& norm) {
+        const auto row = one(rows, {{"norm", norm}});
+        return num(row, "sv_max") / num(row, "rstd");
+    };
+    CHECK(ratio("bn") == doctest::Approx(1));
+    CHECK(ratio("bn_w2") == doctest::Approx(2));
+    CHECK(ratio("bn_masked") > 1.1);
+    // So the title may call the largest singular value rstd only with those conditions.
+    const Json title = Json::parse(read_text(out / "figures" / "jacobian.vl.json"))["title"]["text"];
+    std::string text;
+    for (const auto& line : title.is_array() ? title : Json::array({title})) text += line.get<std::string>() + "\n";
+    CAPTURE(text);
+    CHECK(text.find("largest singular value rstd") != std::string::npos);
+    CHECK(text.find("weight 1") != std::string::npos);
+    CHECK(text.find("no mask") != std::string::npos);
+    CHECK(text.find("singular value (rstd)") == std::string::npos);
+}
+
 TEST_CASE("run writes a self-contained report.html and one Vega-Lite spec per analysis, all listed") {
     const fs::path out = fresh_dir("report_run") / "quick";
     auto r = run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q");
