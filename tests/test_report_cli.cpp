@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +30,90 @@ std::size_t count(const std::string& s, const std::string& what) {
     return n;
 }
 
+// Runs `config` (JSON text) into a fresh folder named `name` and returns the folder.
+fs::path run_config_text(const std::string& name, const std::string& config) {
+    const fs::path dir = fresh_dir(name);
+    write_text(dir / "config.json", config);
+    const auto r = run_normlab("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return dir / "out";
+}
+
+// The rows of figures/<name>.vl.json in `out`, for the metric titled `metric` (all when empty).
+Json figure_rows(const fs::path& out, const std::string& name, const std::string& metric = "") {
+    const Json spec = Json::parse(read_text(out / "figures" / (name + ".vl.json")));
+    Json rows = Json::array();
+    for (const auto& r : spec["data"]["values"])
+        if (metric.empty() || r["metric"] == metric) rows.push_back(r);
+    return rows;
+}
+
 }  // namespace
+
+TEST_CASE("port_check's figure: the same pair with and without steps are two bars, not one over the other") {
+    const fs::path out = run_config_text("report_port_steps", R"({"name": "steps", "seed": 0,
+      "data": {"images": {"source": "gaussian", "shape": [8, 3, 4, 4], "mean": 3, "std": 2}},
+      "norms": {"bn": {"type": "batchnorm"}, "bn_keras": {"type": "batchnorm", "convention": "keras"},
+                "bn_onnx": {"type": "batchnorm", "convention": "onnx"}},
+      "analyses": [{"type": "port_check", "data": ["images"], "norms": ["bn", "bn_keras", "bn_onnx"]},
+                   {"type": "port_check", "data": ["images"], "norms": ["bn", "bn_keras", "bn_onnx"], "steps": 20}]})");
+    CHECK(parse_csv(read_text(out / "port_check.csv")).size() == 4);
+    const Json rows = figure_rows(out, "port_check");
+    REQUIRE(rows.size() == 4);
+    std::set<std::string> categories;
+    for (const auto& r : rows) categories.insert(r["category"].get<std::string>());
+    CHECK(categories.size() == 4);
+    CHECK(categories.count("bn_keras \u00b7 steps=20") == 1);
+}
+
+TEST_CASE("gradients' figure with an upstream of ones: the near-zero ratios are written, not left blank") {
+    // float64, as configs/gradients.json: LayerNorm's ratio is then rounding, not an exact 0.
+    const fs::path out = run_config_text("report_tiny_bars", R"({"name": "ones", "seed": 0, "dtype": "float64",
+      "data": {"tokens": {"source": "gaussian", "shape": [8, 16, 64], "mean": 0.5, "std": 0.1, "channel_axis": -1}},
+      "norms": {"ln": {"type": "layernorm", "axes": [-1]}, "rms": {"type": "rmsnorm", "axes": [-1]}},
+      "analyses": [{"type": "gradients", "data": ["tokens"], "norms": ["ln", "rms"], "upstream": "ones"}]})");
+    for (const auto& r : figure_rows(out, "gradients", "rms(dx) / rms(dy)")) {
+        CAPTURE(r.dump());
+        const double v = r["value"].get<double>();
+        if (r["norm"] == "ln") {  // 0 in exact arithmetic, about 1e-17 in double
+            CHECK(std::abs(v) < 1e-12);
+            CHECK(v != 0);
+            REQUIRE(r["label"].is_string());
+            CHECK(std::stod(r["label"].get<std::string>()) == doctest::Approx(v).epsilon(0.5));
+        } else {
+            CHECK(v > 0.1);
+            CHECK(r["label"].is_null());
+        }
+    }
+}
+
+TEST_CASE("jacobian's figure title: its largest singular value is rstd for weight 1 without a mask only") {
+    const fs::path out = run_config_text("report_jacobian_title", R"({"name": "jac", "seed": 0,
+      "data": {"vals": {"source": "values", "values": [[1, 2], [3, 5], [0, 4], [2, 2]]},
+               "tokens": {"source": "tokens", "batch": 2, "max_len": 4, "dim": 8, "lengths": [3, 2], "scale": 3, "offset": 2}},
+      "norms": {"bn": {"type": "batchnorm"}, "bn_w2": {"type": "batchnorm", "weight": [2, 2]},
+                "bn_masked": {"type": "batchnorm", "mask": true}},
+      "analyses": [{"type": "jacobian", "data": ["vals"], "norms": ["bn", "bn_w2"], "groups": 1},
+                   {"type": "jacobian", "data": ["tokens"], "norms": ["bn_masked"], "groups": 1}]})");
+    const auto rows = parse_csv(read_text(out / "jacobian.csv"));
+    REQUIRE(rows.size() == 3);
+    auto ratio = [&](const std::string& norm) {
+        const auto row = one(rows, {{"norm", norm}});
+        return num(row, "sv_max") / num(row, "rstd");
+    };
+    CHECK(ratio("bn") == doctest::Approx(1));
+    CHECK(ratio("bn_w2") == doctest::Approx(2));
+    CHECK(ratio("bn_masked") > 1.1);
+    // So the title may call the largest singular value rstd only with those conditions.
+    const Json title = Json::parse(read_text(out / "figures" / "jacobian.vl.json"))["title"]["text"];
+    std::string text;
+    for (const auto& line : title.is_array() ? title : Json::array({title})) text += line.get<std::string>() + "\n";
+    CAPTURE(text);
+    CHECK(text.find("largest singular value rstd") != std::string::npos);
+    CHECK(text.find("weight 1") != std::string::npos);
+    CHECK(text.find("no mask") != std::string::npos);
+    CHECK(text.find("singular value (rstd)") == std::string::npos);
+}
 
 TEST_CASE("run writes a self-contained report.html and one Vega-Lite spec per analysis, all listed") {
     const fs::path out = fresh_dir("report_run") / "quick";

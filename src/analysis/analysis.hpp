@@ -53,7 +53,8 @@ struct AnalysisType {
     std::string summary;                  ///< one line for `normlab list`
     std::vector<std::string> columns;     ///< CSV header (a contract: plotting scripts use it)
     /// The figure report.html draws from the table (report/figure.hpp). Every analysis has
-    /// one that reads only its own columns (tests/test_figures.cpp checks each registered type).
+    /// one that reads only its own columns (tests/test_report.cpp checks each registered
+    /// type) and draws two results at two places (tests/test_report_figures.cpp).
     Figure figure;
     /// Its own keys (besides type, data, norms) with their defaults: all an entry may hold.
     /// analysis_reader() declares them, so reading another key is a programming error.

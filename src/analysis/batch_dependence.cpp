@@ -216,7 +216,8 @@ AnalysisType batch_dependence_analysis() {
     a.figure.kind = FigureKind::lines;
     a.figure.x = "batch_size";
     a.figure.x_log = true;
-    a.figure.series = {"data", "norm", "kind", "mates"};
+    // sample too: two analyses of one type that follow different samples share the table.
+    a.figure.series = {"data", "norm", "kind", "mates", "sample"};
     a.figure.metrics = {{"max_abs_diff", "max |output change| of the sample"}};
     a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}, {"mates", "drawn"}, {"replicas", "none"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };

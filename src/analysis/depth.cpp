@@ -262,7 +262,8 @@ AnalysisType depth_analysis() {
     a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "layer";
-    a.figure.series = {"data", "stack", "layers"};
+    // draws too: two analyses of one type that average different draws share the table.
+    a.figure.series = {"data", "stack", "layers", "draws"};
     a.figure.metrics = {{"grad_w_norm", "||d loss / d W_l|| (ffn: W2)"}, {"resid_growth", "rms(x_l) / rms(x_0)"}};
     a.figure.log = true;
     a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", ""}};

@@ -292,7 +292,12 @@ AnalysisType jacobian_analysis() {
                 "against the closed forms";
     a.columns = {"data", "norm",   "type",   "group", "eps",       "n",         "rstd",
                  "sv_max", "sv_min", "rank", "gain_ones", "gain_xhat", "gain_xhat_expected", "gain_other"};
-    a.figure.title = "Jacobian of each group: gain along x_hat (closed form rstd eps/(var+eps)) and the largest singular value (rstd)";
+    // The values on the second line hold for weight 1 without a mask only: a weight scales
+    // rows of J (weight 2: the largest singular value is 2 rstd), and under a mask a
+    // BatchNorm's real and padded positions play different parts (1.3 to 2.5 rstd measured).
+    a.figure.title = "Jacobian of each group: gain along x_hat, its closed form and the largest singular value\n"
+                     "with weight 1 (or none) and no mask: closed form rstd eps/(var+eps) (batch statistics), "
+                     "largest singular value rstd";
     a.figure.category = {"data", "norm", "group"};
     a.figure.metrics = {{"gain_xhat", "|J x_hat| / |x_hat|"}, {"gain_xhat_expected", "closed form"},
                         {"sv_max", "largest singular value"}};

@@ -377,7 +377,9 @@ AnalysisType port_check_analysis() {
                  "running_mean_max_abs_diff", "running_var_max_abs_diff", "rank", "group",
                  "group_max_abs_diff", "ref_values", "port_values", "differing_count", "differing_positions"};
     a.figure.title = "output difference between a reference norm and each port of it";
-    a.figure.category = {"data", "reference", "port"};
+    // steps too: analyses of one type share the table, and the same pair with and without
+    // training steps are two results (the label leaves steps out when it has one value).
+    a.figure.category = {"data", "reference", "port", "steps"};
     a.figure.metrics = {{"max_abs_diff", "max |reference - port|"}};
     a.figure.log = true;
     a.keys = {{"reference", "the first norm"}, {"ports", "the other norms"}, {"pairs", ""}, {"steps", "0"},

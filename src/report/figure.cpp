@@ -33,6 +33,7 @@ namespace {
 constexpr const char* kRed = "#c0392b";
 constexpr const char* kGrey = "#7f7f7f";
 constexpr int kLogBarPadding = 12;  // pixels below the smallest (and above the largest) log bar
+constexpr std::size_t kSchemeSmall = 10, kSchemeLarge = 20;  // colours of tableau10, tableau20
 
 Json nominal(const std::string& field, const std::string& title) {
     Json j = {{"field", field}, {"type", "nominal"}, {"sort", nullptr}};
@@ -111,25 +112,73 @@ bool any_note(const PlotData& d, bool x_ok, bool value_ok) {
     return false;
 }
 
-// Whether some row's value is exactly 0.
-bool any_zero(const PlotData& d) {
+// Whether some row has a "label" (label_short_bars(): a bar too short to see).
+bool any_label(const PlotData& d) {
     for (const auto& r : d.rows)
-        if (r["value"].is_number() && r["value"].get<double>() == 0) return true;
+        if (r.contains("label") && !r["label"].is_null()) return true;
     return false;
 }
 
-// The colour scale of the series: f.series_colors when it names every series label (in the
-// order of first appearance), else the tableau10 scheme.
-Json series_scale(const Figure& f, const PlotData& d) {
-    Json domain = Json::array(), range = Json::array();
-    for (const auto& r : d.rows) {
-        if (!r.contains("series") || std::find(domain.begin(), domain.end(), r["series"]) != domain.end()) continue;
-        auto it = f.series_colors.find(r["series"].get<std::string>());
-        if (it == f.series_colors.end()) return {{"scheme", "tableau10"}};
-        domain.push_back(r["series"]);
+// Series labels in the order of first appearance: the colour scale's domain, so that the
+// k-th series takes the k-th colour of the scheme.
+Json series_labels(const PlotData& d) {
+    Json labels = Json::array();
+    for (const auto& r : d.rows)
+        if (r.contains("series") && std::find(labels.begin(), labels.end(), r["series"]) == labels.end())
+            labels.push_back(r["series"]);
+    return labels;
+}
+
+// The colour scale of the series: f.series_colors when it names every series label, else
+// tableau10, or tableau20 beyond 10 series (colours would repeat: two lines of one colour
+// read as one norm's).
+Json series_scale(const Figure& f, const Json& labels) {
+    Json range = Json::array();
+    for (const auto& l : labels) {
+        auto it = f.series_colors.find(l.get<std::string>());
+        if (it == f.series_colors.end()) {
+            range = nullptr;
+            break;
+        }
         range.push_back(it->second);
     }
-    return {{"domain", domain}, {"range", range}};
+    if (!range.is_null()) return {{"domain", labels}, {"range", range}};
+    return {{"domain", labels}, {"scheme", labels.size() > kSchemeSmall ? "tableau20" : "tableau10"}};
+}
+
+// Beyond 20 series the colours repeat (Vega cycles the scheme over the domain): series k
+// takes colour k % 20 and the (k / 20)-th dash pattern (lines, rules) and point shape, so
+// that no two series share both. Patterns past the listed ones stay distinct by length.
+Json series_patterns(const Json& labels, bool shapes) {
+    static const std::vector<std::vector<int>> dashes = {{1, 0}, {6, 3}, {2, 2}, {8, 3, 2, 3}, {12, 4}, {2, 5}};
+    static const std::vector<const char*> marks = {"circle", "square", "triangle-up", "diamond", "cross",
+                                                   "triangle-down", "triangle-right", "triangle-left", "wedge"};
+    Json range = Json::array();
+    for (std::size_t k = 0; k < labels.size(); ++k) {
+        const std::size_t cycle = k / kSchemeLarge;
+        if (shapes) range.push_back(marks[cycle % marks.size()]);
+        else if (cycle < dashes.size()) range.push_back(dashes[cycle]);
+        else range.push_back(Json::array({static_cast<int>(2 * cycle), 2, 1, 2}));
+    }
+    return {{"domain", labels}, {"range", range}};
+}
+
+// The encoding channels that tell series apart: "color", and beyond 20 series (without
+// fixed colours) also "strokeDash" and "shape", on the same field and title so that Vega-Lite
+// draws one legend for them.
+Json series_channels(const Figure& f, const PlotData& d) {
+    const Json labels = series_labels(d);
+    Json color = nominal("series", d.series_title);
+    color["scale"] = series_scale(f, labels);
+    color["legend"] = {{"labelLimit", 400}};
+    Json out = {{"color", color}};
+    if (labels.size() <= kSchemeLarge || color["scale"].contains("range")) return out;
+    for (const char* channel : {"strokeDash", "shape"}) {
+        Json c = color;
+        c["scale"] = series_patterns(labels, std::string(channel) == "shape");
+        out[channel] = c;
+    }
+    return out;
 }
 
 Json tooltip(const std::vector<std::string>& raw, bool range) {
@@ -145,15 +194,18 @@ Json tooltip(const std::vector<std::string>& raw, bool range) {
 Json layers(const Figure& f, const PlotData& d, const std::string& value_title) {
     Json L = Json::array();
     const bool has_series = !d.series_title.empty();
-    Json color;
-    if (has_series) {
-        color = nominal("series", d.series_title);
-        color["scale"] = series_scale(f, d);
-        color["legend"] = {{"labelLimit", 400}};
-    }
+    const Json channels = has_series ? series_channels(f, d) : Json::object();
+    const Json color = has_series ? channels["color"] : Json();
+    // Adds the channels of `names` that the series have (strokeDash and shape: beyond 20).
+    auto with_series = [&](Json enc, std::initializer_list<const char*> names) {
+        for (const char* n : names)
+            if (channels.contains(n)) enc[n] = channels[n];
+        return enc;
+    };
     if (f.kind == FigureKind::lines) {
         Json enc = {{"x", quantitative(f.x, f.x, f.x_log, d)}, {"y", quantitative("value", value_title, f.log, d)}};
-        if (has_series) enc["color"] = color;
+        // The line takes the dash, its dots the shape.
+        enc = with_series(enc, {"color", "strokeDash", "shape"});
         enc["tooltip"] = tooltip(d.raw_columns, false);
         // The dots unclipped: a dot at the end of the x domain would be cut in half.
         L.push_back({{"mark", {{"type", "line"}, {"point", {{"clip", false}}}, {"clip", true}}}, {"encoding", enc}});
@@ -195,22 +247,24 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
             enc["x"]["scale"]["padding"] = kLogBarPadding;
         }
         L.push_back({{"mark", {{"type", "bar"}, {"clip", true}}}, {"encoding", enc}});
-        // A value of exactly 0 draws a bar of no length: the 0 is written where it starts.
-        if (!f.log && any_zero(d)) {
+        // A value of 0, or one tiny against the axis (2e-17 beside 1), draws a bar of no
+        // visible length, which reads as missing data: its value is written where it starts.
+        if (!f.log && any_label(d)) {
             Json zero = base;
             zero["x"] = enc["x"];
-            zero["text"] = {{"value", "0"}};
+            zero["text"] = {{"field", "label"}};
             zero["tooltip"] = enc["tooltip"];
-            L.push_back({{"transform", Json::array({{{"filter", "datum.value === 0"}}})},
+            L.push_back({{"transform", Json::array({{{"filter", "datum.label != null"}}})},
                          {"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3},
                                    {"fontSize", 10}, {"color", kGrey}}},
                          {"encoding", zero}});
         }
     } else {
-        Json rule = enc;
+        Json rule = with_series(enc, {"strokeDash"});
         rule["x2"] = {{"field", "value2"}};
         L.push_back({{"mark", {{"type", "rule"}, {"strokeWidth", 3}, {"clip", true}}}, {"encoding", rule}});
         // The dots unclipped: a dot at the end of the domain (a std of 1) would be cut in half.
+        enc = with_series(enc, {"shape"});
         L.push_back({{"mark", {{"type", "point"}, {"filled", true}, {"clip", false}}}, {"encoding", enc}});
         Json hi = enc;
         hi["x"] = quantitative("value2", value_title, f.log, d);
@@ -324,7 +378,9 @@ std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& 
             throw std::invalid_argument(analysis + ": the figure reads column \"" + c + "\", which the table lacks");
     std::vector<FigureSpec> out;
     const bool swept = !sweep_columns.empty();
-    const PlotData d = plot_rows(figure, t, sweep_columns);
+    PlotData d = plot_rows(figure, t, sweep_columns);
+    // Several metrics: one value axis per panel (assemble's independent_values below).
+    if (figure.kind == FigureKind::bars && !figure.log) label_short_bars(d, figure.metrics.size() > 1);
     // Several metrics: each panel's header names its metric.
     const std::string value_title = figure.metrics.size() == 1 ? figure.metrics.front().title : "";
     std::string title = analysis + ": " + figure.title;

@@ -50,7 +50,9 @@ struct Figure {
     /// usual (names alone, numbers and booleans as column=value).
     std::map<std::string, std::string> value_names;
     /// Fixed colours by series label (as shown, after value_names), used when every series
-    /// label of the figure has one; otherwise the tableau10 scheme.
+    /// label of the figure has one; otherwise the tableau10 scheme, tableau20 beyond 10
+    /// series, and beyond 20 also a dash pattern (lines, range rules) and a point shape per
+    /// series, so that no two series look alike.
     std::map<std::string, std::string> series_colors;
 
     /// Every column the figure reads, in the order a table shows them first: category or
@@ -72,7 +74,9 @@ struct FigureSpec {
 /// figure has one panel row per sweep point, titled with the point's values.
 /// Non-finite values (and values <= 0 on a log axis) are not dropped: each is drawn as a red
 /// (grey for <= 0) text mark at the edge of the plot where its mark would be, and counted in
-/// the subtitle. Throws std::invalid_argument when the figure names a column the table lacks.
+/// the subtitle. Bars on a linear axis too short to see (0, or 2e-17 beside 1) get their
+/// value written beside them ("0", "2e-17"; label_short_bars() in figure_data.hpp).
+/// Throws std::invalid_argument when the figure names a column the table lacks.
 std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& figure, const Table& t,
                                      const std::vector<std::string>& sweep_columns);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -197,6 +198,44 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
         }
     }
     return d;
+}
+
+namespace {
+
+// One significant digit, exponent without padding: "2e-17", "-3e-12", "0".
+std::string short_number(double v) {
+    if (v == 0) return "0";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0e", v);
+    std::string s = buf;
+    const auto e = s.find('e');
+    std::string mantissa = s.substr(0, e), sign = s.substr(e + 1, 1), digits = s.substr(e + 2);
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+    return mantissa + "e" + (sign == "-" ? "-" : "") + digits;
+}
+
+std::string axis_of(const Json& r, bool per_panel) {
+    if (!per_panel) return std::string();
+    std::string key;
+    for (const char* k : {"panel", "sweep_point"}) key += (r.contains(k) ? r[k].dump() : "") + "|";
+    return key;
+}
+
+}  // namespace
+
+void label_short_bars(PlotData& d, bool per_panel) {
+    std::map<std::string, double> largest;  // axis -> largest finite |value|
+    for (const auto& r : d.rows)
+        if (r["value"].is_number()) {
+            double& m = largest[axis_of(r, per_panel)];
+            m = std::max(m, std::abs(r["value"].get<double>()));
+        }
+    for (auto& r : d.rows) {
+        r["label"] = nullptr;
+        if (!r["value"].is_number()) continue;
+        const double v = r["value"].get<double>();
+        if (v == 0 || std::abs(v) < kShortBarFraction * largest[axis_of(r, per_panel)]) r["label"] = short_number(v);
+    }
 }
 
 namespace {

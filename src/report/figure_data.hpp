@@ -46,6 +46,18 @@ struct PlotData {
 /// row is labelled "point 3: norms_ln_eps=0.001, ...".
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns);
 
+/// A bar on a linear axis below this fraction of the largest |value| on that axis is under
+/// half a pixel long on the widest panel (420 pixels): 2e-17 beside 1, or float32 rounding
+/// (1e-6) beside a real change (8.5), reads as missing data.
+inline constexpr double kShortBarFraction = 1e-3;
+
+/// For bars on a linear axis: sets "label" on every row, the value in short form ("0",
+/// "2e-17", one significant digit) when it is 0 or its bar too short to see (|value| <
+/// kShortBarFraction x the largest finite |value| on its axis), else null; rows without a
+/// value (null) get null. The axis is the panel's (its "panel" and "sweep_point") when
+/// `per_panel`, as when each panel has its own value scale, else the whole figure's.
+void label_short_bars(PlotData& d, bool per_panel);
+
 /// The rows of "metric against `swept`": per line label (category, series and the other swept
 /// columns' values) and value of `swept`, each metric summarised over the point's rows by
 /// f.sweep_summary (ranges: the low end by min, the high end by max, rows tagged "end"). A nan

@@ -1,0 +1,217 @@
+// Rules every figure of report.html keeps, checked on the figures the analyses declare and
+// on the shared figure code: no two results drawn at one position, series told apart
+// however many there are, and no bar too short to see without its value written.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "analysis/analysis.hpp"
+#include "report/figure.hpp"
+
+using namespace normlab;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+const Json& values(const Json& spec) { return spec.at("data").at("values"); }
+const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
+
+// The columns whose values identify what a figure draws, per analysis: rows that differ in
+// one of them are different results. Analyses of one type share a table, so columns that
+// record an analysis' own keys (port_check's steps, batch_dependence's sample, depth's
+// draws) are among them; columns that these determine (a norm's type and eps, port_check's
+// rank within one comparison, which repeats its max_abs_diff) are not. Left out as well:
+// precision's work_dtype (its accumulate key) and equivalence's shape_a/shape_b (its reshape
+// key): they change with the algorithm or the norm within one analysis, so labels made of
+// them would split every figure of those analyses.
+const std::map<std::string, std::vector<std::string>> kDrawnKeys = {
+    {"stats_shapes", {"data", "norm"}},
+    {"apply", {"data", "norm", "step"}},
+    {"epsilon", {"data", "norm", "dtype", "eps", "scale"}},
+    {"padding", {"data", "norm"}},
+    {"equivalence", {"data", "norm_a", "norm_b"}},
+    {"invariance", {"data", "norm", "transform", "granularity"}},
+    {"batch_dependence", {"data", "norm", "batch_size", "kind", "mates", "sample"}},
+    {"train_eval", {"data", "norm", "batch_size", "step"}},
+    {"depth", {"data", "stack", "layers", "draws", "layer"}},
+    {"precision", {"data", "norm", "dtype", "algorithm"}},
+    {"port_check", {"data", "reference", "port", "steps"}},
+    {"gradients", {"data", "norm", "upstream"}},
+    {"jacobian", {"data", "norm", "group"}},
+};
+
+// Where a long-format row of a main figure is drawn: its sweep row, panel and metric, and
+// its category (bars, ranges) or x (lines) and series (bars side by side, lines).
+std::string position(const Json& r, const Figure& f) {
+    std::string s;
+    for (const char* k : {"sweep_point", "panel", "metric", "category", "series"})
+        s += (r.contains(k) ? r[k].dump() : "-") + "|";
+    if (f.kind == FigureKind::lines) s += r[f.x].dump();
+    return s;
+}
+
+// A table with the columns `columns`, a row per entry of `rows` (column -> cell); cells not
+// given are 1.
+Table table_of(const std::vector<std::string>& columns, const std::vector<std::map<std::string, Cell>>& rows) {
+    Table t;
+    t.columns = columns;
+    for (const auto& given : rows) {
+        std::vector<Cell> row;
+        for (const auto& c : columns) row.push_back(given.count(c) ? given.at(c) : Cell(1LL));
+        t.add_row(row);
+    }
+    return t;
+}
+
+// A lines figure of n series ("s0", "s1", ...), two points each; ranges with `ranges`.
+Json many_series(int n, bool ranges = false) {
+    Figure f;
+    f.title = "many";
+    f.kind = ranges ? FigureKind::ranges : FigureKind::lines;
+    if (ranges) f.category = {"data"};
+    else f.x = "x";
+    f.series = {"norm"};
+    f.metrics = {ranges ? FigureMetric("lo", "range", "hi") : FigureMetric("y", "y")};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (int k = 0; k < n; ++k)
+        for (long long x : {1LL, 2LL})
+            rows.push_back({{"data", std::string("d") + std::to_string(x)}, {"norm", "s" + std::to_string(k)},
+                            {"x", x}, {"y", 0.5 * k}, {"lo", 0.0}, {"hi", 1.0}});
+    return figure_specs("demo", f, table_of({"data", "norm", "x", "y", "lo", "hi"}, rows), {})[0].spec;
+}
+
+// How each series looks in layer `layer`: its colour slot (position in the scale's domain,
+// cycled over the scheme's colours), dash pattern and shape (empty when not encoded).
+std::set<std::string> looks(const Json& spec, std::size_t layer) {
+    const Json& enc = layers(spec)[layer]["encoding"];
+    const Json& domain = enc["color"]["scale"]["domain"];
+    const std::string scheme = enc["color"]["scale"]["scheme"];
+    const std::size_t colours = scheme == "tableau20" ? 20 : 10;
+    std::set<std::string> out;
+    for (std::size_t k = 0; k < domain.size(); ++k) {
+        std::string look = std::to_string(k % colours);
+        for (const char* channel : {"strokeDash", "shape"})
+            if (enc.contains(channel)) {
+                REQUIRE(enc[channel]["scale"]["domain"] == domain);
+                look += "|" + enc[channel]["scale"]["range"][k].dump();
+            }
+        out.insert(look);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("no figure draws two results at one position: its labels hold every column that identifies one") {
+    REQUIRE(analysis_types().size() >= 10);
+    for (const auto& a : analysis_types()) {
+        CAPTURE(a.name);
+        const auto key = kDrawnKeys.find(a.name);
+        REQUIRE_MESSAGE(key != kDrawnKeys.end(), "list the columns that identify what its figure draws");
+        const Figure& f = a.figure;
+        std::vector<std::string> placed = f.category;
+        placed.push_back(f.x);
+        placed.insert(placed.end(), f.series.begin(), f.series.end());
+        placed.insert(placed.end(), f.panels.begin(), f.panels.end());
+        for (const auto& k : key->second) {
+            CAPTURE(k);
+            CHECK(has(a.columns, k));
+            CHECK(has(placed, k));
+            // Two rows that differ in k alone: the shared figure code must draw two marks.
+            const Table t = table_of(a.columns, {{{k, Cell(1LL)}}, {{k, Cell(2LL)}}});
+            const Json spec = figure_specs(a.name, f, t, {})[0].spec;
+            std::set<std::string> at;
+            for (const auto& r : values(spec)) at.insert(position(r, f));
+            CHECK(at.size() == values(spec).size());
+        }
+    }
+}
+
+TEST_CASE("port_check: the same pair with and without training steps are two bars, labelled with the steps") {
+    const AnalysisType* a = find_analysis("port_check");
+    REQUIRE(a != nullptr);
+    // Two analyses on the same data and reference, one with "steps": 20: four rows.
+    std::vector<std::map<std::string, Cell>> rows;
+    const std::vector<double> diffs = {0.44, 0.0, 0.80, 0.3};
+    for (int k = 0; k < 4; ++k)
+        rows.push_back({{"data", std::string("tokens")}, {"reference", std::string("ln_torch")},
+                        {"port", std::string(k % 2 ? "ln_keras" : "ln_onnx")}, {"steps", Cell(k < 2 ? 0LL : 20LL)},
+                        {"max_abs_diff", diffs[static_cast<std::size_t>(k)]}});
+    const Json spec = figure_specs("port_check", a->figure, table_of(a->columns, rows), {})[0].spec;
+    std::set<std::string> categories;
+    for (const auto& r : values(spec)) categories.insert(r["category"].get<std::string>());
+    CHECK(categories.size() == 4);
+    CHECK(categories.count("ln_onnx \u00b7 steps=20") == 1);
+    CHECK(categories.count("ln_keras \u00b7 steps=0") == 1);
+    // One steps value: the label leaves it out.
+    rows.resize(2);
+    const Json one = figure_specs("port_check", a->figure, table_of(a->columns, rows), {})[0].spec;
+    CHECK(values(one)[0]["category"] == "ln_onnx");
+}
+
+TEST_CASE("series colours: tableau10 up to 10 series, tableau20 up to 20, beyond that a dash and a shape too") {
+    const Json few = many_series(5);
+    CHECK(layers(few)[0]["encoding"]["color"]["scale"]["scheme"] == "tableau10");
+    CHECK_FALSE(layers(few)[0]["encoding"].contains("strokeDash"));
+    const Json some = many_series(13);
+    CHECK(layers(some)[0]["encoding"]["color"]["scale"]["scheme"] == "tableau20");
+    CHECK(looks(some, 0).size() == 13);
+    CHECK_FALSE(layers(some)[0]["encoding"].contains("strokeDash"));
+    // 45 lines: colours repeat, colour and dash do not; the line's dots take the shape.
+    const Json lots = many_series(45);
+    CHECK(layers(lots)[0]["encoding"].contains("strokeDash"));
+    CHECK(layers(lots)[0]["encoding"].contains("shape"));
+    CHECK(looks(lots, 0).size() == 45);
+    // Ranges: the rules take the dash, the end dots the shape; one legend (same field and title).
+    const Json ranges = many_series(25, true);
+    const Json& rule = layers(ranges)[0]["encoding"];
+    CHECK(rule.contains("strokeDash"));
+    CHECK(rule["strokeDash"]["title"] == rule["color"]["title"]);
+    CHECK(layers(ranges)[1]["encoding"].contains("shape"));
+    CHECK(looks(ranges, 0).size() == 25);
+    CHECK(looks(ranges, 1).size() == 25);
+}
+
+TEST_CASE("bars: a value of 0 or too small to see against its axis is written beside the bar, per panel") {
+    Figure f;
+    f.title = "ratio";
+    f.category = {"norm"};
+    f.metrics = {{"ratio", "ratio"}, {"share", "share"}};
+    // rms(dx)/rms(dy) with an upstream of ones: 1e-17 beside BatchNorm's 1; float32 rounding
+    // (1e-6) beside a real change is under a pixel too.
+    const Table t = table_of({"norm", "ratio", "share"}, {{{"norm", std::string("ln")}, {"ratio", 2.3e-17}, {"share", 1e-12}},
+                                                          {{"norm", std::string("bn")}, {"ratio", 1.0}, {"share", 2e-12}},
+                                                          {{"norm", std::string("rms")}, {"ratio", -6e-17}, {"share", 0.0}},
+                                                          {{"norm", std::string("gn")}, {"ratio", 9.5e-7}, {"share", 3e-12}},
+                                                          {{"norm", std::string("in")}, {"ratio", 0.01}, {"share", 3e-12}}});
+    const Json spec = figure_specs("demo", f, t, {})[0].spec;
+    const Json& v = values(spec);
+    REQUIRE(v.size() == 10);
+    CHECK(v[0]["label"] == "2e-17");
+    CHECK(v[1]["label"].is_null());
+    CHECK(v[2]["label"] == "-6e-17");
+    CHECK(v[3]["label"] == "1e-6");
+    CHECK(v[4]["label"].is_null());  // 1% of the axis: a short bar, but one to see
+    // The share panel has its own axis, up to 3e-12: 1e-12 is a bar there; 0 is written.
+    CHECK(v[5]["label"].is_null());
+    CHECK(v[7]["label"] == "0");
+    bool text = false;
+    for (const auto& l : layers(spec))
+        if (l["mark"]["type"] == "text" && l["encoding"]["text"].value("field", "") == "label") {
+            text = true;
+            CHECK(l["transform"][0]["filter"] == "datum.label != null");
+            CHECK(l["encoding"]["x"]["field"] == "value");
+        }
+    CHECK(text);
+    // One metric: one axis for every panel.
+    f.metrics.pop_back();
+    f.panels = {"norm"};
+    CHECK(values(figure_specs("demo", f, t, {})[0].spec)[3]["label"] == "1e-6");
+    // A log axis has room for them: no labels there.
+    f.log = true;
+    for (const auto& r : values(figure_specs("demo", f, t, {})[0].spec)) CHECK_FALSE(r.contains("label"));
+}
