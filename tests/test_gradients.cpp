@@ -234,6 +234,12 @@ TEST_CASE("jacobian: groups above the groups a norm has gives a row per group an
     CliResult quiet = run_normlab("validate " + (dir / "cfg.json").string());
     CHECK(quiet.exit_code == 0);
     CHECK_MESSAGE(quiet.err.empty(), quiet.err);
+    // Nor for the default of 4, which the config did not ask for, on 3 channels.
+    c["analyses"][0].erase("groups");
+    write_text(dir / "cfg.json", c.dump(2));
+    CliResult dflt = run_normlab("validate " + (dir / "cfg.json").string());
+    CHECK(dflt.exit_code == 0);
+    CHECK_MESSAGE(dflt.err.empty(), dflt.err);
 }
 
 TEST_CASE("apply: upstream and saved gradients in the data's and the parameters' shapes and dtypes") {
