@@ -697,15 +697,18 @@ TEST_CASE("momentum pasted from the other family of conventions is noted, with i
                                  {"pasted_keras", {{"type", "batchnorm"}, {"convention", "keras"}, {"momentum", 0.1}}},
                                  {"torch", {{"type", "batchnorm"}, {"momentum", 0.1}}},
                                  {"keras", {{"type", "batchnorm"}, {"convention", "keras"}, {"momentum", 0.99}}},
-                                 {"ln", {{"type", "layernorm"}, {"axes", {-1}}}}}},
-                      {"analyses", {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"pasted_torch", "pasted_keras", "torch", "keras"}}}}}};
+                                 // Where the momentum acts on nothing: no note.
+                                 {"in_untracked", {{"type", "instancenorm"}, {"momentum", 0.9}}},
+                                 {"bn_untracked", {{"type", "batchnorm"}, {"momentum", 0.9}, {"track_running_stats", false}}},
+                                 {"bn_eval", {{"type", "batchnorm"}, {"momentum", 0.9}, {"training", false}}}}},
+                      {"analyses", {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"pasted_torch", "pasted_keras", "torch", "keras", "bn_untracked", "bn_eval"}}}}}};
     const CliResult v = validate("momenta", cfg);
     CHECK(v.exit_code == 0);
     CHECK(v.err.find("/norms/pasted_torch/momentum: momentum 0.99 under the torch convention is the new batch's weight: "
-                     "the running statistics take 0.99 of each new batch. Keras's and Flax's momentum 0.99 is PyTorch's 0.01\n") !=
+                     "the running statistics take 0.99 of each new batch. Keras's, Flax's and ONNX's momentum 0.99 is PyTorch's 0.01\n") !=
           std::string::npos);
     CHECK(v.err.find("/norms/pasted_keras/momentum: momentum 0.1 under the keras convention is the old value's weight: "
-                     "the running statistics take 0.9 of each new batch. PyTorch's momentum 0.1 is keras's 0.9\n") !=
+                     "the running statistics take 0.9 of each new batch. PyTorch's momentum 0.1 is 0.9 under \"keras\"\n") !=
           std::string::npos);
     CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
 }

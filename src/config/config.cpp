@@ -1,7 +1,6 @@
 #include "config/config.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include <xtensor/xadapt.hpp>
 
@@ -105,7 +104,7 @@ void parse_replicas(ObjectReader& r, NormDef& d) {
                     at.child(i).fail("a replica holds at least 1 sample, but got " + std::to_string(d.replica_sizes[i]));
         } else {
             at.fail("expected a number of equal replicas or a list of per-replica sample counts, but got " +
-                    json_type_name(*j) + " " + j->dump());
+                    json_got(*j));
         }
     }
     d.sync = r.boolean("sync", false);
@@ -374,25 +373,22 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
                            {"/dtype"}});
         // A momentum pasted from the other family of conventions: PyTorch's counts the new
         // batch, Keras's, Flax's and ONNX's the old value, so 0.99 in one is 0.01 in the other.
-        if (d.momentum && !d.momentum_null && (d.type == NormType::batchnorm || d.type == NormType::instancenorm)) {
+        // Only where running statistics are kept and updated (training), where it acts.
+        const bool tracks = d.track_running_stats.value_or(d.type == NormType::batchnorm);
+        if (d.momentum && !d.momentum_null && tracks && d.training.value_or(true) &&
+            (d.type == NormType::batchnorm || d.type == NormType::instancenorm)) {
             const double mom = *d.momentum, m = *new_batch_weight(d);
             const bool torch = d.convention == Convention::torch;
             // 12 digits: 1 - 0.99 is 0.010000000000000009 in double.
-            auto g12 = [](double v) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.12g", v);
-                return std::string(buf);
-            };
+            auto g12 = [](double v) { return format_significant(v, 12); };
             if (m > 0.5)
                 out.push_back({norm.child("momentum"),
                                "momentum " + g12(mom) + " under the " + convention_name(d.convention) +
                                    " convention is the " + (torch ? "new batch's" : "old value's") +
-                                   " weight: the running statistics take " + g12(m) +
-                                   " of each new batch. " +
-                                   (torch ? "Keras's and Flax's momentum " + g12(mom) + " is PyTorch's " +
-                                                g12(1 - mom)
-                                          : "PyTorch's momentum " + g12(mom) + " is " +
-                                                convention_name(d.convention) + "'s " + g12(1 - mom)),
+                                   " weight: the running statistics take " + g12(m) + " of each new batch. " +
+                                   (torch ? "Keras's, Flax's and ONNX's momentum " + g12(mom) + " is PyTorch's " + g12(1 - mom)
+                                          : "PyTorch's momentum " + g12(mom) + " is " + g12(1 - mom) + " under \"" +
+                                                convention_name(d.convention) + "\""),
                                {norm.child("convention").pointer}});
         }
         if (d.affine_rounding != AffineRounding::twice) continue;

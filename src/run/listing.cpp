@@ -1,7 +1,6 @@
 #include "run/listing.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -9,16 +8,11 @@
 #include "config/config.hpp"
 #include "data/sources.hpp"
 #include "norm/presets.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
 namespace {
-
-std::string short_number(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-    return buf;
-}
 
 // "keras: eps 0.001 (rmsnorm 1e-06), momentum 0.99 (the old value's weight), running_var
 // from the biased batch variance": the defaults the norm module applies (default_eps,
@@ -27,16 +21,29 @@ std::string short_number(double v) {
 std::string convention_defaults(Convention c) {
     const auto& types = norm_type_names();
     std::map<std::string, int> votes;
-    for (std::size_t t = 0; t < types.size(); ++t) ++votes[short_number(default_eps(static_cast<NormType>(t), c, DType::float32))];
+    for (std::size_t t = 0; t < types.size(); ++t) ++votes[format_significant(default_eps(static_cast<NormType>(t), c, DType::float32), 3)];
     const std::string common =
         std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
     std::vector<std::string> others;
     for (std::size_t t = 0; t < types.size(); ++t) {
         const auto type = static_cast<NormType>(t);
-        const std::string f32 = short_number(default_eps(type, c, DType::float32));
-        const std::string f64 = short_number(default_eps(type, c, DType::float64));
-        if (f32 != f64) others.push_back(types[t] + " " + f32 + " for float32 data, " + f64 + " for float64");
-        else if (f32 != common) others.push_back(types[t] + " " + f32);
+        // Per dtype where the default depends on it: the float64 value, then the one the other
+        // dtypes share (PyTorch's RMSNorm takes the compute type's epsilon, float32's for the
+        // half formats), or each dtype's when they do not share one.
+        std::map<std::string, std::vector<std::string>> by_value;  // eps -> dtypes
+        for (DType dt : {DType::float32, DType::float64, DType::float16, DType::bfloat16})
+            by_value[format_significant(default_eps(type, c, dt), 3)].push_back(dtype_name(dt));
+        const std::string f32 = format_significant(default_eps(type, c, DType::float32), 3);
+        const std::string f64 = format_significant(default_eps(type, c, DType::float64), 3);
+        if (by_value.size() == 2 && by_value[f64].size() == 1)
+            others.push_back(types[t] + " " + f64 + " for float64 data, " + f32 + " for the others");
+        else if (by_value.size() > 1) {
+            std::string each;
+            for (const auto& [v, dts] : by_value)
+                for (const auto& dt : dts) each += (each.empty() ? "" : ", ") + v + " for " + dt;
+            others.push_back(types[t] + " " + each);
+        } else if (f32 != common)
+            others.push_back(types[t] + " " + f32);
     }
     std::string eps = "eps " + common;
     if (!others.empty()) {
@@ -47,7 +54,7 @@ std::string convention_defaults(Convention c) {
     NormDef d;
     d.convention = c;
     const bool new_weight = new_batch_weight(d) == default_momentum(c);
-    return convention_name(c) + ": " + eps + ", momentum " + short_number(default_momentum(c)) +
+    return convention_name(c) + ": " + eps + ", momentum " + format_significant(default_momentum(c), 3) +
            (new_weight ? " (the new batch's weight)" : " (the old value's weight)") + ", running_var from the " +
            (unbiased_running_var(d) ? "unbiased" : "biased") + " batch variance";
 }

@@ -1,5 +1,6 @@
 #include "tensor/numbers.hpp"
 
+#include <cstdio>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,13 @@ std::string format_number(double v) {
     char buf[64];
     auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
     return std::string(buf, res.ptr);
+}
+
+std::string format_significant(double v, int digits) {
+    if (!std::isfinite(v)) return format_number(v);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
 }
 
 std::optional<double> parse_nonfinite(const std::string& s) {

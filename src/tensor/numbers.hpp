@@ -11,6 +11,11 @@ namespace normlab {
 /// (the spellings numpy, pandas and R read back).
 std::string format_number(double v);
 
+/// v to `digits` significant digits, trailing zeros dropped (printf's %g): for text read by
+/// people where the shortest round-trip form would show a rounding of the arithmetic, such
+/// as 1 - 0.99 = 0.010000000000000009 ("0.01" at 12 digits). Non-finite as format_number.
+std::string format_significant(double v, int digits);
+
 /// The inverse for the three non-finite spellings: "nan" -> NaN, "inf" -> +inf,
 /// "-inf" -> -inf; std::nullopt for any other text. JSON has no such numbers, so configs
 /// and reports spell them as these strings.
