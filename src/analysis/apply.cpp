@@ -139,8 +139,9 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         auto mean_mm = range_over_groups(g.mean, g.count), std_mm = range_over_groups(g.std, g.count);
         // The root mean square about 0 of each group: the spread RMSNorm sets (near 1 without
         // a weight), which its std and mean do not show when the output is not centred.
-        const GroupSummary rms = group_summary(s.fwd.y, s.res, masked ? &b.mask : nullptr, false);
-        auto rms_mm = range_over_groups(rms.std, rms.count);
+        // rms^2 = var + mean^2 (biased var), so no second pass over the output.
+        const xt::xarray<double> rms = xt::sqrt(g.std * g.std + g.mean * g.mean);
+        auto rms_mm = range_over_groups(rms, g.count);
         // Read in place: a float64 copy of a large batch would double the peak memory.
         auto in_mm = value_range(b.x);
         const OutputSummary out = summarize_output(s.fwd.y, s.res, g.count);

@@ -11,7 +11,6 @@
 // inference after the same training.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -171,7 +170,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
 /// running statistics' rules count only where both norms keep running statistics. Momentum
 /// is compared as the weight of the new batch (new_batch_weight), the one quantity the
 /// conventions' momenta (PyTorch 0.1, Keras 0.99) both describe.
-std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, const Side& sb) {
+std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, const Side& sb, DType dtype) {
     std::vector<std::string> d;
     auto differ = [&](bool same, const std::string& what, const std::string& va, const std::string& vb) {
         if (!same) d.push_back(what + (what.empty() ? "" : " ") + va + " vs " + vb);
@@ -187,14 +186,18 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
         return std::string(r.has_weight ? (r.has_bias ? "weight and bias" : "weight only") : (r.has_bias ? "bias only" : "none"));
     };
     differ(params(ra) == params(rb), "affine parameters", params(ra), params(rb));
+    // The form of the affine step only where both have it, and its rounding only where the
+    // output is a half format: elsewhere they change nothing.
+    const bool weights = ra.has_weight && rb.has_weight;
     auto scale = [](double off) { return off == 0 ? std::string("w") : format_number(off) + " + w"; };
-    differ(a.weight_offset == b.weight_offset, "scale", scale(a.weight_offset), scale(b.weight_offset));
+    if (weights) differ(a.weight_offset == b.weight_offset, "scale", scale(a.weight_offset), scale(b.weight_offset));
     auto per = [](AffinePer p) { return p == AffinePer::channel ? "per channel" : "per group"; };
-    if (a.type == NormType::groupnorm && b.type == NormType::groupnorm)
+    if (weights && a.type == NormType::groupnorm && b.type == NormType::groupnorm)
         differ(a.affine_per == b.affine_per, "affine parameters", per(a.affine_per), per(b.affine_per));
     auto rounding = [](AffineRounding r) { return r == AffineRounding::once ? "once" : "twice"; };
-    differ(a.affine_rounding == b.affine_rounding, "half-precision output rounded", rounding(a.affine_rounding),
-           rounding(b.affine_rounding));
+    if (compute_dtype(dtype) != dtype && (ra.has_weight || ra.has_bias || rb.has_weight || rb.has_bias))
+        differ(a.affine_rounding == b.affine_rounding, "half-precision output rounded", rounding(a.affine_rounding),
+               rounding(b.affine_rounding));
     differ(a.mask == b.mask, "statistics over", a.mask ? "real positions" : "all positions",
            b.mask ? "real positions" : "all positions");
     differ(ra.use_batch_stats == rb.use_batch_stats, "statistics of", ra.use_batch_stats ? "the batch" : "the running values",
@@ -204,10 +207,7 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
         // read as PyTorch's 0.01.
         auto weight = [](const NormDef& n) {
             const auto m = new_batch_weight(n);
-            if (!m) return std::string("1/steps (cumulative average)");
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%.12g", *m);
-            return std::string(buf);
+            return m ? format_significant(*m, 12) : std::string("1/steps (cumulative average)");
         };
         auto momentum = [](const NormDef& n) {
             return n.momentum_null ? std::string("null")
@@ -353,7 +353,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (std::size_t k = 0; k < rows; ++k) {
                 const std::size_t g = order[k];
                 t.add_row({dn, pr.reference, pr.port, norm_type_name(rd.type), norm_type_name(pd.type),
-                           steps, ref.step.res.eps, port.step.res.eps, settings_differ(rd, ref, pd, port),
+                           steps, ref.step.res.eps, port.step.res.eps, settings_differ(rd, ref, pd, port, ctx.dtype),
                            dv.max_abs, dv.max_rel,
                            nonfinite(ref.y), nonfinite(port.y), rm, rv,
                            static_cast<long long>(k + 1), multi_index(g, ref.step.res.stats_shape),
