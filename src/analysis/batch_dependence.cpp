@@ -61,7 +61,7 @@ xt::xarray<double> flat_slice(const xt::xarray<double>& a, std::size_t first, st
 
 // Sample k of b followed by the first n - 1 other samples of b in order (k skipped), with
 // their mask rows and lengths: the sample among real batch-mates. Requires 1 <= n <= b's
-// batch size (check() refuses larger sizes) and k < it.
+// batch size (check() refuses larger sizes) and k < it; run() takes b itself for n = N.
 Batch data_mates(const Batch& b, std::size_t k, std::size_t n) {
     Batch out = take_samples(b, k, 1);
     const std::size_t before = std::min(k, n - 1), after = n - 1 - before;
@@ -160,7 +160,16 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const std::size_t per = fixed.x.size();
         // The sample comes first, its batch-mates after it; every norm sees the same.
         std::vector<Batch> batches;
+        // Where the sample sits in each batch: first, except that the data's own N samples are
+        // the given batch itself, the sample at its own place, so that the row at n = N is
+        // exactly the reference (reordered, BatchNorm's sums would round differently).
+        std::vector<std::size_t> at(o.sizes.size(), 0);
         for (long long n : o.sizes) {
+            if (o.data_mates && static_cast<std::size_t>(n) == B) {
+                at[batches.size()] = k;
+                batches.push_back(b);
+                continue;
+            }
             if (o.data_mates) {
                 batches.push_back(data_mates(b, k, static_cast<std::size_t>(n)));
                 continue;
@@ -194,7 +203,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                            static_cast<long long>(k), std::string(kind), std::string(mates), replicas});
             };
             for (std::size_t i = 0; i < batches.size(); ++i)
-                row(o.sizes[i], "size", o.data_mates ? "data" : "drawn", 1, [&] { return flat_slice(apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double(), 0, per); });
+                row(o.sizes[i], "size", o.data_mates ? "data" : "drawn", 1, [&] { return flat_slice(apply_norm(def, ctx.dtype, batches[i]).fwd.y.to_double(), at[i] * per, per); });
             for (long long R : o.replicas)
                 for (bool sync : {false, true})
                     row(static_cast<long long>(B) / R, sync ? "synced" : "unsynced", "data", R, [&] { return replica_output(def, ctx.dtype, b, k, R, sync); });
