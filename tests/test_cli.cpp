@@ -130,6 +130,10 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CliResult shown = run_normlab("show " + (fresh_dir("set_probe").parent_path() / "set" / "out").string() +
                                   " apply --where norm=n --where data=x");
     CHECK_MESSAGE(shown.exit_code == 0, shown.err);
+    CHECK_MESSAGE(shown.out.rfind("== apply (1 of 1 row", 0) == 0, shown.out);
+    CliResult none = run_normlab("show " + (fresh_dir("set_probe").parent_path() / "set" / "out").string() +
+                                 " apply --where norm=n --where data=y");
+    CHECK_MESSAGE(none.out.rfind("== apply (0 of 1 row", 0) == 0, none.out);
     CHECK(csv.find(",0.5,") != std::string::npos);
     CHECK(csv.find(",0,4,") != std::string::npos);  // in_min 0 after the override
     CliResult bad = run_config_text("set_bad", cfg, "--set norms.m.eps=1");
@@ -180,6 +184,8 @@ TEST_CASE("config from standard input: \"-\" reads it, relative paths from the c
     fs::copy_file(dir / "cfg.txt", dir / "sub" / "cfg.json");
     CHECK(sh(bin + " validate sub/cfg.json") == 2);
     CHECK(read_text(dir / "err.txt").find("x.npy") != std::string::npos);
+    CHECK(sh(bin + " validate - - < cfg.txt") == 2);
+    CHECK(read_text(dir / "err.txt") == "normlab: error: validate: - given more than once; standard input holds one config\n");
     // Nothing on standard input, or an empty file: said so, not a parse error at 1:1.
     CHECK(sh(bin + " validate - < /dev/null") == 2);
     CHECK(read_text(dir / "err.txt") == "normlab: error: - (standard input): is empty, expected a JSON object (a config)\n");
@@ -251,7 +257,7 @@ TEST_CASE("usage errors exit 2; validate and list") {
     // BatchNorm2d: eps 1e-5, momentum 0.1 on the new batch, unbiased running_var; Keras's
     // BatchNormalization: epsilon 1e-3, momentum 0.99 on the old value; ONNX's
     // BatchNormalization: epsilon 1e-5, momentum 0.9).
-    CHECK(l.out.find("\n  torch: eps 1e-05 (rmsnorm 1.19e-07 for float32 data, 2.22e-16 for float64), momentum 0.1 "
+    CHECK(l.out.find("\n  torch: eps 1e-05 (rmsnorm 2.22e-16 for float64 data, 1.19e-07 for the others), momentum 0.1 "
                      "(the new batch's weight), running_var from the unbiased batch variance\n") != std::string::npos);
     CHECK(l.out.find("\n  keras: eps 0.001 (rmsnorm 1e-06), momentum 0.99 (the old value's weight), running_var from "
                      "the biased batch variance\n") != std::string::npos);

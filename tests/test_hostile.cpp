@@ -155,6 +155,8 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
          "cfg.json: /data/x/shape: expected a list of integers, but got string"},
         {"wrong_type_bool", config(g, R"({"type": "batchnorm", "affine": "yes"})"),
          R"(cfg.json: /norms/n/affine: expected true or false, but got string "yes")"},
+        {"null_value", config(g, R"({"type": "batchnorm", "convention": null})"),
+         "cfg.json: /norms/n/convention: expected a string, but got null\n"},
         {"zero_dim", config(R"({"source": "gaussian", "shape": [2, 0]})"),
          "cfg.json: /data/x/shape/1: dimensions must be positive, but got 0"},
         {"negative_dim", config(R"({"source": "gaussian", "shape": [-2, 3]})"),

@@ -302,6 +302,9 @@ int main(int argc, char** argv) {
                     integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));
             run_config(run);
         } else if (*val_cmd) {
+            // Standard input holds one config: a second "-" would read it empty.
+            if (std::count(val_paths.begin(), val_paths.end(), "-") > 1)
+                throw InputError("validate: - given more than once; standard input holds one config");
             // Every config gets its verdict: one bad file must not hide the state of the next.
             int failed = 0;
             for (const auto& p : val_paths) {

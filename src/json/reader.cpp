@@ -115,6 +115,8 @@ std::string json_type_name(const Json& j) {
     return j.type_name();
 }
 
+std::string json_got(const Json& j) { return j.is_null() ? "null" : json_type_name(j) + " " + j.dump(); }
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
     std::string best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
@@ -188,7 +190,7 @@ std::optional<double> ObjectReader::number(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     const auto v = json_number(*j);
-    if (!v) at(key).fail("expected a number, but got " + json_type_name(*j) + " " + j->dump());
+    if (!v) at(key).fail("expected a number, but got " + json_got(*j));
     return v;
 }
 
@@ -210,7 +212,7 @@ long long to_integer(const Json& j, const JsonLocation& loc) {
         double d = j.get<double>();
         if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<long long>(d);
     }
-    loc.fail("expected an integer, but got " + json_type_name(j) + " " + j.dump());
+    loc.fail("expected an integer, but got " + json_got(j));
 }
 }  // namespace
 
@@ -228,7 +230,7 @@ std::optional<bool> ObjectReader::boolean(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     if (!j->is_boolean())
-        at(key).fail("expected true or false, but got " + json_type_name(*j) + " " + j->dump());
+        at(key).fail("expected true or false, but got " + json_got(*j));
     return j->get<bool>();
 }
 
@@ -240,7 +242,7 @@ std::optional<std::string> ObjectReader::string(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     if (!j->is_string())
-        at(key).fail("expected a string, but got " + json_type_name(*j) + " " + j->dump());
+        at(key).fail("expected a string, but got " + json_got(*j));
     return j->get<std::string>();
 }
 
@@ -277,8 +279,7 @@ std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto v = json_number(j[i]);
         if (!v)
-            loc.child(i).fail("expected a number, but got " + json_type_name(j[i]) + " " +
-                              j[i].dump());
+            loc.child(i).fail("expected a number, but got " + json_got(j[i]));
         out.push_back(*v);
     }
     return out;

@@ -63,6 +63,9 @@ std::optional<double> json_number(const Json& j);
 
 /// "number", "string", "array", ... as messages name JSON types.
 std::string json_type_name(const Json& j);
+/// What a message says it got: the type and the value ("string \"a\"", "integer 3"), or
+/// "null" alone, not "null null".
+std::string json_got(const Json& j);
 /// The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 /// " (did you mean "X"?)" when `word` is close to one of `candidates` (did_you_mean) or
