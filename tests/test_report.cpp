@@ -8,6 +8,7 @@
 
 #include "analysis/analysis.hpp"
 #include "report/assets.hpp"
+#include "figure_util.hpp"
 #include "report/figure.hpp"
 #include "report/html.hpp"
 #include "report/terminal.hpp"
@@ -15,14 +16,10 @@
 
 using namespace normlab;
 using Json = nlohmann::ordered_json;
+using namespace figure_test;
 
 namespace {
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
-
-// The data values of a spec (faceted or not) and its first layer list.
-const Json& values(const Json& spec) { return spec.at("data").at("values"); }
-const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
 
 Table small_table() {
     Table t;

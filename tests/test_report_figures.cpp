@@ -8,17 +8,15 @@
 #include <set>
 
 #include "analysis/analysis.hpp"
+#include "figure_util.hpp"
 #include "report/figure.hpp"
 
 using namespace normlab;
 using Json = nlohmann::ordered_json;
+using namespace figure_test;
 
 namespace {
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
-
-const Json& values(const Json& spec) { return spec.at("data").at("values"); }
-const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
 
 // The columns whose values identify what a figure draws, per analysis: rows that differ in
 // one of them are different results. Analyses of one type share a table, so columns that
