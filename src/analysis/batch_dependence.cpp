@@ -130,15 +130,15 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         if (static_cast<std::size_t>(o.sample) >= d.shape[0])
             spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(o.sample) +
                                           " out of range for a batch of " + std::to_string(d.shape[0]));
+        const std::size_t N = d.shape[0];
         if (o.data_mates)
             for (std::size_t i = 0; i < o.sizes.size(); ++i)
-                if (static_cast<std::size_t>(o.sizes[i]) > d.shape[0])
+                if (static_cast<std::size_t>(o.sizes[i]) > N)
                     spec.loc.child("sizes").child(i).fail(
                         "batch_dependence on data \"" + dn + "\": batch size " + std::to_string(o.sizes[i]) +
                         " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
-                        " samples, but the data has a batch of N = " + std::to_string(d.shape[0]) +
-                        " (use sizes <= " + std::to_string(d.shape[0]) + ", or \"mates\": \"drawn\")");
-        const std::size_t N = d.shape[0];
+                        " samples, but the data has a batch of N = " + std::to_string(N) +
+                        " (use sizes <= " + std::to_string(N) + ", or \"mates\": \"drawn\")");
         for (std::size_t i = 0; i < o.replicas.size(); ++i)
             if (N % static_cast<std::size_t>(o.replicas[i]) != 0)
                 spec.loc.child("replicas").child(i).fail(

@@ -374,9 +374,7 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
         // A momentum pasted from the other family of conventions: PyTorch's counts the new
         // batch, Keras's, Flax's and ONNX's the old value, so 0.99 in one is 0.01 in the other.
         // Only where running statistics are kept and updated (training), where it acts.
-        const bool tracks = d.track_running_stats.value_or(d.type == NormType::batchnorm);
-        if (d.momentum && !d.momentum_null && tracks && d.training.value_or(true) &&
-            (d.type == NormType::batchnorm || d.type == NormType::instancenorm)) {
+        if (d.momentum && !d.momentum_null && keeps_running_stats(d) && d.training.value_or(true)) {
             const double mom = *d.momentum, m = *new_batch_weight(d);
             const bool torch = d.convention == Convention::torch;
             // 12 digits: 1 - 0.99 is 0.010000000000000009 in double.

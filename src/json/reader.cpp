@@ -169,14 +169,23 @@ void ObjectReader::missing(const std::string& key, const std::string& detail) co
     missing_one_of({key}, "missing required key \"" + key + "\"" + detail);
 }
 
+namespace {
+
+// The unknown key `key` of the object at `loc`, when it is another framework's name for one
+// of `candidates` (foreign_name): refused with whose name it is and normlab's.
+void throw_if_foreign(const JsonLocation& loc, const std::string& key, const std::vector<std::string>& candidates) {
+    if (const ForeignName f = foreign_name(key, candidates); !f.ours.empty())
+        throw JsonError(loc.child(key), "unknown key \"" + key + "\" (" + f.note + ")", key, f.ours, f.note);
+}
+
+}  // namespace
+
 void ObjectReader::missing_one_of(const std::vector<std::string>& keys, const std::string& message) const {
     // A key nobody asked for that is close to a missing one is its misspelling, or another
     // framework's name for it ("groups" for num_groups).
     for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
         if (m_known.count(it.key())) continue;
-        if (const ForeignName f = foreign_name(it.key(), keys); !f.ours.empty())
-            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\" (" + f.note + ")", it.key(),
-                            f.ours, f.note);
+        throw_if_foreign(m_loc, it.key(), keys);
         const std::string hint = did_you_mean(it.key(), keys);
         if (!hint.empty())
             throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\"; did you mean \"" + hint + "\"?",
@@ -333,9 +342,7 @@ void ObjectReader::finish() const {
         if (m_known.count(it.key())) continue;
         // Another framework's name for a key of this object says whose it is: "epsilon" is
         // too far from "eps" for a did-you-mean, and a port is the usual way to write it.
-        if (const ForeignName f = foreign_name(it.key(), known); !f.ours.empty())
-            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\" (" + f.note + ")", it.key(),
-                            f.ours, f.note);
+        throw_if_foreign(m_loc, it.key(), known);
         std::string hint = did_you_mean(it.key(), known);
         throw JsonError(m_loc.child(it.key()),
                         "unknown key \"" + it.key() + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"),

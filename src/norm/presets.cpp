@@ -192,11 +192,13 @@ void resolve_replicas(const NormDef& d, Resolution& r, const Fail& fail) {
 
 NormLayer::NormLayer(NormDef def, DType dtype) : m_def(std::move(def)), m_dtype(dtype) {}
 
-bool NormLayer::has_running_stats() const {
-    if (m_def.type == NormType::batchnorm) return m_def.track_running_stats.value_or(true);
-    if (m_def.type == NormType::instancenorm) return m_def.track_running_stats.value_or(false);
+bool keeps_running_stats(const NormDef& d) {
+    if (d.type == NormType::batchnorm) return d.track_running_stats.value_or(true);
+    if (d.type == NormType::instancenorm) return d.track_running_stats.value_or(false);
     return false;
 }
+
+bool NormLayer::has_running_stats() const { return keeps_running_stats(m_def); }
 
 Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                               const std::string& data_name) const {

@@ -48,6 +48,9 @@ std::optional<double> new_batch_weight(const NormDef& d);
 /// the biased one): PyTorch's BatchNorm and InstanceNorm; the other conventions use the
 /// biased variance they normalise with.
 bool unbiased_running_var(const NormDef& d);
+/// Whether the norm keeps running statistics: BatchNorm unless track_running_stats is
+/// false, InstanceNorm only when it is true (PyTorch's defaults), no other type.
+bool keeps_running_stats(const NormDef& d);
 
 /// A norm that does not fit its input or its own parameters. The message names the norm and
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",
