@@ -167,6 +167,29 @@ TEST_CASE("an error or warning found at a value of the file names the override o
         check_refused(on_config("blame_set_mates_" + command, real_mates, command, "--set data.x.shape.0=1"),
                       "error: --set data.x.shape.0=1: /analyses/0/sizes/0: batch_dependence on data \"x\": batch size 2 "
                       "with \"mates\": \"data\" needs 2 samples, but the data has a batch of N = 1");
+        // "mates" set by an override is what makes the file's sizes too large.
+        const std::string drawn_mates = R"({"name": "t", "data": {"x": )" + kGauss +
+                                        R"(}, "norms": {"n": {"type": "batchnorm"}}, "analyses": [{"type": "batch_dependence", )"
+                                        R"("data": ["x"], "norms": ["n"], "sizes": [1, 4]}]})";
+        check_refused(on_config("blame_set_mates_key_" + command, drawn_mates, command, R"(--set 'analyses.0.mates="data"')"),
+                      "error: --set analyses.0.mates=\"data\": /analyses/0/sizes/1: batch_dependence on data \"x\": batch size 4");
+        // A save the norm cannot give is the file's fault whatever the data's shape: an
+        // override or sweep of the shape is not named.
+        const std::string saves = R"({"name": "t", "data": {"x": )" + kGauss +
+                                  R"(}, "norms": {"n": {"type": "layernorm", "normalized_shape": [4]}}, )"
+                                  R"("analyses": [{"type": "apply", "data": ["x"], "norms": ["n"], "save": ["output", "running_var"]}]})";
+        const std::string no_stats = "/analyses/0/save/1: layernorm \"n\" keeps no running statistics";
+        CliResult save_set = on_config("blame_file_save_" + command, saves, command, "--set data.x.shape.0=4");
+        check_refused(save_set, "cfg.json: " + no_stats);
+        CHECK(save_set.err.find("--set") == std::string::npos);
+        CliResult save_swept = on_config("blame_file_save_swept_" + command, saves.substr(0, saves.size() - 1) +
+                                         R"(, "sweep": {"data.x.shape.0": [2, 4]}})", command);
+        check_refused(save_swept, "cfg.json: " + no_stats);
+        CHECK(save_swept.err.find("sweep point") == std::string::npos);
+        // ... but an override that made the norm one without running statistics is.
+        check_refused(on_config("blame_set_save_norm_" + command, saves, command,
+                                R"(--set 'norms.n={"type":"rmsnorm","axes":[-1]}')"),
+                      R"(error: --set norms.n={"type":"rmsnorm","axes":[-1]}: /analyses/0/save/1: rmsnorm "n" keeps no running statistics)");
         check_refused(on_config("blame_set_memory_" + command, config(kGauss, kLn), command,
                                 "--set data.x.shape=[100000,60000,4] --set norms.n.eps=1e-3"),
                       "error: --set data.x.shape=[100000,60000,4]: /data/x: needs an estimated");

@@ -46,20 +46,25 @@ bool saves_gradients(const Options& o) {
 
 // Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
 // of resolution r: a mean of RMSNorm, running statistics of a norm that keeps none, the
-// gradient of a parameter it does not have.
+// gradient of a parameter it does not have. Each depends on the norm's definition only, so
+// the norm is the related value: an override of the data's shape is not the one to blame.
 void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& layer, const Resolution& r) {
     const NormDef& d = layer.def();
+    const std::vector<std::string> norm_entry = {JsonLocation{"", "/norms"}.child(d.name).pointer};
     for (std::size_t i = 0; i < o.save.size(); ++i) {
         const std::string& what = o.save[i];
         JsonLocation at = spec.loc.child("save").child(i);
         if (what == "mean" && d.type == NormType::rmsnorm)
-            at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)");
+            at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)",
+                    norm_entry);
         if ((what == "running_mean" || what == "running_var") && !layer.has_running_stats())
             at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
-                    (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""));
+                        (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""),
+                    norm_entry);
         if ((what == "grad_weight" && !r.has_weight) || (what == "grad_bias" && !r.has_bias))
             at.fail(norm_type_name(d.type) + " \"" + d.name + "\" has no " + (what == "grad_weight" ? "weight" : "bias") +
-                    (d.type == NormType::rmsnorm && what == "grad_bias" ? " (rmsnorm: weight only)" : " (affine is false)"));
+                        (d.type == NormType::rmsnorm && what == "grad_bias" ? " (rmsnorm: weight only)" : " (affine is false)"),
+                    norm_entry);
     }
 }
 

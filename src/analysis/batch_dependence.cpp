@@ -133,12 +133,17 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const std::size_t N = d.shape[0];
         if (o.data_mates)
             for (std::size_t i = 0; i < o.sizes.size(); ++i)
-                if (static_cast<std::size_t>(o.sizes[i]) > N)
+                if (static_cast<std::size_t>(o.sizes[i]) > N) {
+                    // Wrong because of the data's batch or of "mates": an override of either is to blame.
+                    std::vector<std::string> related = data_related(dn);
+                    related.push_back(spec.loc.child("mates").pointer);
                     spec.loc.child("sizes").child(i).fail(
                         "batch_dependence on data \"" + dn + "\": batch size " + std::to_string(o.sizes[i]) +
-                        " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
-                        " samples, but the data has a batch of N = " + std::to_string(N) +
-                        " (use sizes <= " + std::to_string(N) + ", or \"mates\": \"drawn\")");
+                            " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
+                            " samples, but the data has a batch of N = " + std::to_string(N) +
+                            " (use sizes <= " + std::to_string(N) + ", or \"mates\": \"drawn\")",
+                        related);
+                }
         for (std::size_t i = 0; i < o.replicas.size(); ++i)
             if (N % static_cast<std::size_t>(o.replicas[i]) != 0)
                 spec.loc.child("replicas").child(i).fail(
