@@ -214,3 +214,54 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
     const auto log_specs = figure_specs("demo", f, t, {});  // kept: the loop reads into it
     for (const auto& r : values(log_specs[0].spec)) CHECK_FALSE(r.contains("label"));
 }
+
+TEST_CASE("lines: a row the norm refused is drawn as \"refused\", and series all at 0 are named in the subtitle") {
+    Figure f;
+    f.title = "batch";
+    f.kind = FigureKind::lines;
+    f.x = "batch_size";
+    f.x_log = true;
+    f.series = {"norm"};
+    f.metrics = {FigureMetric("max_abs_diff", "change")};
+    const std::vector<std::string> columns = {"norm", "batch_size", "max_abs_diff", "status"};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (long long n : {1LL, 2LL, 8LL}) {
+        // BatchNorm refuses one sample; LayerNorm and RMSNorm do not depend on the batch.
+        if (n == 1) rows.push_back({{"norm", "bn"}, {"batch_size", n}, {"max_abs_diff", Cell(std::string())},
+                                    {"status", std::string("error: one value per channel")}});
+        else rows.push_back({{"norm", "bn"}, {"batch_size", n}, {"max_abs_diff", 0.5 / n}, {"status", std::string("ok")}});
+        for (const char* zero : {"ln", "rms"})
+            rows.push_back({{"norm", std::string(zero)}, {"batch_size", n}, {"max_abs_diff", 0.0}, {"status", std::string("ok")}});
+    }
+    const Json spec = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    int refused = 0;
+    for (const auto& r : values(spec))
+        if (r["note"] == "refused") {
+            ++refused;
+            CHECK(r["series"] == "bn");
+            CHECK(r["batch_size"] == 1);
+        }
+    CHECK(refused == 1);
+    const Json& subtitle = spec["title"]["subtitle"];
+    REQUIRE(subtitle.is_array());
+    CHECK(subtitle[0].get<std::string>().find("1 row(s) the norm refused") != std::string::npos);
+    CHECK(subtitle[1] == "2 series are exactly 0 everywhere, drawn one over another: ln, rms");
+    // One series at 0 hides nothing: no such line.
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [](const auto& r) { return std::get<std::string>(r.at("norm")) == "rms"; }),
+               rows.end());
+    const Json one = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    CHECK(one["title"]["subtitle"].is_string());
+    // Many long labels: lines of about 100 characters at most, every label in one of them.
+    rows.clear();
+    for (int k = 0; k < 12; ++k)
+        for (long long n : {2LL, 8LL})
+            rows.push_back({{"norm", "a_rather_long_norm_name_" + std::to_string(k)}, {"batch_size", n}, {"max_abs_diff", 0.0},
+                            {"status", std::string("ok")}});
+    const Json many = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    std::string all;
+    for (const auto& line : many["title"]["subtitle"]) {
+        CHECK(line.get<std::string>().size() <= 100);
+        all += line.get<std::string>() + " ";
+    }
+    for (int k = 0; k < 12; ++k) CHECK(all.find("a_rather_long_norm_name_" + std::to_string(k) + (k < 11 ? "," : " ")) != std::string::npos);
+}

@@ -287,6 +287,9 @@ std::string subtitle_counts(const PlotData& d) {
     if (d.x_not_on_axis > 0)
         s += std::string(s.empty() ? "" : "; ") + std::to_string(d.x_not_on_axis) + " row(s) with " + d.x_column +
              " not on the log x axis (<= 0 or non-finite): triangles (or text) at the left edge";
+    if (d.refused > 0)
+        s += std::string(s.empty() ? "" : "; ") + std::to_string(d.refused) +
+             " row(s) the norm refused (their status): \"refused\" at the top edge";
     return s;
 }
 
@@ -310,8 +313,23 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
         lines.push_back(title.substr(a, b - a));
     }
     Json t = {{"text", lines.size() == 1 ? lines[0] : lines}, {"anchor", "start"}};
-    const std::string counts = subtitle_counts(d);
-    if (!counts.empty()) t["subtitle"] = counts;
+    Json subtitle = Json::array();
+    if (const std::string counts = subtitle_counts(d); !counts.empty()) subtitle.push_back(counts);
+    if (!d.zero_series.empty()) {
+        // Lines of their own, the labels in full (which lines are hidden is the point), cut
+        // at about 100 characters: a title does not wrap, and a longer line widens the page.
+        std::string line = std::to_string(d.zero_series.size()) + " series are exactly 0 everywhere, drawn one over another:";
+        for (std::size_t i = 0; i < d.zero_series.size(); ++i) {
+            const std::string item = d.zero_series[i] + (i + 1 < d.zero_series.size() ? "," : "");
+            if (line.size() + 1 + item.size() > 100) {
+                subtitle.push_back(line);
+                line.clear();
+            }
+            line += (line.empty() ? "" : " ") + item;
+        }
+        subtitle.push_back(line);
+    }
+    if (!subtitle.empty()) t["subtitle"] = subtitle.size() == 1 ? subtitle[0] : subtitle;
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};
     Json inner = {{"layer", layers(f, d, value_title)}};

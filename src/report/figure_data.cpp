@@ -129,6 +129,31 @@ std::string point_label(const std::vector<Cell>& row, std::size_t point_col, con
     return s;
 }
 
+// Whether a "status" cell says that the norm refused the row's batch ("error: ...").
+bool refused_status(const Cell& c) {
+    const auto* s = std::get_if<std::string>(&c);
+    return s && s->rfind("error", 0) == 0;
+}
+
+// The series labels whose every row has the value 0, in first-seen order; none unless two
+// or more are (one line alone at 0 hides nothing).
+std::vector<std::string> zero_series(const Json& rows) {
+    std::vector<std::string> order;
+    std::map<std::string, bool> all_zero;
+    for (const auto& r : rows) {
+        const std::string s = r["series"].get<std::string>();
+        const bool zero = r["value"].is_number() && r["value"].get<double>() == 0.0;
+        auto [it, fresh] = all_zero.emplace(s, zero);
+        if (fresh) order.push_back(s);
+        else it->second = it->second && zero;
+    }
+    std::vector<std::string> out;
+    for (const auto& s : order)
+        if (all_zero[s]) out.push_back(s);
+    if (out.size() < 2) out.clear();
+    return out;
+}
+
 }  // namespace
 
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
@@ -149,6 +174,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     const auto raw_idx = indices(t, d.raw_columns);
     d.has_panel = f.metrics.size() > 1 || !f.panels.empty();
     d.x_column = f.x;
+    const std::size_t status = std::find(t.columns.begin(), t.columns.end(), "status") - t.columns.begin();
     std::map<std::string, std::set<std::string>> series_of;  // category -> its series labels
     // Metric-major, so that panels (first-seen order) list every panel of one metric together.
     for (std::size_t m = 0; m < f.metrics.size(); ++m) {
@@ -190,6 +216,12 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             bool nonfinite = false;
             place(r, "value", row[column_index(t, metric.column)], f.log, d, note, nonfinite);
             if (!metric.column2.empty()) place(r, "value2", row[column_index(t, metric.column2)], f.log, d, note, nonfinite);
+            // A batch the norm refused has no value to draw, and saying nothing would read as
+            // a result left out (BatchNorm in training on one sample).
+            if (r["value"].is_null() && note.empty() && status < t.columns.size() && refused_status(row[status])) {
+                note = "refused";
+                d.refused += m == 0;
+            }
             if (lines && !r["x_ok"].get<bool>())
                 note = (note.empty() ? "" : note + ", ") + f.x + " = " + cell_to_string(row[column_index(t, f.x)]);
             r["note"] = note.empty() ? Json(nullptr) : Json(note);
@@ -197,6 +229,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             d.rows.push_back(std::move(r));
         }
     }
+    if (lines && !ser.empty()) d.zero_series = zero_series(d.rows);
     return d;
 }
 

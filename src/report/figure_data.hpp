@@ -38,12 +38,19 @@ struct PlotData {
     std::size_t not_on_log_axis = 0;       ///< finite metric values <= 0 on a log value axis
     std::size_t missing = 0;               ///< metric cells that are not numbers (empty, text)
     std::size_t x_not_on_axis = 0;         ///< lines: rows whose x is non-finite or <= 0 on a log x axis
+    /// Rows whose "status" column holds an error (a norm refused the batch): their empty
+    /// metric is drawn as the note "refused" instead of nothing.
+    std::size_t refused = 0;
+    /// lines: the series labels whose every value is exactly 0, when two or more are (their
+    /// lines lie on one another, so only the last drawn shows).
+    std::vector<std::string> zero_series;
     std::string x_column;
     std::string category_title, series_title;  ///< the columns the labels are made of ("data · norm"); no series: ""
 };
 
 /// The rows of the main figure. With `sweep_columns`, the table has a "point" column and each
-/// row is labelled "point 3: norms_ln_eps=0.001, ...".
+/// row is labelled "point 3: norms_ln_eps=0.001, ...". A table with a "status" column (the
+/// norm's error, "error: ...", or "ok") draws a refused row's metric as the note "refused".
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns);
 
 /// A bar on a linear axis below this fraction of the largest |value| on that axis is under
