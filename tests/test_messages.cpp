@@ -287,6 +287,10 @@ TEST_CASE("another framework's name for a key or value is answered with normlab'
         // Keras's "axis" is the channel axis of a BatchNorm and the normalized axes of a LayerNorm.
         {"axis_bn", config(kGauss, R"({"type": "batchnorm", "axis": -1})"), "normlab's is \"channel_axis\")"},
         {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": [-1]})"), "normlab's is \"axes\")"},
+        {"decay", config(kGauss, R"({"type": "batchnorm", "decay": 0.99})"),
+         "/norms/n/decay: unknown key \"decay\" (TensorFlow 1's batch_normalization names it so: the old running "
+         "statistics' weight, as Keras's momentum is; normlab's is \"momentum\", read by the convention (under \"keras\", "
+         "decay 0.99 is momentum 0.99))"},
         {"use_running_average", config(kGauss, R"({"type": "batchnorm", "use_running_average": true})"),
          "(Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false)"},
         {"convention", config(kGauss, R"({"type": "layernorm", "axes": [-1], "convention": "tensorflow"})"),

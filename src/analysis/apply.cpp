@@ -29,10 +29,13 @@ Options read_options(const AnalysisSpec& spec) {
     o.sequential = r.boolean("sequential", false);
     if (auto s = r.strings("save")) {
         for (std::size_t i = 0; i < s->size(); ++i)
-            if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end())
+            if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end()) {
+                const std::string hint = did_you_mean((*s)[i], kSaveable);
                 r.at("save").child(i).fail("cannot save \"" + (*s)[i] +
                                            "\" (expected output, mean, var, rstd, running_mean, running_var, "
-                                           "grad_input, grad_weight or grad_bias)");
+                                           "grad_input, grad_weight or grad_bias)" +
+                                           (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+            }
         o.save = *s;
     }
     o.upstream = read_upstream(r, spec);

@@ -44,6 +44,9 @@ const Entry kNames[] = {
     {"training_mode", "training", "ONNX's BatchNormalization names it so; normlab's is \"training\""},
     {"use_running_average", "training",
      "Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false"},
+    {"decay", "momentum",
+     "TensorFlow 1's batch_normalization names it so: the old running statistics' weight, as Keras's momentum is; "
+     "normlab's is \"momentum\", read by the convention (under \"keras\", decay 0.99 is momentum 0.99)"},
     {"moving_mean", "running_mean", "Keras names it so; normlab's is \"running_mean\""},
     {"moving_variance", "running_var", "Keras names it so; normlab's is \"running_var\""},
     // values: conventions and norm types
