@@ -102,8 +102,13 @@ TEST_CASE("shapes, init and dry-run") {
     CliResult s = run_normlab("shapes --shape 32,3,64,64 --norm batchnorm");
     CHECK(s.exit_code == 0);
     CHECK(s.out.find("stats_shape: [1,3,1,1]") != std::string::npos);
+    CHECK(s.out.find("channel_axis: 1\n") != std::string::npos);
     CliResult j = run_normlab("shapes --shape 32,3,64,64 --norm layernorm --normalized-shape 3,64,64 --json");
     CHECK(j.out.find("\"stats_shape\": [32,1,1,1]") != std::string::npos);
+    CHECK(j.out.find("\"channel_axis\": null") != std::string::npos);
+    // The axis the channels were taken from, negative ones as the index they stand for.
+    CliResult last = run_normlab("shapes --shape 8,16,512 --norm instancenorm --channel-axis -1 --json");
+    CHECK(last.out.find("\"channel_axis\": 2, \"reduction_axes\": [1]") != std::string::npos);
     CHECK(run_normlab("shapes --shape 2,30,8,8 --norm groupnorm --num-groups 4").exit_code == 2);
     CHECK(run_normlab("shapes --shape 2,x --norm batchnorm").exit_code == 2);
 

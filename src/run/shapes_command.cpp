@@ -56,6 +56,10 @@ std::string shapes_answer(const ShapesOptions& o) {
     std::vector<std::pair<std::string, std::string>> kv = {
         {"norm", o.norm},
         {"input_shape", compact_shape(r.input_shape)},
+        // Which axis the channels were taken from: (B, T, D) input reads as 16 channels of 512
+        // by default, which someone thinking of D as the channels does not expect. LayerNorm
+        // and RMSNorm have none.
+        {"channel_axis", trailing ? "" : std::to_string(r.channel_axis)},
         {"reduction_axes", compact_shape(Shape(r.reduction_axes.begin(), r.reduction_axes.end()))},
         {"stats_shape", compact_shape(r.stats_shape)},
         {"num_stats", std::to_string(r.num_stats)},
@@ -67,10 +71,13 @@ std::string shapes_answer(const ShapesOptions& o) {
     if (o.json) {
         out = "{";
         for (std::size_t i = 0; i < kv.size(); ++i) {
-            bool number = kv[i].first == "num_stats" || kv[i].first == "elems_per_stat" || kv[i].first == "num_params";
+            bool number = kv[i].first == "num_stats" || kv[i].first == "elems_per_stat" || kv[i].first == "num_params" ||
+                          kv[i].first == "channel_axis";
             bool list = !kv[i].second.empty() && kv[i].second[0] == '[';
+            // An empty param_shape or channel_axis: the norm has none.
+            const bool none = kv[i].second.empty() && (kv[i].first == "param_shape" || kv[i].first == "channel_axis");
             out += (i ? ", \"" : "\"") + kv[i].first + "\": " +
-                   (number || list ? kv[i].second : (kv[i].second.empty() && kv[i].first == "param_shape" ? "null" : "\"" + kv[i].second + "\""));
+                   (none ? "null" : number || list ? kv[i].second : "\"" + kv[i].second + "\"");
         }
         return out + "}\n";
     }
