@@ -189,10 +189,10 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
     const Json spec = figure_specs("demo", f, t, {})[0].spec;
     const Json& v = values(spec);
     REQUIRE(v.size() == 10);
-    CHECK(v[0]["label"] == "2e-17");
+    CHECK(v[0]["label"] == "2.3e-17");
     CHECK(v[1]["label"].is_null());
     CHECK(v[2]["label"] == "-6e-17");
-    CHECK(v[3]["label"] == "1e-6");
+    CHECK(v[3]["label"] == "9.5e-7");
     CHECK(v[4]["label"].is_null());  // 1% of the axis: a short bar, but one to see
     // The share panel has its own axis, up to 3e-12: 1e-12 is a bar there; 0 is written.
     CHECK(v[5]["label"].is_null());
@@ -208,7 +208,16 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
     // One metric: one axis for every panel.
     f.metrics.pop_back();
     f.panels = {"norm"};
-    CHECK(values(figure_specs("demo", f, t, {})[0].spec)[3]["label"] == "1e-6");
+    CHECK(values(figure_specs("demo", f, t, {})[0].spec)[3]["label"] == "9.5e-7");
+    // Two significant digits, plain between 1e-3 and 100: padding's BatchNorm (0.4166) beside
+    // InstanceNorm's 4293 read "4e-1" with one.
+    f.panels.clear();
+    const Table wide = table_of({"norm", "ratio"}, {{{"norm", std::string("bn")}, {"ratio", 0.4166}},
+                                                    {{"norm", std::string("ln")}, {"ratio", 3.0}},
+                                                    {{"norm", std::string("in")}, {"ratio", 4293.0}}});
+    const auto wide_specs = figure_specs("demo", f, wide, {});
+    CHECK(values(wide_specs[0].spec)[0]["label"] == "0.42");
+    CHECK(values(wide_specs[0].spec)[1]["label"] == "3");
     // A log axis has room for them: no labels there.
     f.log = true;
     const auto log_specs = figure_specs("demo", f, t, {});  // kept: the loop reads into it

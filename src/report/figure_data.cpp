@@ -235,14 +235,21 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
 
 namespace {
 
-// One significant digit, exponent without padding: "2e-17", "-3e-12", "0".
+// Two significant digits, trailing zeros dropped: plain from 1e-3 to 100 ("0.42", "12"),
+// else with an exponent without padding ("2e-17", "-3.5e-12"); "0". One digit read as
+// 4e-1 for 0.4166, too coarse beside a bar.
 std::string short_number(double v) {
     if (v == 0) return "0";
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0e", v);
+    if (std::abs(v) >= 1e-3 && std::abs(v) < 100) {
+        std::snprintf(buf, sizeof buf, "%.2g", v);
+        return buf;
+    }
+    std::snprintf(buf, sizeof buf, "%.1e", v);
     std::string s = buf;
     const auto e = s.find('e');
     std::string mantissa = s.substr(0, e), sign = s.substr(e + 1, 1), digits = s.substr(e + 2);
+    if (mantissa.size() >= 2 && mantissa.compare(mantissa.size() - 2, 2, ".0") == 0) mantissa.resize(mantissa.size() - 2);
     digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
     return mantissa + "e" + (sign == "-" ? "-" : "") + digits;
 }

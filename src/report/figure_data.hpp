@@ -59,7 +59,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
 inline constexpr double kShortBarFraction = 1e-3;
 
 /// For bars on a linear axis: sets "label" on every row, the value in short form ("0",
-/// "2e-17", one significant digit) when it is 0 or its bar too short to see (|value| <
+/// "2e-17", "0.42": two significant digits) when it is 0 or its bar too short to see (|value| <
 /// kShortBarFraction x the largest finite |value| on its axis), else null; rows without a
 /// value (null) get null. The axis is the panel's (its "panel" and "sweep_point") when
 /// `per_panel`, as when each panel has its own value scale, else the whole figure's.
