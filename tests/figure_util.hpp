@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/figure.hpp"
+
 namespace figure_test {
 
 using Json = nlohmann::ordered_json;
@@ -18,5 +20,18 @@ inline const Json& values(const Json& spec) { return spec.at("data").at("values"
 
 /// The first layer list of a spec, faceted (under "spec") or not.
 inline const Json& layers(const Json& spec) { return spec.contains("spec") ? spec["spec"]["layer"] : spec["layer"]; }
+
+/// A lines figure: `metric` (titled `metric_title`) against `x` on a log axis, a series per norm.
+inline normlab::Figure norm_lines(const std::string& title, const std::string& x, const std::string& metric,
+                                  const std::string& metric_title) {
+    normlab::Figure f;
+    f.title = title;
+    f.kind = normlab::FigureKind::lines;
+    f.x = x;
+    f.x_log = true;
+    f.series = {"norm"};
+    f.metrics = {normlab::FigureMetric(metric, metric_title)};
+    return f;
+}
 
 }  // namespace figure_test

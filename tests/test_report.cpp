@@ -120,13 +120,7 @@ TEST_CASE("figure specs: values <= 0 on a log axis are notes too; an unknown col
 }
 
 TEST_CASE("figure specs: lines put rows whose x cannot sit on a log axis at the left edge") {
-    Figure f;
-    f.title = "against eps";
-    f.kind = FigureKind::lines;
-    f.x = "eps";
-    f.x_log = true;
-    f.series = {"norm"};
-    f.metrics = {{"max_abs_diff", "max |diff|"}};
+    Figure f = norm_lines("against eps", "eps", "max_abs_diff", "max |diff|");
     Table t = small_table();
     t.rows[0][2] = 0.0;
     const Json s = figure_specs("demo", f, t, {})[0].spec;

@@ -225,13 +225,7 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
 }
 
 TEST_CASE("lines: a row the norm refused is drawn as \"refused\", and series all at 0 are named in the subtitle") {
-    Figure f;
-    f.title = "batch";
-    f.kind = FigureKind::lines;
-    f.x = "batch_size";
-    f.x_log = true;
-    f.series = {"norm"};
-    f.metrics = {FigureMetric("max_abs_diff", "change")};
+    const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
     const std::vector<std::string> columns = {"norm", "batch_size", "max_abs_diff", "status"};
     std::vector<std::map<std::string, Cell>> rows;
     for (long long n : {1LL, 2LL, 8LL}) {
