@@ -186,6 +186,14 @@ TEST_CASE("an error or warning found at a value of the file names the override o
                                          R"(, "sweep": {"data.x.shape.0": [2, 4]}})", command);
         check_refused(save_swept, "cfg.json: " + no_stats);
         CHECK(save_swept.err.find("sweep point") == std::string::npos);
+        // Nor is an override or sweep of the norm's eps, which does not decide what it keeps.
+        CliResult save_eps = on_config("blame_file_save_eps_" + command, saves, command, "--set norms.n.eps=1e-3");
+        check_refused(save_eps, "cfg.json: " + no_stats);
+        CHECK(save_eps.err.find("--set") == std::string::npos);
+        CliResult save_eps_swept = on_config("blame_file_save_eps_swept_" + command, saves.substr(0, saves.size() - 1) +
+                                             R"(, "sweep": {"norms.n.eps": [1e-5, 1e-3]}})", command);
+        check_refused(save_eps_swept, "cfg.json: " + no_stats);
+        CHECK(save_eps_swept.err.find("sweep point") == std::string::npos);
         // ... but an override that made the norm one without running statistics is.
         check_refused(on_config("blame_set_save_norm_" + command, saves, command,
                                 R"(--set 'norms.n={"type":"rmsnorm","axes":[-1]}')"),
@@ -288,9 +296,9 @@ TEST_CASE("another framework's name for a key or value is answered with normlab'
         {"axis_bn", config(kGauss, R"({"type": "batchnorm", "axis": -1})"), "normlab's is \"channel_axis\")"},
         {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": [-1]})"), "normlab's is \"axes\")"},
         {"decay", config(kGauss, R"({"type": "batchnorm", "decay": 0.99})"),
-         "/norms/n/decay: unknown key \"decay\" (TensorFlow 1's batch_normalization names it so: the old running "
-         "statistics' weight, as Keras's momentum is; normlab's is \"momentum\", read by the convention (under \"keras\", "
-         "decay 0.99 is momentum 0.99))"},
+         "/norms/n/decay: unknown key \"decay\" (TensorFlow 1's tf.contrib.layers.batch_norm (TF-Slim's batch_norm) names "
+         "it so: the old running statistics' weight; normlab's is \"momentum\", read by the convention: decay 0.99 is "
+         "momentum 0.99 under \"keras\" and 0.01 under \"torch\")"},
         {"use_running_average", config(kGauss, R"({"type": "batchnorm", "use_running_average": true})"),
          "(Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false)"},
         {"convention", config(kGauss, R"({"type": "layernorm", "axes": [-1], "convention": "tensorflow"})"),

@@ -49,11 +49,11 @@ bool saves_gradients(const Options& o) {
 
 // Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
 // of resolution r: a mean of RMSNorm, running statistics of a norm that keeps none, the
-// gradient of a parameter it does not have. Each depends on the norm's definition only, so
-// the norm is the related value: an override of the data's shape is not the one to blame.
+// gradient of a parameter it does not have. Each depends on the norm's kind only (type,
+// affine, track_running_stats): an override of the data's shape, or of eps, is not to blame.
 void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& layer, const Resolution& r) {
     const NormDef& d = layer.def();
-    const std::vector<std::string> norm_entry = {JsonLocation{"", "/norms"}.child(d.name).pointer};
+    const std::vector<std::string> norm_entry = norm_kind_related(d.name);
     for (std::size_t i = 0; i < o.save.size(); ++i) {
         const std::string& what = o.save[i];
         JsonLocation at = spec.loc.child("save").child(i);

@@ -453,6 +453,11 @@ JsonLocation norm_location(const std::string& file, const NormError& e) {
     return norm_location(JsonLocation{file, "/norms"}.child(e.norm()), e);
 }
 
+std::vector<std::string> norm_kind_related(const std::string& name) {
+    const JsonLocation entry = JsonLocation{"", "/norms"}.child(name);
+    return {entry.child("type").pointer, entry.child("affine").pointer, entry.child("track_running_stats").pointer};
+}
+
 std::vector<std::string> data_related(const std::string& name) {
     if (name.empty()) return {};
     // The keys that decide the data's shape, channel axis and mask, not the entry: an override

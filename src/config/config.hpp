@@ -122,6 +122,12 @@ JsonLocation stack_location(const std::string& file, const StackError& e);
 /// entry's mean or std is not one of them; one of the whole entry is (their ancestor).
 std::vector<std::string> data_related(const std::string& name);
 
+/// The JSON pointers of norm entry `name`'s keys that decide which statistics and
+/// parameters it has ("/norms/<name>/type", .../affine, .../track_running_stats), as the
+/// related values of an error about what the norm can give (a save of running statistics
+/// it does not keep). An override of its eps is not one of them; one of the whole entry is.
+std::vector<std::string> norm_kind_related(const std::string& name);
+
 /// Calls f(); a StackError from it is thrown again as the JsonError a user of config `file`
 /// reads: "file: /stacks/<name>/<key>: message", related to the data the stack met, or to
 /// /dtype when the run's dtype is what failed.
