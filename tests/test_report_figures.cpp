@@ -212,12 +212,18 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
     // Two significant digits, plain between 1e-3 and 100: padding's BatchNorm (0.4166) beside
     // InstanceNorm's 4293 read "4e-1" with one.
     f.panels.clear();
-    const Table wide = table_of({"norm", "ratio"}, {{{"norm", std::string("bn")}, {"ratio", 0.4166}},
-                                                    {{"norm", std::string("ln")}, {"ratio", 3.0}},
-                                                    {{"norm", std::string("in")}, {"ratio", 4293.0}}});
-    const auto wide_specs = figure_specs("demo", f, wide, {});
-    CHECK(values(wide_specs[0].spec)[0]["label"] == "0.42");
-    CHECK(values(wide_specs[0].spec)[1]["label"] == "3");
+    // The form follows the exponent after rounding: 99.95 is 1.0e2, 0.0009999 is 0.001.
+    const std::vector<std::pair<double, std::string>> shown = {
+        {0.4166, "0.42"}, {3.0, "3"}, {-0.42, "-0.42"}, {99.95, "1e2"}, {0.0009999, "0.001"}, {0.00099, "9.9e-4"}, {250.0, "2.5e2"}};
+    std::vector<std::map<std::string, Cell>> wide_rows;
+    for (std::size_t i = 0; i < shown.size(); ++i)
+        wide_rows.push_back({{"norm", "n" + std::to_string(i)}, {"ratio", shown[i].first}});
+    wide_rows.push_back({{"norm", std::string("in")}, {"ratio", 1e6}});
+    const auto wide_specs = figure_specs("demo", f, table_of({"norm", "ratio"}, wide_rows), {});
+    for (std::size_t i = 0; i < shown.size(); ++i) {
+        CAPTURE(shown[i].first);
+        CHECK(values(wide_specs[0].spec)[i]["label"] == shown[i].second);
+    }
     // A log axis has room for them: no labels there.
     f.log = true;
     const auto log_specs = figure_specs("demo", f, t, {});  // kept: the loop reads into it
@@ -247,13 +253,14 @@ TEST_CASE("lines: a row the norm refused is drawn as \"refused\", and series all
     CHECK(refused == 1);
     const Json& subtitle = spec["title"]["subtitle"];
     REQUIRE(subtitle.is_array());
-    CHECK(subtitle[0].get<std::string>().find("1 row(s) the norm refused") != std::string::npos);
+    CHECK(subtitle[0].get<std::string>().find("1 row(s) refused by the norm") != std::string::npos);
     CHECK(subtitle[1] == "2 series are exactly 0 everywhere, drawn one over another: ln, rms");
     // One series at 0 hides nothing: no such line.
     rows.erase(std::remove_if(rows.begin(), rows.end(), [](const auto& r) { return std::get<std::string>(r.at("norm")) == "rms"; }),
                rows.end());
     const Json one = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
-    CHECK(one["title"]["subtitle"].is_string());
+    REQUIRE(one["title"]["subtitle"].is_string());
+    CHECK(one["title"]["subtitle"].get<std::string>().find("exactly 0") == std::string::npos);
     // Many long labels: lines of about 100 characters at most, every label in one of them.
     rows.clear();
     for (int k = 0; k < 12; ++k)
@@ -267,4 +274,41 @@ TEST_CASE("lines: a row the norm refused is drawn as \"refused\", and series all
         all += line.get<std::string>() + " ";
     }
     for (int k = 0; k < 12; ++k) CHECK(all.find("a_rather_long_norm_name_" + std::to_string(k) + (k < 11 ? "," : " ")) != std::string::npos);
+}
+
+TEST_CASE("a sweep's summary figure says \"refused\" and names the series at 0 as the main figure does") {
+    const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
+    const std::vector<std::string> columns = {"point", "std", "norm", "batch_size", "max_abs_diff", "status"};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (long long p : {0LL, 1LL})
+        for (long long n : {1LL, 4LL}) {
+            const double std_dev = p == 0 ? 1.0 : 2.0;
+            // A norm that refuses every batch (unsynchronised replicas of one sample each): its
+            // summary at each point is empty. BatchNorm refuses only n = 1: its summary is 0.25.
+            rows.push_back({{"point", p}, {"std", std_dev}, {"norm", std::string("bn_1")}, {"batch_size", n},
+                            {"max_abs_diff", Cell(std::string())}, {"status", std::string("error: one value per channel")}});
+            rows.push_back({{"point", p}, {"std", std_dev}, {"norm", std::string("bn")}, {"batch_size", n},
+                            {"max_abs_diff", n == 1 ? Cell(std::string()) : Cell(0.25)},
+                            {"status", std::string(n == 1 ? "error: one value per channel" : "ok")}});
+            for (const char* zero : {"ln", "rms"})
+                rows.push_back({{"point", p}, {"std", std_dev}, {"norm", std::string(zero)}, {"batch_size", n},
+                                {"max_abs_diff", 0.0}, {"status", std::string("ok")}});
+        }
+    const auto specs = figure_specs("batch_dependence", f, table_of(columns, rows), {"std"});
+    REQUIRE(specs.size() == 2);
+    CHECK(specs[1].name == "batch_dependence_vs_std");
+    const Json& vs = specs[1].spec;
+    int refused = 0;
+    for (const auto& r : values(vs))
+        if (r["note"] == "refused") {
+            ++refused;
+            CHECK(r["series"] == "bn_1");
+        } else {
+            CHECK(!r["value"].is_null());
+        }
+    CHECK(refused == 2);  // bn_1 at each of the two points
+    const Json& subtitle = vs["title"]["subtitle"];
+    REQUIRE(subtitle.is_array());
+    CHECK(subtitle[0].get<std::string>().find("2 row(s) refused by the norm") != std::string::npos);
+    CHECK(subtitle[1] == "2 series are exactly 0 everywhere, drawn one over another: ln, rms");
 }

@@ -289,7 +289,8 @@ std::string subtitle_counts(const PlotData& d) {
              " not on the log x axis (<= 0 or non-finite): triangles (or text) at the left edge";
     if (d.refused > 0)
         s += std::string(s.empty() ? "" : "; ") + std::to_string(d.refused) +
-             " row(s) the norm refused (their status): \"refused\" at the top edge";
+             " row(s) refused by the norm (status \"error: ...\"): \"refused\" at the " +
+             (d.x_column.empty() ? "left" : "top") + " edge";
     return s;
 }
 
@@ -318,10 +319,14 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     if (!d.zero_series.empty()) {
         // Lines of their own, the labels in full (which lines are hidden is the point), cut
         // at about 100 characters: a title does not wrap, and a longer line widens the page.
+        // Characters, not bytes: the labels' separator is two bytes of UTF-8.
+        auto chars = [](const std::string& s) {
+            return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+        };
         std::string line = std::to_string(d.zero_series.size()) + " series are exactly 0 everywhere, drawn one over another:";
         for (std::size_t i = 0; i < d.zero_series.size(); ++i) {
             const std::string item = d.zero_series[i] + (i + 1 < d.zero_series.size() ? "," : "");
-            if (line.size() + 1 + item.size() > 100) {
+            if (chars(line) + 1 + chars(item) > 100) {
                 subtitle.push_back(line);
                 line.clear();
             }

@@ -1,5 +1,7 @@
 #include "report/figure_data.hpp"
 
+#include "tensor/numbers.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -132,7 +134,7 @@ std::string point_label(const std::vector<Cell>& row, std::size_t point_col, con
 // Whether a "status" cell says that the norm refused the row's batch ("error: ...").
 bool refused_status(const Cell& c) {
     const auto* s = std::get_if<std::string>(&c);
-    return s && s->rfind("error", 0) == 0;
+    return s && s->rfind("error:", 0) == 0;
 }
 
 // The series labels whose every row has the value 0, in first-seen order; none unless two
@@ -241,13 +243,12 @@ namespace {
 std::string short_number(double v) {
     if (v == 0) return "0";
     char buf[32];
-    if (std::abs(v) >= 1e-3 && std::abs(v) < 100) {
-        std::snprintf(buf, sizeof buf, "%.2g", v);
-        return buf;
-    }
     std::snprintf(buf, sizeof buf, "%.1e", v);
     std::string s = buf;
     const auto e = s.find('e');
+    // The exponent after rounding decides the form: 99.95 is 1.0e+02, not "1e+02" from %g.
+    const int exponent = std::stoi(s.substr(e + 1));
+    if (exponent >= -3 && exponent < 2) return format_significant(v, 2);
     std::string mantissa = s.substr(0, e), sign = s.substr(e + 1, 1), digits = s.substr(e + 2);
     if (mantissa.size() >= 2 && mantissa.compare(mantissa.size() - 2, 2, ".0") == 0) mantissa.resize(mantissa.size() - 2);
     digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
@@ -334,7 +335,9 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         std::string line;
         double x = 0;
         std::vector<Accumulator> acc;  // per metric: [low, high] for ranges, [value] otherwise
+        bool refused = false;          // a row's status is an error: its empty summary says so
     };
+    const std::size_t status = std::find(t.columns.begin(), t.columns.end(), "status") - t.columns.begin();
     std::vector<Group> groups;
     std::map<std::pair<std::string, double>, std::size_t> where;
     double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
@@ -356,6 +359,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
             groups.push_back({line, x, std::vector<Accumulator>(2 * f.metrics.size())});
         }
         Group& g = groups[where[key]];
+        g.refused = g.refused || (status < t.columns.size() && refused_status(row[status]));
         for (std::size_t m = 0; m < f.metrics.size(); ++m) {
             g.acc[2 * m].add(row[column_index(t, f.metrics[m].column)]);
             if (!f.metrics[m].column2.empty()) g.acc[2 * m + 1].add(row[column_index(t, f.metrics[m].column2)]);
@@ -379,11 +383,16 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
                 bool nonfinite = false;
                 const Cell v = g.acc[2 * m + end].result(range ? (end == 0 ? "min" : "max") : how);
                 place(r, "value", v, f.log, d, note, nonfinite);
+                if (r["value"].is_null() && note.empty() && g.refused) {
+                    note = "refused";
+                    d.refused += m == 0 && end == 0;
+                }
                 r["note"] = note.empty() ? Json(nullptr) : Json(note);
                 r["nonfinite"] = nonfinite;
                 d.rows.push_back(std::move(r));
             }
         }
+    d.zero_series = zero_series(d.rows);
     return d;
 }
 
