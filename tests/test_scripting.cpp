@@ -106,6 +106,8 @@ TEST_CASE("shapes, init and dry-run") {
     CliResult j = run_normlab("shapes --shape 32,3,64,64 --norm layernorm --normalized-shape 3,64,64 --json");
     CHECK(j.out.find("\"stats_shape\": [32,1,1,1]") != std::string::npos);
     CHECK(j.out.find("\"channel_axis\": null") != std::string::npos);
+    CHECK(run_normlab("shapes --shape 32,3,64,64 --norm layernorm --normalized-shape 3,64,64").out.find("channel_axis: none\n") !=
+          std::string::npos);
     // The axis the channels were taken from, negative ones as the index they stand for.
     CliResult last = run_normlab("shapes --shape 8,16,512 --norm instancenorm --channel-axis -1 --json");
     CHECK(last.out.find("\"channel_axis\": 2, \"reduction_axes\": [1]") != std::string::npos);

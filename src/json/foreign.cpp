@@ -45,8 +45,9 @@ const Entry kNames[] = {
     {"use_running_average", "training",
      "Flax's BatchNorm flag, the opposite of normlab's \"training\": use_running_average true is \"training\": false"},
     {"decay", "momentum",
-     "TensorFlow 1's batch_normalization names it so: the old running statistics' weight, as Keras's momentum is; "
-     "normlab's is \"momentum\", read by the convention (under \"keras\", decay 0.99 is momentum 0.99)"},
+     "TensorFlow 1's tf.contrib.layers.batch_norm (TF-Slim's batch_norm) names it so: the old running statistics' "
+     "weight; normlab's is \"momentum\", read by the convention: decay 0.99 is momentum 0.99 under \"keras\" and 0.01 "
+     "under \"torch\""},
     {"moving_mean", "running_mean", "Keras names it so; normlab's is \"running_mean\""},
     {"moving_variance", "running_var", "Keras names it so; normlab's is \"running_var\""},
     // values: conventions and norm types

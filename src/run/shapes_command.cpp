@@ -59,7 +59,7 @@ std::string shapes_answer(const ShapesOptions& o) {
         // Which axis the channels were taken from: (B, T, D) input reads as 16 channels of 512
         // by default, which someone thinking of D as the channels does not expect. LayerNorm
         // and RMSNorm have none.
-        {"channel_axis", trailing ? "" : std::to_string(r.channel_axis)},
+        {"channel_axis", trailing ? "" : std::to_string(r.channel_axis)},  // "": none (null, "none")
         {"reduction_axes", compact_shape(Shape(r.reduction_axes.begin(), r.reduction_axes.end()))},
         {"stats_shape", compact_shape(r.stats_shape)},
         {"num_stats", std::to_string(r.num_stats)},
@@ -81,7 +81,7 @@ std::string shapes_answer(const ShapesOptions& o) {
         }
         return out + "}\n";
     }
-    for (const auto& [k, v] : kv) out += k + ": " + v + "\n";
+    for (const auto& [k, v] : kv) out += k + ": " + (v.empty() && k == "channel_axis" ? "none" : v) + "\n";
     return out;
 }
 
