@@ -294,6 +294,29 @@ std::string subtitle_counts(const PlotData& d) {
     return s;
 }
 
+// The subtitle lines naming the series that lie on one another at 0 (PlotData::zero_series):
+// the labels in full (which lines are hidden is the point), cut at about 100 characters,
+// since a title does not wrap and a longer line widens the page. Characters, not bytes: the
+// labels' separator is two bytes of UTF-8. None when `names` is empty.
+std::vector<std::string> zero_series_lines(const std::vector<std::string>& names) {
+    if (names.empty()) return {};
+    auto chars = [](const std::string& s) {
+        return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+    };
+    std::vector<std::string> lines;
+    std::string line = std::to_string(names.size()) + " series are exactly 0 everywhere, drawn one over another:";
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const std::string item = names[i] + (i + 1 < names.size() ? "," : "");
+        if (chars(line) + 1 + chars(item) > 100) {
+            lines.push_back(line);
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + item;
+    }
+    lines.push_back(line);
+    return lines;
+}
+
 // The width of one panel: narrower as more share a row (three at most when they wrap; one
 // per panel in a sweep's rows), so that a row fits a page of about 1200 pixels beside the
 // category labels and the legend.
@@ -316,24 +339,7 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     Json t = {{"text", lines.size() == 1 ? lines[0] : lines}, {"anchor", "start"}};
     Json subtitle = Json::array();
     if (const std::string counts = subtitle_counts(d); !counts.empty()) subtitle.push_back(counts);
-    if (!d.zero_series.empty()) {
-        // Lines of their own, the labels in full (which lines are hidden is the point), cut
-        // at about 100 characters: a title does not wrap, and a longer line widens the page.
-        // Characters, not bytes: the labels' separator is two bytes of UTF-8.
-        auto chars = [](const std::string& s) {
-            return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-        };
-        std::string line = std::to_string(d.zero_series.size()) + " series are exactly 0 everywhere, drawn one over another:";
-        for (std::size_t i = 0; i < d.zero_series.size(); ++i) {
-            const std::string item = d.zero_series[i] + (i + 1 < d.zero_series.size() ? "," : "");
-            if (chars(line) + 1 + chars(item) > 100) {
-                subtitle.push_back(line);
-                line.clear();
-            }
-            line += (line.empty() ? "" : " ") + item;
-        }
-        subtitle.push_back(line);
-    }
+    for (const auto& line : zero_series_lines(d.zero_series)) subtitle.push_back(line);
     if (!subtitle.empty()) t["subtitle"] = subtitle.size() == 1 ? subtitle[0] : subtitle;
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};

@@ -1,7 +1,5 @@
 #include "report/figure_data.hpp"
 
-#include "tensor/numbers.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +7,8 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -131,10 +131,25 @@ std::string point_label(const std::vector<Cell>& row, std::size_t point_col, con
     return s;
 }
 
-// Whether a "status" cell says that the norm refused the row's batch ("error: ...").
-bool refused_status(const Cell& c) {
-    const auto* s = std::get_if<std::string>(&c);
+// The index of table t's "status" column (the norm's error, "error: ...", or "ok"), or
+// t.columns.size() when it has none.
+std::size_t status_column(const Table& t) {
+    return static_cast<std::size_t>(std::find(t.columns.begin(), t.columns.end(), "status") - t.columns.begin());
+}
+
+// Whether `row`'s status (column `status`, from status_column) says the norm refused its batch.
+bool refused_row(const std::vector<Cell>& row, std::size_t status) {
+    const auto* s = status < row.size() ? std::get_if<std::string>(&row[status]) : nullptr;
     return s && s->rfind("error:", 0) == 0;
+}
+
+// A refused batch has no value to draw, and saying nothing would read as a result left
+// out (BatchNorm in training on one sample): its empty value becomes the note "refused",
+// counted once per row when `count`.
+void note_refused(const Json& r, bool refused, bool count, std::string& note, PlotData& d) {
+    if (!refused || !r["value"].is_null() || !note.empty()) return;
+    note = "refused";
+    d.refused += count;
 }
 
 // The series labels whose every row has the value 0, in first-seen order; none unless two
@@ -176,7 +191,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     const auto raw_idx = indices(t, d.raw_columns);
     d.has_panel = f.metrics.size() > 1 || !f.panels.empty();
     d.x_column = f.x;
-    const std::size_t status = std::find(t.columns.begin(), t.columns.end(), "status") - t.columns.begin();
+    const std::size_t status = status_column(t);
     std::map<std::string, std::set<std::string>> series_of;  // category -> its series labels
     // Metric-major, so that panels (first-seen order) list every panel of one metric together.
     for (std::size_t m = 0; m < f.metrics.size(); ++m) {
@@ -218,12 +233,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             bool nonfinite = false;
             place(r, "value", row[column_index(t, metric.column)], f.log, d, note, nonfinite);
             if (!metric.column2.empty()) place(r, "value2", row[column_index(t, metric.column2)], f.log, d, note, nonfinite);
-            // A batch the norm refused has no value to draw, and saying nothing would read as
-            // a result left out (BatchNorm in training on one sample).
-            if (r["value"].is_null() && note.empty() && status < t.columns.size() && refused_status(row[status])) {
-                note = "refused";
-                d.refused += m == 0;
-            }
+            note_refused(r, refused_row(row, status), m == 0, note, d);
             if (lines && !r["x_ok"].get<bool>())
                 note = (note.empty() ? "" : note + ", ") + f.x + " = " + cell_to_string(row[column_index(t, f.x)]);
             r["note"] = note.empty() ? Json(nullptr) : Json(note);
@@ -337,7 +347,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         std::vector<Accumulator> acc;  // per metric: [low, high] for ranges, [value] otherwise
         bool refused = false;          // a row's status is an error: its empty summary says so
     };
-    const std::size_t status = std::find(t.columns.begin(), t.columns.end(), "status") - t.columns.begin();
+    const std::size_t status = status_column(t);
     std::vector<Group> groups;
     std::map<std::pair<std::string, double>, std::size_t> where;
     double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
@@ -359,7 +369,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
             groups.push_back({line, x, std::vector<Accumulator>(2 * f.metrics.size())});
         }
         Group& g = groups[where[key]];
-        g.refused = g.refused || (status < t.columns.size() && refused_status(row[status]));
+        g.refused = g.refused || refused_row(row, status);
         for (std::size_t m = 0; m < f.metrics.size(); ++m) {
             g.acc[2 * m].add(row[column_index(t, f.metrics[m].column)]);
             if (!f.metrics[m].column2.empty()) g.acc[2 * m + 1].add(row[column_index(t, f.metrics[m].column2)]);
@@ -383,10 +393,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
                 bool nonfinite = false;
                 const Cell v = g.acc[2 * m + end].result(range ? (end == 0 ? "min" : "max") : how);
                 place(r, "value", v, f.log, d, note, nonfinite);
-                if (r["value"].is_null() && note.empty() && g.refused) {
-                    note = "refused";
-                    d.refused += m == 0 && end == 0;
-                }
+                note_refused(r, g.refused, m == 0 && end == 0, note, d);
                 r["note"] = note.empty() ? Json(nullptr) : Json(note);
                 r["nonfinite"] = nonfinite;
                 d.rows.push_back(std::move(r));

@@ -59,7 +59,7 @@ std::string shapes_answer(const ShapesOptions& o) {
         // Which axis the channels were taken from: (B, T, D) input reads as 16 channels of 512
         // by default, which someone thinking of D as the channels does not expect. LayerNorm
         // and RMSNorm have none.
-        {"channel_axis", trailing ? "" : std::to_string(r.channel_axis)},  // "": none (null, "none")
+        {"channel_axis", trailing ? "" : std::to_string(r.channel_axis)},
         {"reduction_axes", compact_shape(Shape(r.reduction_axes.begin(), r.reduction_axes.end()))},
         {"stats_shape", compact_shape(r.stats_shape)},
         {"num_stats", std::to_string(r.num_stats)},
@@ -67,21 +67,19 @@ std::string shapes_answer(const ShapesOptions& o) {
         {"param_shape", r.num_params ? compact_shape(r.param_shape) : ""},
         {"num_params", std::to_string(r.num_params)},
     };
+    // An empty value is one the norm does not have (a channel axis, parameters): null in
+    // JSON, "none" in text. Lists and counts are JSON as written; the norm's name is a string.
     std::string out;
     if (o.json) {
         out = "{";
         for (std::size_t i = 0; i < kv.size(); ++i) {
-            bool number = kv[i].first == "num_stats" || kv[i].first == "elems_per_stat" || kv[i].first == "num_params" ||
-                          kv[i].first == "channel_axis";
-            bool list = !kv[i].second.empty() && kv[i].second[0] == '[';
-            // An empty param_shape or channel_axis: the norm has none.
-            const bool none = kv[i].second.empty() && (kv[i].first == "param_shape" || kv[i].first == "channel_axis");
-            out += (i ? ", \"" : "\"") + kv[i].first + "\": " +
-                   (none ? "null" : number || list ? kv[i].second : "\"" + kv[i].second + "\"");
+            const std::string& v = kv[i].second;
+            const bool literal = !v.empty() && (v[0] == '[' || v.find_first_not_of("0123456789") == std::string::npos);
+            out += (i ? ", \"" : "\"") + kv[i].first + "\": " + (v.empty() ? "null" : literal ? v : "\"" + v + "\"");
         }
         return out + "}\n";
     }
-    for (const auto& [k, v] : kv) out += k + ": " + (v.empty() && k == "channel_axis" ? "none" : v) + "\n";
+    for (const auto& [k, v] : kv) out += k + ": " + (v.empty() ? "none" : v) + "\n";
     return out;
 }
 
