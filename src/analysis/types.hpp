@@ -4,7 +4,11 @@
 
 namespace normlab {
 
+/// stats_shapes (stats_shapes.cpp): the shape and count of each norm's statistics on each
+/// data entry, the elements behind each, and the parameters' shape.
 AnalysisType stats_shapes_analysis();
+/// apply (apply.cpp): each norm on each data entry: per-group output mean, std and rms
+/// ranges, min and max; saves the tensors and gradients named in `save` as .npy files.
 AnalysisType apply_analysis();
 /// precision (precision.cpp): output error of naive/two-pass/Welford variance in working
 /// precision and of the engine, against a high-precision reference, per dtype.

@@ -6,6 +6,7 @@
 
 namespace normlab {
 
+/// How to read a CSV file: the "csv" source's keys of the same names (configs/README.md).
 struct CsvOptions {
     std::size_t skip_rows = 0;  ///< physical lines skipped before anything else (e.g. a size line)
     bool header = false;        ///< the first line after them holds column names

@@ -59,6 +59,8 @@ auto at_location(const JsonLocation& loc, F&& f) -> decltype(f()) {
 /// A required list of positive dimensions under `key` (error at its pointer otherwise).
 Shape read_positive_shape(ObjectReader& r, const std::string& key);
 
+/// One builder per source type (source_<type>.cpp): reads the entry `name`'s keys from r,
+/// builds its batch; InputError at the offending key for bad values, files or shapes.
 SourceData build_values(const std::string& name, ObjectReader& r, const DataContext& ctx);
 SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataContext& ctx);
 SourceData build_npy(const std::string& name, ObjectReader& r, const DataContext& ctx);

@@ -13,6 +13,8 @@
 
 namespace normlab {
 
+/// JSON values as nlohmann/json reads them, keeping the file's key order (reports and
+/// messages list keys as the user wrote them).
 using Json = nlohmann::ordered_json;
 
 /// Where a JSON value sits: the config file (for messages) and its JSON pointer.

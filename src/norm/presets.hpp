@@ -15,6 +15,9 @@
 
 namespace normlab {
 
+/// The five norms (DESIGN.md glossary): BatchNorm (Ioffe and Szegedy 2015), LayerNorm (Ba et
+/// al. 2016), InstanceNorm (Ulyanov et al. 2016), GroupNorm (Wu and He 2018), RMSNorm (Zhang
+/// and Sennrich 2019).
 enum class NormType { batchnorm, layernorm, instancenorm, groupnorm, rmsnorm };
 /// What GroupNorm's weight and bias are given per: each channel (shape (C): the paper,
 /// PyTorch, ONNX GroupNormalization opset 21) or each group (shape (G), each value applied
@@ -23,6 +26,8 @@ enum class AffinePer { channel, group };
 /// Framework whose defaults and rules a norm follows (DESIGN.md "Conventions").
 enum class Convention { torch, onnx, keras, flax };
 
+/// Config names ("batchnorm", ..., "torch", ...) of a norm type and a convention, and the
+/// lists of all of them in declaration order (for messages and `normlab list`).
 std::string norm_type_name(NormType t);
 std::string convention_name(Convention c);
 const std::vector<std::string>& norm_type_names();

@@ -54,6 +54,8 @@ private:
     bool m_on_dtype = false;
 };
 
+/// Config names of the placements, block kinds, activations and initialisations, in
+/// declaration order (for messages and `normlab list`), and the name of one value.
 const std::vector<std::string>& placement_names();
 const std::vector<std::string>& block_names();
 const std::vector<std::string>& activation_names();
