@@ -351,9 +351,13 @@ TEST_CASE("stack weights: each init's distribution, DeepNorm's beta on drawn wei
 TEST_CASE("stack with a padding mask: real rows get what the stack gives the real rows alone") {
     // BatchNorm with mask: true takes its statistics from real rows only; the products act
     // row by row, so every real row's activations and gradients equal those of the stack on
-    // the (real rows, D) batch, and padded rows do not reach the gradients.
+    // the (real rows, D) batch, and padded rows do not reach the gradients. LayerNorm and
+    // RMSNorm over the features have no statistics on a padded row if its padding is
+    // skipped: the stack normalises it over its own values, so no NaN reaches the weight
+    // gradients, which must still count real rows only.
+    for (const NormType type : {NormType::batchnorm, NormType::layernorm, NormType::rmsnorm})
     for (Placement p : {Placement::pre, Placement::post, Placement::sandwich}) {
-        INFO(placement_name(p));
+        INFO(placement_name(p) << " " << norm_type_name(type));
         StackDef d;
         d.name = "m";
         d.layers = 3;
@@ -361,8 +365,9 @@ TEST_CASE("stack with a padding mask: real rows get what the stack gives the rea
         d.block = BlockKind::ffn;
         d.hidden = 6;
         d.activation = Activation::gelu;
-        d.norm.name = "bn";
-        d.norm.type = NormType::batchnorm;
+        d.norm.name = "n";
+        d.norm.type = type;
+        if (type != NormType::batchnorm) d.norm.normalized_shape = std::vector<long long>{5};
         d.norm.mask = true;
         const std::size_t B = 3, T = 4, D = 5;
         const std::vector<std::size_t> lengths = {4, 2, 3};
@@ -405,7 +410,13 @@ TEST_CASE("stack with a padding mask: real rows get what the stack gives the rea
         }
         CHECK(worst < 1e-12);
         CHECK(xt::allclose(sp.dw1.f64, sa.dw1.f64, 1e-12, 1e-14));
+        CHECK(xt::allclose(sp.dw2.f64, sa.dw2.f64, 1e-12, 1e-14));
         CHECK(xt::allclose(sp.dgamma, sa.dgamma, 1e-12, 1e-14));
+        for (std::size_t l = 0; l < d.layers; ++l) {
+            CHECK(std::isfinite(sp.grad_w_norm[l]));
+            CHECK(sp.grad_w_norm[l] == doctest::Approx(sa.grad_w_norm[l]).epsilon(1e-12));
+            CHECK(sp.grad_gamma_norm[l] == doctest::Approx(sa.grad_gamma_norm[l]).epsilon(1e-12));
+        }
         CHECK(padded.row_mask() == std::vector<unsigned char>{1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});
     }
 }

@@ -51,8 +51,8 @@ const Tensor& Stack::norm_backward(const Tensor& x, const StepResult& st, const 
     in.weight = r.has_weight ? &m_norm_weight : nullptr;
     in.bias = r.has_bias ? &m_norm_bias : nullptr;
     xt::xarray<std::uint8_t> mv;
-    if (m_def.norm.mask && m_mask.size() > 0) {
-        mv = view_mask(m_mask, r);
+    if (m_def.norm.mask && m_norm_mask.size() > 0) {
+        mv = view_mask(m_norm_mask, r);
         in.mask = &mv;
     }
     if (!r.use_batch_stats) {  // inference: the running statistics are constants

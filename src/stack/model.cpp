@@ -119,6 +119,14 @@ Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape,
         // Every block's N (and N2, and the final norm) is its own instance of the same def.
         NormLayer proto(m_def.norm, dtype);
         Resolution r = proto.resolve(data_shape, data_shape.size() - 1, data_name);
+        // The view keeps the data's leading (row) axes and may split the features (GroupNorm),
+        // so the statistics lie within rows when the view's axes before the first reduced one
+        // span all the rows.
+        const Axes& red = r.spec.reduction_axes;
+        const std::size_t first = red.empty() ? r.view_shape.size() : *std::min_element(red.begin(), red.end());
+        std::size_t lead = 1;
+        for (std::size_t a = 0; a < first; ++a) lead *= r.view_shape[a];
+        m_stats_within_rows = lead >= m_rows;
         const Shape vps = select_dims(r.view_shape, r.spec.param_axes);
         if (r.has_weight) {
             m_norm_weight = m_def.norm.weight ? materialize(*m_def.norm.weight, r.param_shape, "weight", m_def.norm.name)
@@ -139,8 +147,10 @@ Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape,
 
 void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
     m_mask = mask;
+    m_norm_mask = mask;
     m_row_mask.assign(m_rows, 1);
     if (mask.size() == 0) return;
+    if (m_stats_within_rows) m_norm_mask = xt::ones<std::uint8_t>(mask.shape());
     // A row is real when its first feature is: a padding mask has the data's rank with 1 at
     // the feature axis (or the full shape, constant along features for padding).
     Shape shape = m_shape;
@@ -151,7 +161,7 @@ void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
 }
 
 void Stack::run_norm(NormLayer& layer, const Tensor& in, StepResult& out) {
-    layer.forward(in, m_shape.size() - 1, m_data_name, m_mask.size() ? &m_mask : nullptr, out);
+    layer.forward(in, m_shape.size() - 1, m_data_name, m_norm_mask.size() ? &m_norm_mask : nullptr, out);
 }
 
 template <class T>

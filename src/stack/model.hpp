@@ -96,7 +96,12 @@ public:
     /// Runs x (data shape, the stack's dtype) through every block, keeping the activations
     /// in `trace` (its buffers are reused when the shapes match). `mask` is the data's padding
     /// mask, 1 = real position, x's rank with each dim x's or 1 (shape {0}: none); norms with
-    /// mask: true take their statistics from real positions only. Norms in training mode
+    /// mask: true take their statistics from real positions only. A norm whose statistics each
+    /// lie within a row (LayerNorm or RMSNorm over the features) sees no padding on a real row
+    /// either way, so it normalises a padded row over its own values, as PyTorch does, rather
+    /// than leaving it without statistics (NaN): nothing real depends on a padded row, and
+    /// with d loss / d y 0 there its gradient stays 0, so no weight gradient counts it. Norms
+    /// in training mode
     /// update their running statistics. Throws NormError from the norms (e.g. mask: true
     /// without a mask).
     void forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, StackTrace& trace);
@@ -156,6 +161,9 @@ private:
     xt::xarray<double> m_norm_weight = xt::xarray<double>::from_shape(Shape{0});
     xt::xarray<double> m_norm_bias = xt::xarray<double>::from_shape(Shape{0});
     xt::xarray<std::uint8_t> m_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
+    /// The mask the norms take: m_mask, or all ones where each statistic lies within a row.
+    xt::xarray<std::uint8_t> m_norm_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
+    bool m_stats_within_rows = false;     ///< the norm's statistics each lie within one row
     std::vector<unsigned char> m_row_mask;
     Tensor m_f, m_h;                      ///< scratch: F's output, the ffn's activation
     Tensor m_g, m_gn, m_dz, m_dh;        ///< backward scratch: d/dx_l, d/dx_{l-1}, d/dz, d/dh
