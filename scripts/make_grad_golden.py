@@ -132,7 +132,7 @@ def record(c, data, norm, fn, x, dy, w, b, engine):
 
 def engine_entry(view_shape, reduction_axes, param_axes, eps, center=True, weight=None, bias=None,
                  eps_placement="inside_sqrt", variance="biased", weight_offset=0.0, mask=None,
-                 mask_view_shape=None, given_mean=None, given_var=None):
+                 mask_view_shape=None, given_mean=None, given_var=None, zero_rstd_at_zero_var=False):
     """What the engine sees for one pair (engine.json): shapes and axes in the view's terms;
     weight/bias/mask as file names (weight and bias in the user's parameter shape, read
     row-major into the view's parameter shape); given statistics as flat lists in the
@@ -141,7 +141,7 @@ def engine_entry(view_shape, reduction_axes, param_axes, eps, center=True, weigh
             "param_axes": list(param_axes), "center": center, "eps": eps, "eps_placement": eps_placement,
             "variance": variance, "weight_offset": weight_offset, "weight": weight, "bias": bias,
             "mask": mask, "mask_view_shape": None if mask_view_shape is None else list(mask_view_shape),
-            "given_mean": given_mean, "given_var": given_var}
+            "given_mean": given_mean, "given_var": given_var, "zero_rstd_at_zero_var": zero_rstd_at_zero_var}
 
 
 def affine_params(c, rng, name, spec, shape, affine, bias=True, w_mean=1.0):
@@ -446,6 +446,45 @@ def masked_case(dtype):
     return c
 
 
+# ---------------------------------------------------------------- eps 0 on a constant group
+
+def zero_var_case(dtype):
+    """BatchNorm (training) and InstanceNorm with eps 0 where a channel or an instance is
+    constant: PyTorch's CPU batch_norm, which instance_norm calls, takes rstd = 0 where the
+    variance and eps are both 0 (InvStd in aten/src/ATen/native/Normalization.cpp), so the
+    output there is the bias and the gradients through it are 0, where 1/sqrt(0) would give
+    NaN. The output is expected too."""
+    c = GradCase(f"grad_zero_var_{DTYPES[dtype][2]}", dtype,
+                 TORCH_REF + ": F.batch_norm (training=True) and F.instance_norm with eps=0, and their autograd",
+                 "eps 0 on a constant group: BatchNorm on (4,3,2,2) whose channel 1 is 7.0 everywhere, "
+                 "InstanceNorm on (2,3,5) whose instance (0,2) is -2.5; both affine")
+    rng = np.random.default_rng(1307)
+    xb = rng.normal(0.5, 1.3, (4, 3, 2, 2))
+    xb[:, 1] = 7.0
+    xi = rng.normal(-0.3, 0.9, (2, 3, 5))
+    xi[0, 2] = -2.5
+    datas = {"img": c.add_grad_data("img", xb), "seq": c.add_grad_data("seq", xi)}
+    for name, typ, dn in [("bn", "batchnorm", "img"), ("inorm", "instancenorm", "seq")]:
+        x, dy = datas[dn]
+        spec = {"type": typ, "eps": 0.0, "affine": True}
+        w, b = affine_params(c, rng, name, spec, [3], True)
+        c.add_norm(name, spec)
+        if typ == "batchnorm":
+            fn = lambda t, w_=None, b_=None: F.batch_norm(t, None, None, w_, b_, training=True, eps=0.0)
+            red = [0, 2, 3]
+        else:
+            fn = lambda t, w_=None, b_=None: F.instance_norm(t, weight=w_, bias=b_, eps=0.0)
+            red = [2]
+        y = fn(torch.tensor(np.asarray(x, np.float64)), torch.tensor(np.asarray(w, np.float64)),
+               torch.tensor(np.asarray(b, np.float64))).numpy()
+        assert np.all(np.isfinite(y)), "PyTorch gave a non-finite output"
+        record(c, dn, name, fn, x, dy, w, b,
+               engine_entry(x.shape, red, [1], 0.0, zero_rstd_at_zero_var=True, **files(name, w, b)))
+        c.expect(dn, name, "output", y)
+        c.analyses[-1]["save"].append("output")
+    return c
+
+
 def main():
     """Regenerates every grad_* case folder under tests/golden/ and prints a summary."""
     torch.set_num_threads(1)
@@ -455,7 +494,7 @@ def main():
     cases = []
     for dtype in DTYPES:
         cases += [layernorm_case(dtype), batchnorm_case(dtype), instancenorm_case(dtype),
-                  groupnorm_case(dtype), rmsnorm_case(dtype), masked_case(dtype)]
+                  groupnorm_case(dtype), rmsnorm_case(dtype), masked_case(dtype), zero_var_case(dtype)]
     total = 0
     for c in cases:
         k = c.write()

@@ -105,6 +105,7 @@ Setup golden_setup(const fs::path& dir, const nlohmann::json& e, DType dtype, xt
     s.spec.eps_placement = e.at("eps_placement") == "add_to_std" ? EpsPlacement::add_to_std : EpsPlacement::inside_sqrt;
     s.spec.variance = e.at("variance") == "unbiased" ? VarianceEstimator::unbiased : VarianceEstimator::biased;
     s.spec.weight_offset = e.at("weight_offset").get<double>();
+    s.spec.zero_rstd_at_zero_var = e.at("zero_rstd_at_zero_var").get<bool>();
     const Shape ps = s.param_shape();
     if (!e.at("weight").is_null()) {
         s.has_weight = true;

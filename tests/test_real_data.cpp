@@ -42,8 +42,13 @@ TEST_CASE("real digits: constant border pixels are zero-variance groups for per-
     CHECK(num(bn, "out_std_min") == 0.0);  // a constant pixel stays constant (0)
     CHECK(num(bn, "out_rms_min") == 0.0);
     CHECK(num(bn, "out_std_max") > 0.99);
+    // eps 0: PyTorch's BatchNorm takes rstd = 0 where the variance is 0 too, so a constant
+    // pixel stays 0; Keras's divides 0 by 0.
     const auto eps0 = one(apply, {{"data", "digits_flat"}, {"norm", "bn_pixels_eps0"}});
-    CHECK(num(eps0, "nonfinite_count") > 0);  // 0/0 without eps
+    CHECK(num(eps0, "nonfinite_count") == 0);
+    CHECK(num(eps0, "out_std_min") == 0.0);
+    const auto eps0_keras = one(apply, {{"data", "digits_flat"}, {"norm", "bn_pixels_eps0_keras"}});
+    CHECK(num(eps0_keras, "nonfinite_count") == 1797 * 3);  // 3 pixels are 0 in every digit
     auto var = normlab::read_npy(out / "arrays/digits_flat/bn_pixels/var.npy").values;
     REQUIRE(var.size() == 64);
     CHECK(var(0, 0) == 0.0);               // pixel (0,0) is 0 in every digit

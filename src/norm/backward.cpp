@@ -211,7 +211,9 @@ void backward_impl(const T* x, T* dx, const Shape& xs, const NormSpec& spec, con
             for (std::size_t s = 0; s < nstats; ++s) {
                 const double n = fwd.batch.count.data()[s], r = fwd.rstd.data()[s], v = fwd.var.data()[s];
                 const double dv_dvar0 = spec.variance == VarianceEstimator::unbiased ? n / (n - 1) : 1.0;
-                const double dr_dv = spec.eps_placement == EpsPlacement::inside_sqrt ? -0.5 * r * r * r
+                // r = 0 is a constant (NormSpec::zero_rstd_at_zero_var), whose sqrt(v) is 0 too.
+                const double dr_dv = r == 0 ? 0.0
+                                     : spec.eps_placement == EpsPlacement::inside_sqrt ? -0.5 * r * r * r
                                                                                      : -0.5 * r * r / std::sqrt(v);
                 c1[s] = spec.center ? -r * sg[s] / n : 0.0;
                 c2[s] = 2.0 / n * dv_dvar0 * dr_dv * sgd[s];

@@ -61,6 +61,11 @@ struct NormSpec {
     VarianceEstimator variance = VarianceEstimator::biased;
     EpsPlacement eps_placement = EpsPlacement::inside_sqrt;
     double eps = 1e-5;
+    /// rstd = 0, not inf, where the variance and eps are both exactly 0: the output is then
+    /// the bias and nothing reaches the input's gradient. PyTorch's CPU batch_norm (and
+    /// instance_norm, which calls it) with batch statistics does this (its InvStd, in
+    /// aten/src/ATen/native/Normalization.cpp); its layer_norm and group_norm give NaN.
+    bool zero_rstd_at_zero_var = false;
     Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
     double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
     AffineRounding affine_rounding = AffineRounding::once;  ///< half dtypes only

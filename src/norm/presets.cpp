@@ -324,6 +324,8 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     bool tracking = has_running_stats();
     r.use_batch_stats = !tracking || training;
     r.update_running = tracking && training;
+    spec.zero_rstd_at_zero_var = d.convention == Convention::torch && r.use_batch_stats &&
+                                 (d.type == NormType::batchnorm || d.type == NormType::instancenorm);
     if (d.type == NormType::batchnorm && r.use_batch_stats && r.elems_per_stat == 1)
         fail("", "in training mode: one value per channel (need more than 1), input shape " +
                         format_shape(xs));
