@@ -326,7 +326,7 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
         {"bad init", config("[4, 8]", R"({"layers": 2, "placement": "pre", "norm": "ln", "init": "xavier"})"), "/stacks/s/init: unknown init \"xavier\""},
         {"zero layers", config("[4, 8]", R"({"layers": 0, "placement": "pre", "norm": "ln"})"), "/stacks/s/layers: layers must be in [1, 100000]"},
         {"norm does not fit", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "normalized_shape": [5]}}, "stacks": {"s": {"layers": 1, "placement": "pre", "norm": "ln"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
-         "/norms/ln/normalized_shape: layernorm \"ln\" on data \"x\": given normalized_shape=[5]"},
+         "/norms/ln/normalized_shape: stack \"s\": layernorm \"ln\" on data \"x\": given normalized_shape=[5]"},
         {"half precision", R"({"name": "bad", "dtype": "float16", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
          "stacks run in float32 or float64, but the run's dtype is float16 (a stack's products go through OpenBLAS, which has no half-precision matrix product)"},
         {"bfloat16", R"({"name": "bad", "dtype": "bfloat16", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",

@@ -331,6 +331,38 @@ TEST_CASE("another framework's name for a key or value is answered with normlab'
                   "ONNX name it so; normlab's is \"eps\")");
 }
 
+TEST_CASE("stack and sweep messages: case is no typo, another library's activation or init is named, the lists at fault") {
+    const std::string cfg = R"({"data": {"x": {"source": "tokens", "batch": 2, "max_len": 4, "dim": 64}},
+        "norms": {"gn": {"type": "groupnorm", "num_groups": 3}, "ln": {"type": "layernorm", "normalized_shape": [64]}},
+        "stacks": {"g": {"layers": 2, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 8},
+                   "h": {"layers": 2, "placement": "post", "norm": "ln"}},
+        "analyses": [{"type": "depth", "data": ["x"], "stacks": ["g", "h"]}]})";
+    const fs::path dir = fresh_dir("stack_messages");
+    write_text(dir / "s.json", cfg);
+    const std::string v = "validate " + (dir / "s.json").string() + " ";
+    check_refused(run_normlab(v + "--set norms.ln.type=RMSNorm"), "unknown value \"RMSNorm\" (expected one of: "
+                  "batchnorm, layernorm, instancenorm, groupnorm, rmsnorm); did you mean \"rmsnorm\"?");
+    check_refused(run_normlab(v + "--set stacks.g.activation=silu"),
+                  "/stacks/g/activation: activation \"silu\" is not an activation of normlab's ffn block (relu, gelu, "
+                  "identity)");
+    check_refused(run_normlab(v + "--set stacks.g.activation=linear"), "Keras names the identity activation so");
+    check_refused(run_normlab(v + "--set stacks.g.init=he_normal"),
+                  "Keras names it so (a normal truncated at 2 std); normlab's \"kaiming_normal\" is PyTorch's "
+                  "untruncated N(0, 2/fan_in)");
+    check_refused(run_normlab(v + "--set stacks.g.norm=layernorm"),
+                  "/stacks/g/norm: no norms entry named \"layernorm\" (/norms has: gn, ln)");
+    // A norm that fits no data but is used by a stack alone: the stack is named too.
+    check_refused(run_normlab(v + "--set stacks.g.norm=gn"),
+                  "/norms/gn/num_groups: stack \"g\": groupnorm \"gn\" on data \"x\": expected channels (C=64) to be "
+                  "divisible by num_groups (3)");
+    // Unequal zip lists: both named, each with its length.
+    write_text(dir / "z.json", cfg.substr(0, cfg.rfind('}')) +
+                                   R"(, "sweep": {"zip": {"stacks.g.layers": [2, 3], "stacks.h.layers": [2, 3, 4]}}})");
+    check_refused(run_normlab("validate " + (dir / "z.json").string()),
+                  "/sweep/zip: zip lists must have equal lengths, but \"stacks.g.layers\" has 2 values and "
+                  "\"stacks.h.layers\" has 3");
+}
+
 TEST_CASE("numeric options refuse values the help gives no meaning") {
     struct Case {
         std::string args, expect;

@@ -1,13 +1,25 @@
 // The "stacks" section: residual stacks built from the config's norms.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "config/config.hpp"
 #include "data/npy.hpp"
+#include "json/foreign.hpp"
 
 namespace normlab {
 
 namespace {
+
+// Activations of other libraries that normlab's ffn does not offer (PyTorch's and Keras's
+// names, lower case): named as such rather than answered with the nearest spelling.
+bool is_unsupported_activation(std::string a) {
+    for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    static const std::vector<std::string> known = {"silu", "swish", "swiglu", "geglu", "reglu", "sigmoid", "tanh",
+                                                   "leaky_relu", "leakyrelu", "elu", "selu", "celu", "mish",
+                                                   "softplus", "softsign", "hardswish", "relu6"};
+    return std::find(known.begin(), known.end(), a) != known.end();
+}
 
 template <class E>
 E enum_of(const std::string& name, const std::vector<std::string>& names) {
@@ -23,6 +35,8 @@ WeightInit parse_init(const Json& j, const JsonLocation& loc) {
         const std::string s = j.get<std::string>();
         const std::vector<std::string> named = {"xavier_normal", "xavier_uniform", "kaiming_normal"};
         if (std::find(named.begin(), named.end(), s) == named.end()) {
+            if (const ForeignName f = foreign_name(s, named); !f.ours.empty())
+                loc.fail("unknown init \"" + s + "\" (" + expected + "); " + f.note);
             const std::string hint = did_you_mean(s, named);
             loc.fail("unknown init \"" + s + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") + " (" +
                      expected + ")");
@@ -79,7 +93,11 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
         if (!nn) r.missing("norm", " (the name of an entry of /norms)");
         if (!norms.count(*nn)) {
             const std::string hint = did_you_mean(*nn, norm_order);
-            r.at("norm").fail("no norms entry named \"" + *nn + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+            std::string names;
+            for (const auto& n : norm_order) names += (names.empty() ? "" : ", ") + n;
+            r.at("norm").fail("no norms entry named \"" + *nn + "\"" +
+                              (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+                              (names.empty() ? " (/norms is empty)" : " (/norms has: " + names + ")"));
         }
         d.norm = norms.at(*nn);
     } else if (r.has("norm")) {
@@ -91,6 +109,9 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
         const long long h = *r.integer("hidden");
         if (h < 1) r.at("hidden").fail("hidden must be >= 1, but got " + std::to_string(h));
         d.hidden = static_cast<std::size_t>(h);
+        // Other activations of the field are not misspellings of these: "silu" is no "relu".
+        if (const auto a = r.string("activation"); a && is_unsupported_activation(*a))
+            r.at("activation").fail("activation \"" + *a + "\" is not an activation of normlab's ffn block (relu, gelu, identity)");
         d.activation = enum_of<Activation>(r.choice("activation", activation_names(), "relu"), activation_names());
     } else {
         for (const char* k : {"hidden", "activation"})

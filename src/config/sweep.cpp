@@ -80,8 +80,9 @@ Sweep extract_sweep(Json& config, const std::string& file) {
             for (auto z = it.value().begin(); z != it.value().end(); ++z) {
                 check_list(z.key(), z.value(), zl.child(z.key()));
                 if (len && z.value().size() != len)
-                    zl.child(z.key()).fail("zip lists must have equal lengths (" + std::to_string(len) +
-                                           " vs " + std::to_string(z.value().size()) + ")");
+                    zl.fail("zip lists must have equal lengths, but \"" + paths.front() + "\" has " +
+                            std::to_string(len) + " values and \"" + z.key() + "\" has " +
+                            std::to_string(z.value().size()));
                 len = z.value().size();
                 paths.push_back(z.key());
             }

@@ -50,6 +50,16 @@ const Entry kNames[] = {
      "under \"torch\""},
     {"moving_mean", "running_mean", "Keras names it so; normlab's is \"running_mean\""},
     {"moving_variance", "running_var", "Keras names it so; normlab's is \"running_var\""},
+    // values: weight initialisations (a stack's "init")
+    {"glorot_uniform", "xavier_uniform", "Keras names it so; normlab's is \"xavier_uniform\", PyTorch's name"},
+    {"glorot_normal", "xavier_normal",
+     "Keras names it so (a normal truncated at 2 std); normlab's \"xavier_normal\" is PyTorch's untruncated "
+     "N(0, 2/(fan_in + fan_out))"},
+    {"he_normal", "kaiming_normal",
+     "Keras names it so (a normal truncated at 2 std); normlab's \"kaiming_normal\" is PyTorch's untruncated "
+     "N(0, 2/fan_in)"},
+    // values: a stack's activation
+    {"linear", "identity", "Keras names the identity activation so; normlab's is \"identity\""},
     // values: conventions and norm types
     {"tensorflow", "keras", "TensorFlow's normalization layers are Keras's; normlab's convention for them is \"keras\""},
     {"tf", "keras", "TensorFlow's normalization layers are Keras's; normlab's convention for them is \"keras\""},

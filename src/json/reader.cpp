@@ -120,8 +120,14 @@ std::string json_got(const Json& j) { return j.is_null() ? "null" : json_type_na
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
     std::string best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    // Case is no typo: "RMSNorm" is "rmsnorm".
+    auto lower = [](std::string s) {
+        for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        return s;
+    };
+    const std::string w = lower(word);
     for (const auto& c : candidates) {
-        std::size_t d = edit_distance(word, c);
+        std::size_t d = edit_distance(w, lower(c));
         if (d < best_d) best_d = d, best = c;
     }
     std::size_t limit = std::max<std::size_t>(2, word.size() / 3);

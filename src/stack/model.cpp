@@ -94,7 +94,13 @@ void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t chan
                                             " (layers, fan_in, fan_out) for data of shape " + format_shape(data_shape) +
                                             ", but the given array has " +
                                             format_shape(Shape(values.shape().begin(), values.shape().end())));
-    if (def.has_norm()) NormLayer(def.norm, dtype).resolve(data_shape, rank - 1, data_name);
+    if (!def.has_norm()) return;
+    try {
+        NormLayer(def.norm, dtype).resolve(data_shape, rank - 1, data_name);
+    } catch (const NormError& e) {
+        // The fault is the norm's key, but the norm may be used by this stack alone: say so.
+        throw NormError(e.norm(), e.key(), "stack \"" + def.name + "\": " + e.what(), e.data(), e.reason());
+    }
 }
 
 Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape, DType dtype,
