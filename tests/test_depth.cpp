@@ -242,6 +242,38 @@ TEST_CASE("every placement, block, init and norm type runs from a config; save w
     CHECK(gw1.shape() == std::vector<std::size_t>{3, 8, 12});
 }
 
+TEST_CASE("depth: the saved weights and projection redo the draw: given back, the same rows to the bit") {
+    const fs::path dir = fresh_dir("depth_redo");
+    const std::string head = R"({"name": "redo", "dtype": "float32", "seed": 5,
+      "data": {"t": {"source": "gaussian", "shape": [3, 4, 8], "channel_axis": -1}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}},)";
+    write_text(dir / "drawn.json", head + R"(
+      "stacks": {"s": {"layers": 3, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 12}},
+      "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"], "save": ["weights", "projection"]}]})");
+    auto r = run_normlab("run " + (dir / "drawn.json").string() + " --out " + (dir / "a").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const fs::path arr = dir / "a/arrays/t/s";
+    CHECK(xt::load_npy<float>((arr / "w1.npy").string()).shape() == std::vector<std::size_t>{3, 8, 12});
+    CHECK(xt::load_npy<float>((arr / "w2.npy").string()).shape() == std::vector<std::size_t>{3, 12, 8});
+    CHECK(xt::load_npy<double>((arr / "projection.npy").string()).shape() == std::vector<std::size_t>{3, 4, 8});
+    write_text(dir / "given.json", head + R"(
+      "stacks": {"s": {"layers": 3, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 12,
+                       "weights": {"w1": {"npy": ")" + (arr / "w1.npy").string() + R"("},
+                                   "w2": {"npy": ")" + (arr / "w2.npy").string() + R"("}}}},
+      "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"],
+                    "loss": {"npy": ")" + (arr / "projection.npy").string() + R"("}}]})");
+    r = run_normlab("run " + (dir / "given.json").string() + " --out " + (dir / "b").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(read_text(dir / "a/depth.csv") == read_text(dir / "b/depth.csv"));
+    // r exists for the projection loss only.
+    write_text(dir / "bad.json", head + R"(
+      "stacks": {"s": {"layers": 3, "placement": "pre", "norm": "ln"}},
+      "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"], "loss": "mean_square", "save": ["projection"]}]})");
+    r = run_normlab("validate " + (dir / "bad.json").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("save \"projection\" writes the loss's r, which only loss \"projection\" draws") != std::string::npos);
+}
+
 TEST_CASE("depth: the mean-square loss through x_l = 2 x_{l-1} has closed-form rows, for any number of draws") {
     // placement none with identity blocks doubles x per block: resid_growth = 2^l, the
     // branch is x_{l-1}, and d mean(y^2) / d x_l = 2 y / n * 2^(L-l). Nothing is drawn, so

@@ -14,8 +14,9 @@ namespace normlab {
 
 namespace {
 
-const std::vector<std::string> kSaveable = {"output",     "mean",       "var",         "rstd",     "running_mean",
-                                            "running_var", "grad_input", "grad_weight", "grad_bias"};
+const std::vector<std::string> kSaveable = {"output",      "mean",       "var",         "rstd",      "running_mean",
+                                            "running_var", "grad_input", "grad_weight", "grad_bias", "input",
+                                            "weight",      "bias",       "upstream"};
 
 struct Options {
     bool sequential = false;
@@ -31,9 +32,10 @@ Options read_options(const AnalysisSpec& spec) {
         for (std::size_t i = 0; i < s->size(); ++i)
             if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end()) {
                 const std::string hint = did_you_mean((*s)[i], kSaveable);
-                r.at("save").child(i).fail("cannot save \"" + (*s)[i] +
-                                           "\" (expected output, mean, var, rstd, running_mean, running_var, "
-                                           "grad_input, grad_weight or grad_bias)" +
+                std::string names;
+                for (std::size_t k = 0; k < kSaveable.size(); ++k)
+                    names += (k == 0 ? "" : k + 1 == kSaveable.size() ? " or " : ", ") + kSaveable[k];
+                r.at("save").child(i).fail("cannot save \"" + (*s)[i] + "\" (expected " + names + ")" +
                                            (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
             }
         o.save = *s;
@@ -44,7 +46,8 @@ Options read_options(const AnalysisSpec& spec) {
 }
 
 bool saves_gradients(const Options& o) {
-    return std::any_of(o.save.begin(), o.save.end(), [](const std::string& w) { return w.rfind("grad_", 0) == 0; });
+    return std::any_of(o.save.begin(), o.save.end(),
+                       [](const std::string& w) { return w.rfind("grad_", 0) == 0 || w == "upstream"; });
 }
 
 // Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
@@ -64,9 +67,10 @@ void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& la
             at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
                         (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""),
                     norm_entry);
-        if ((what == "grad_weight" && !r.has_weight) || (what == "grad_bias" && !r.has_bias))
-            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" has no " + (what == "grad_weight" ? "weight" : "bias") +
-                        (d.type == NormType::rmsnorm && what == "grad_bias" ? " (rmsnorm: weight only)" : " (affine is false)"),
+        const bool weight = what == "grad_weight" || what == "weight", bias = what == "grad_bias" || what == "bias";
+        if ((weight && !r.has_weight) || (bias && !r.has_bias))
+            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" has no " + (weight ? "weight" : "bias") +
+                        (d.type == NormType::rmsnorm && bias ? " (rmsnorm: weight only)" : " (affine is false)"),
                     norm_entry);
     }
 }
@@ -82,12 +86,25 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
     const bool half = ctx.dtype == DType::float16 || ctx.dtype == DType::bfloat16;
     const DType stats_dtype = half ? DType::float32 : ctx.dtype;
     StepGradients g;
+    const Batch& b = ctx.batch(dn);
+    xt::xarray<double> dy;
     if (saves_gradients(o)) {
-        const Batch& b = ctx.batch(dn);
-        g = step_backward(b.x, s, make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply"));
+        dy = make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply");
+        g = step_backward(b.x, s, dy);
     }
+    // The parameters as the engine used them, in the user's shape ((C) for GroupNorm), in
+    // float64: a config's 0.1 is used as the double 0.1, whatever the run's dtype.
+    auto param = [&](const xt::xarray<double>& v) {
+        xt::xarray<double> p = v;
+        p.reshape(s.res.param_shape);
+        return p;
+    };
     for (const std::string& what : o.save) {
         if (what == "output") ctx.save(dn, folder, what, s.fwd.y.to_double(), ctx.dtype);
+        else if (what == "input") ctx.save(dn, folder, what, b.x.to_double(), ctx.dtype);
+        else if (what == "upstream") ctx.save(dn, folder, what, dy, ctx.dtype);
+        else if (what == "weight") ctx.save(dn, folder, what, param(s.in.weight), DType::float64);
+        else if (what == "bias") ctx.save(dn, folder, what, param(s.in.bias), DType::float64);
         else if (what == "mean") ctx.save(dn, folder, what, s.fwd.mean, stats_dtype);
         else if (what == "var") ctx.save(dn, folder, what, s.fwd.var, stats_dtype);
         else if (what == "rstd") ctx.save(dn, folder, what, s.fwd.rstd, stats_dtype);

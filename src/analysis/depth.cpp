@@ -31,7 +31,7 @@ struct Options {
     std::string loss_path;       ///< npy: as written in the config
     long long train_steps = 0;
     long long draws = 1;         ///< independent draws of weights and r the rows average
-    bool save_activations = false, save_gradients = false;
+    bool save_activations = false, save_gradients = false, save_weights = false, save_projection = false;
 };
 
 Options read_options(const AnalysisSpec& spec) {
@@ -66,10 +66,17 @@ Options read_options(const AnalysisSpec& spec) {
             const std::string& w = (*save)[i];
             if (w == "activations") o.save_activations = true;
             else if (w == "gradients") o.save_gradients = true;
-            else r.at("save").child(i).fail("unknown array \"" + w + "\" (expected \"activations\" or \"gradients\")");
+            else if (w == "weights") o.save_weights = true;
+            else if (w == "projection") o.save_projection = true;
+            else
+                r.at("save").child(i).fail("unknown array \"" + w + "\" (expected \"activations\", \"gradients\", "
+                                           "\"weights\" or \"projection\")" + did_you_mean_note(w, {"activations",
+                                           "gradients", "weights", "projection"}, 3));
         }
     }
-    if (o.draws > 1 && (o.save_activations || o.save_gradients))
+    if (o.save_projection && o.loss != Options::Loss::projection)
+        r.at("save").fail("save \"projection\" writes the loss's r, which only loss \"projection\" draws");
+    if (o.draws > 1 && (o.save_activations || o.save_gradients || o.save_weights || o.save_projection))
         r.at("save").fail("save writes the arrays of one draw, but draws is " + std::to_string(o.draws) +
                           " and the rows are means over the draws: save with draws 1");
     r.finish();
@@ -204,6 +211,11 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
                   part(bt && gamma, bt ? g.grad_gamma_norm[l - 1] : kNaN), ratio[l]};
     }
     if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
+    if (o.save_weights)
+        for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"w", &s.weights().w},
+                                      {"w1", &s.weights().w1}, {"w2", &s.weights().w2}})
+            if (w->size() > 0 && !w->shape().empty()) ctx.save(dn, sn, name, w->to_double(), ctx.dtype);
+    if (o.save_projection) ctx.save(dn, sn, "projection", r, DType::float64);  // as drawn, before any rounding
     if (o.save_gradients) {
         ctx.save(dn, sn, "gradients", stacked(g.dx), ctx.dtype);
         for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"grad_w", &g.dw},
