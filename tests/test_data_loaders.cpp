@@ -77,10 +77,23 @@ TEST_CASE("csv: errors name the file + line and column") {
                          (in_file("path", dir + "nonnumeric.csv") +
                           ": line 3, column 2 (\"q\"): \"abc\" is not a number").c_str(),
                          InputError);
+    // Each with the key that would read it, where one would.
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "nonnumeric.csv"})"),
-                         doctest::Contains("nonnumeric.csv: line 1, column 1: \"p\" is not a number"), InputError);
+                         doctest::Contains("nonnumeric.csv: line 1, column 1: \"p\" is not a number (a header line? "
+                                           "\"header\": true, or \"skip_rows\")"),
+                         InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "empty_cell.csv"})"),
-                         doctest::Contains("empty_cell.csv: line 2, column 2: empty cell is not a number"),
+                         doctest::Contains("empty_cell.csv: line 2, column 2: empty cell is not a number (missing "
+                                           "values are not read; fill them, or drop the column with \"drop_columns\")"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "semicolon.csv"})"),
+                         doctest::Contains("semicolon.csv: line 1, column 1: \"1;2\" is not a number (the file may "
+                                           "separate its cells by ';': \"delimiter\": \";\")"),
+                         InputError);
+    CHECK(csv(R"({"source": "csv", "path": "semicolon.csv", "delimiter": ";"})").x.size() == 4);
+    CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "out_of_range.csv"})"),
+                         doctest::Contains("out_of_range.csv: line 2, column 1: number \"1e400\" is out of range (double "
+                                           "holds magnitudes from about 4.9e-324 to 1.8e308)"),
                          InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "missing.csv"})"),
                          (in_file("path", dir + "missing.csv") + ": no such file").c_str(), InputError);

@@ -363,6 +363,31 @@ TEST_CASE("stack and sweep messages: case is no typo, another library's activati
                   "\"stacks.h.layers\" has 3");
 }
 
+TEST_CASE("notes and warnings for inputs that run but are likely wrong: negative running_var, a mask of padding only, half overflow") {
+    const std::string cfg = R"({"data": {"x": {"source": "gaussian", "shape": [4, 3, 2]},
+        "h": {"source": "values", "values": [[70000, 1, 2, 3]]},
+        "m": {"source": "tokens", "batch": 2, "max_len": 3, "dim": 4, "lengths": [0, 0]}},
+      "norms": {"bn": {"type": "batchnorm", "training": false, "running_var": [-1, 1, 1]},
+                "ln": {"type": "layernorm", "normalized_shape": [4], "mask": true},
+                "ln2": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["bn"]}, {"type": "apply", "data": ["h"], "norms": ["ln2"]},
+                   {"type": "apply", "data": ["m"], "norms": ["ln"]}]})";
+    const fs::path dir = fresh_dir("likely_wrong");
+    write_text(dir / "c.json", cfg);
+    for (const std::string dtype : {"float32", "float16"}) {
+        CAPTURE(dtype);
+        const auto r = run_normlab("validate " + (dir / "c.json").string() + " --set dtype=" + dtype);
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("note: " + (dir / "c.json").string() + ": /norms/bn/running_var: running_var holds a negative "
+                         "value (-1), which no variance is") != std::string::npos);
+        CHECK(r.err.find("/data/m: the padding mask marks no position as real (1 = real, 0 = padding; PyTorch's "
+                         "key_padding_mask is the opposite)") != std::string::npos);
+        const bool half = dtype == "float16";
+        CHECK((r.err.find("/data/h: 1 of 4 values is NaN or infinite (or beyond float16's largest finite value, 65504, "
+                          "and rounded to infinity)") != std::string::npos) == half);
+    }
+}
+
 TEST_CASE("numeric options refuse values the help gives no meaning") {
     struct Case {
         std::string args, expect;

@@ -23,7 +23,7 @@ TEST_CASE("extract_sweep: grid order (first key slowest) and zip") {
     CHECK(s.points[3].values[1].second == 10);
     CHECK(normlab::sweep_column("/data/x/shape/0") == "data_x_shape_0");
     normlab::Json bad = normlab::Json::parse(R"({"sweep": {"zip": {"p": [1, 2], "q": [1]}}})");
-    CHECK_THROWS_WITH_AS(normlab::extract_sweep(bad, "c.json"), doctest::Contains("/sweep/zip/q: zip lists must have equal lengths"),
+    CHECK_THROWS_WITH_AS(normlab::extract_sweep(bad, "c.json"), doctest::Contains("/sweep/zip: zip lists must have equal lengths, but \"p\" has 2 values and \"q\" has 1"),
                          normlab::InputError);
     normlab::Json empty = normlab::Json::parse(R"({"sweep": {"a": []}})");
     CHECK_THROWS_AS(normlab::extract_sweep(empty, "c.json"), normlab::InputError);

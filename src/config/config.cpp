@@ -389,6 +389,20 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
                                                 convention_name(d.convention) + "\""),
                                {norm.child("convention").pointer}});
         }
+        // A negative running variance given for inference: 1/sqrt(var + eps) is NaN there, as
+        // in PyTorch, which accepts it too.
+        if (d.running_var && !d.training.value_or(true)) {
+            const ParamInit& v = *d.running_var;
+            double lowest = 0;
+            if (v.kind == ParamInit::Kind::constant) lowest = v.constant;
+            if (v.kind == ParamInit::Kind::values && v.values.size() > 0) lowest = *std::min_element(v.values.begin(), v.values.end());
+            if (lowest < 0)
+                out.push_back({norm.child("running_var"),
+                               "running_var holds a negative value (" + format_significant(lowest, 12) +
+                                   "), which no variance is: in inference a channel whose running_var + eps is "
+                                   "negative outputs NaN, as in PyTorch",
+                               {}});
+        }
         if (d.affine_rounding != AffineRounding::twice) continue;
         const JsonLocation at = norm.child("affine_rounding");
         if (compute_dtype(c.dtype) == c.dtype)

@@ -51,6 +51,25 @@ bool parse_number(const std::string& cell, double& out) {
 
 std::string quoted(const std::string& s) { return "\"" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + "\""; }
 
+// Why a cell is no number, and the key that would fix it where one would: a word in the
+// first data row is a header; another separator in the cell, the delimiter; a number beyond
+// double's range, what it is.
+std::string not_a_number(const std::string& cell, bool first_row, const CsvOptions& opt) {
+    if (cell.empty())
+        return "empty cell is not a number (missing values are not read; fill them, or drop the column with "
+               "\"drop_columns\")";
+    double v;
+    const char* first = cell.data() + (cell[0] == '+' ? 1 : 0);
+    if (std::from_chars(first, cell.data() + cell.size(), v).ec == std::errc::result_out_of_range)
+        return "number " + quoted(cell) + " is out of range (double holds magnitudes from about 4.9e-324 to 1.8e308)";
+    for (char d : {';', '\t', '|'})  // not ',': in '1,5' under ';' it is a decimal comma
+        if (d != opt.delimiter && cell.find(d) != std::string::npos)
+            return quoted(cell) + " is not a number (the file may separate its cells by " +
+                   (d == '\t' ? std::string("tabs: \"delimiter\": \"\\t\"") : "'" + std::string(1, d) + "': \"delimiter\": \"" + std::string(1, d) + "\"") + ")";
+    if (first_row && !opt.header) return quoted(cell) + " is not a number (a header line? \"header\": true, or \"skip_rows\")";
+    return quoted(cell) + " is not a number";
+}
+
 }  // namespace
 
 namespace {
@@ -121,8 +140,7 @@ CsvMatrix parse_csv(const std::string& text, const CsvOptions& opt, const std::s
             if (!parse_number(cells[c], v)) {
                 const std::string name = c < header.size() ? " (" + quoted(header[c]) + ")" : std::string();
                 throw InputError(what + ": line " + std::to_string(line_no) + ", column " + std::to_string(c + 1) +
-                                 name + ": " + (cells[c].empty() ? std::string("empty cell") : quoted(cells[c])) +
-                                 " is not a number");
+                                 name + ": " + not_a_number(cells[c], line_no == first_line, opt));
             }
             m.values.push_back(v);
         }

@@ -187,9 +187,16 @@ namespace {
 
 // The warning for a data entry holding `bad` NaN or infinite values of `total`, without its
 // location (the caller names /data/<name>).
-std::string nonfinite_warning(std::size_t bad, std::size_t total) {
+// In a half-precision run the values may have been finite in the source and overflowed
+// when rounded to the dtype: said, so that the data are not blamed for it.
+std::string nonfinite_warning(std::size_t bad, std::size_t total, DType dtype) {
+    std::string overflow;
+    if (dtype == DType::float16) overflow = " (or beyond float16's largest finite value, 65504, and rounded to infinity)";
+    if (dtype == DType::bfloat16)
+        overflow = " (or beyond bfloat16's largest finite value, about 3.39e38, and rounded to infinity)";
     return std::to_string(bad) + " of " + count_noun(total, "value") + (bad == 1 ? " is" : " are") +
-           " NaN or infinite; every statistic they enter is non-finite (report.json: nonfinite_values; apply.csv: "
+           " NaN or infinite" + overflow +
+           "; every statistic they enter is non-finite (report.json: nonfinite_values; apply.csv: "
            "nonfinite_in, nonfinite_stats)";
 }
 
@@ -245,7 +252,17 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
             if (const std::size_t bad = count_nonfinite(b.x)) {
                 warned.insert(name);
                 const JsonLocation at = JsonLocation{file, "/data"}.child(name);
-                const std::string reason = nonfinite_warning(bad, b.x.size());
+                const std::string reason = nonfinite_warning(bad, b.x.size(), b.x.dtype);
+                out.warnings.push_back(origins ? origins->message(at, reason, {at.pointer}) : at.message(reason));
+            }
+            // A mask of padding only: likely one written the other way round (PyTorch's
+            // key_padding_mask is true at padding).
+            if (b.mask.size() > 0 && std::all_of(b.mask.begin(), b.mask.end(), [](std::uint8_t m) { return m == 0; })) {
+                warned.insert(name);
+                const JsonLocation at = JsonLocation{file, "/data"}.child(name);
+                const std::string reason =
+                    "the padding mask marks no position as real (1 = real, 0 = padding; PyTorch's key_padding_mask is "
+                    "the opposite): every masked statistic is empty (apply.csv: empty_groups)";
                 out.warnings.push_back(origins ? origins->message(at, reason, {at.pointer}) : at.message(reason));
             }
         }
