@@ -276,6 +276,26 @@ TEST_CASE("lines: a row the norm refused is drawn as \"refused\", and series all
     for (int k = 0; k < 12; ++k) CHECK(all.find("a_rather_long_norm_name_" + std::to_string(k) + (k < 11 ? "," : " ")) != std::string::npos);
 }
 
+TEST_CASE("lines: series with the same values at every point are named in the subtitle, whatever the values") {
+    // GroupNorm does not depend on a BatchNorm's eps: swept together, its two lines coincide.
+    const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
+    const std::vector<std::string> columns = {"norm", "batch_size", "max_abs_diff"};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (long long n : {2LL, 8LL, 32LL}) {
+        for (const char* same : {"gn_a", "gn_b"})
+            rows.push_back({{"norm", std::string(same)}, {"batch_size", n}, {"max_abs_diff", 0.3 / n}});
+        rows.push_back({{"norm", std::string("bn")}, {"batch_size", n}, {"max_abs_diff", 0.5 / n}});
+        // Equal to the others at one point only: not the same line.
+        rows.push_back({{"norm", std::string("in")}, {"batch_size", n}, {"max_abs_diff", n == 2 ? 0.15 : 0.2}});
+    }
+    const Json spec = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    CHECK(spec["title"]["subtitle"] == "2 series draw the same line, one over another: gn_a, gn_b");
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [](const auto& r) { return std::get<std::string>(r.at("norm")) == "gn_b"; }),
+               rows.end());
+    const Json none = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    CHECK_FALSE(none["title"].contains("subtitle"));
+}
+
 TEST_CASE("a sweep's summary figure says \"refused\" and names the series at 0 as the main figure does") {
     const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
     const std::vector<std::string> columns = {"point", "std", "norm", "batch_size", "max_abs_diff", "status"};

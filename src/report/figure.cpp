@@ -294,17 +294,17 @@ std::string subtitle_counts(const PlotData& d) {
     return s;
 }
 
-// The subtitle lines naming the series that lie on one another at 0 (PlotData::zero_series):
-// the labels in full (which lines are hidden is the point), cut at about 100 characters,
+// The subtitle lines naming series that lie on one another (PlotData::zero_series,
+// same_series), after "<count><head>": the labels in full (which lines are hidden is the point), cut at about 100 characters,
 // since a title does not wrap and a longer line widens the page. Characters, not bytes: the
 // labels' separator is two bytes of UTF-8. None when `names` is empty.
-std::vector<std::string> zero_series_lines(const std::vector<std::string>& names) {
+std::vector<std::string> series_lines(const std::string& head, const std::vector<std::string>& names) {
     if (names.empty()) return {};
     auto chars = [](const std::string& s) {
         return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
     };
     std::vector<std::string> lines;
-    std::string line = std::to_string(names.size()) + " series are exactly 0 everywhere, drawn one over another:";
+    std::string line = std::to_string(names.size()) + head;
     for (std::size_t i = 0; i < names.size(); ++i) {
         const std::string item = names[i] + (i + 1 < names.size() ? "," : "");
         if (chars(line) + 1 + chars(item) > 100) {
@@ -339,7 +339,11 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     Json t = {{"text", lines.size() == 1 ? lines[0] : lines}, {"anchor", "start"}};
     Json subtitle = Json::array();
     if (const std::string counts = subtitle_counts(d); !counts.empty()) subtitle.push_back(counts);
-    for (const auto& line : zero_series_lines(d.zero_series)) subtitle.push_back(line);
+    for (const auto& line : series_lines(" series are exactly 0 everywhere, drawn one over another:", d.zero_series))
+        subtitle.push_back(line);
+    for (const auto& group : d.same_series)
+        for (const auto& line : series_lines(" series draw the same line, one over another:", group))
+            subtitle.push_back(line);
     if (!subtitle.empty()) t["subtitle"] = subtitle.size() == 1 ? subtitle[0] : subtitle;
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};

@@ -171,6 +171,33 @@ std::vector<std::string> zero_series(const Json& rows) {
     return out;
 }
 
+// Groups of two or more series whose rows agree in panel, x (`x_key`), range end and value,
+// in first-seen order, leaving out the series in `skip` (the zero_series, named apart).
+std::vector<std::vector<std::string>> same_series(const Json& rows, const std::string& x_key,
+                                                  const std::vector<std::string>& skip) {
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::string>> points;
+    for (const auto& r : rows) {
+        const std::string s = r["series"].get<std::string>();
+        if (std::find(skip.begin(), skip.end(), s) != skip.end()) continue;
+        auto [it, fresh] = points.emplace(s, std::vector<std::string>{});
+        if (fresh) order.push_back(s);
+        it->second.push_back(r.value("panel", Json()).dump() + "|" + r.value(x_key, Json()).dump() + "|" +
+                             r.value("end", Json()).dump() + "|" + r["value"].dump());
+    }
+    std::vector<std::vector<std::string>> groups;
+    std::map<std::vector<std::string>, std::size_t> group_of;
+    for (const auto& s : order) {
+        std::vector<std::string> key = points[s];
+        std::sort(key.begin(), key.end());
+        auto [it, fresh] = group_of.emplace(key, groups.size());
+        if (fresh) groups.push_back({});
+        groups[it->second].push_back(s);
+    }
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.size() < 2; }), groups.end());
+    return groups;
+}
+
 }  // namespace
 
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
@@ -241,7 +268,10 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             d.rows.push_back(std::move(r));
         }
     }
-    if (lines && !ser.empty()) d.zero_series = zero_series(d.rows);
+    if (lines && !ser.empty()) {
+        d.zero_series = zero_series(d.rows);
+        d.same_series = same_series(d.rows, f.x, d.zero_series);
+    }
     return d;
 }
 
@@ -400,6 +430,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
             }
         }
     d.zero_series = zero_series(d.rows);
+    d.same_series = same_series(d.rows, swept, d.zero_series);
     return d;
 }
 

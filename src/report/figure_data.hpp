@@ -44,6 +44,9 @@ struct PlotData {
     /// lines: the series labels whose every value is exactly 0, when two or more are (their
     /// lines lie on one another, so only the last drawn shows).
     std::vector<std::string> zero_series;
+    /// lines: groups of two or more series labels whose lines are identical (the same x and
+    /// value at every point and panel), other than the zero_series: only the last drawn shows.
+    std::vector<std::vector<std::string>> same_series;
     std::string x_column;
     std::string category_title, series_title;  ///< the columns the labels are made of ("data · norm"); no series: ""
 };
