@@ -519,6 +519,10 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub --force"),
                   "sub: the output folder holds sub/cfg.json; normlab replaces the output folder as a whole");
         CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
+        // --out naming the config itself: said as such, not as a folder holding it.
+        check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub/cfg.json --force"),
+                  "sub/cfg.json: is an input of this run (sub/cfg.json), not a folder for its results; choose another --out");
+        CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
     }
     SUBCASE("an earlier result with a file normlab did not write: refused; --force replaces it") {
         REQUIRE(run_sh(run + "--out res").exit_code == 0);

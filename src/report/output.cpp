@@ -107,10 +107,14 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
     if (!ec && path_within(cwd, m_path))
         throw InputError(shown + ": is the current folder or one of its parents; normlab replaces its output folder "
                                  "as a whole, so name a new folder (e.g. --out results/run1)");
-    for (const auto& k : keep)
+    for (const auto& k : keep) {
+        if (fs::absolute(k).lexically_normal() == m_path)
+            throw InputError(shown + ": is an input of this run (" + k.string() +
+                             "), not a folder for its results; choose another --out");
         if (path_within(k, m_path))
             throw InputError(shown + ": the output folder holds " + k.string() +
                              "; normlab replaces the output folder as a whole, so choose another --out");
+    }
     if (fs::exists(m_path, ec)) {
         if (!fs::is_directory(m_path, ec))
             throw InputError(shown + ": output path exists and is not a folder");
