@@ -238,7 +238,7 @@ AnalysisType gradients_analysis() {
     a.figure.category = {"data", "norm"};
     a.figure.series = {"upstream"};
     a.figure.metrics = {{"grad_ratio", "rms(dx) / rms(dy)"}, {"cross_sample_fraction", "cross-sample share"}};
-    a.keys = {{"upstream", "normal"}, {"fd_check", "true"}};
+    a.keys = {{"upstream", "normal"}, {"masked_loss", "false"}, {"fd_check", "true"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     // float64 copies of x, dy and dx, the two halves of dy for the cross-sample share and
     // their dx, and the finite-difference check's float64 batch and forward outputs: peak

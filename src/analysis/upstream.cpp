@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <xtensor/xbroadcast.hpp>
+
 #include "data/npy.hpp"
 #include "data/random.hpp"
 #include "tensor/errors.hpp"
@@ -11,8 +13,13 @@ namespace normlab {
 Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
     Upstream u;
     u.loc = r.at("upstream");
+    u.masked_loc = r.at("masked_loss");
+    u.masked_loss = r.boolean("masked_loss", false);
     const Json* j = r.raw("upstream");
-    if (!j) return u;
+    if (!j) {
+        if (u.masked_loss) u.label += ", masked loss";
+        return u;
+    }
     const char* expected = "expected \"normal\", \"ones\", a number or {\"npy\": path}";
     if (j->is_string()) {
         const std::string s = j->get<std::string>();
@@ -40,10 +47,14 @@ Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
     } else {
         u.loc.fail(std::string(expected) + ", but got " + json_type_name(*j));
     }
+    if (u.masked_loss) u.label += ", masked loss";
     return u;
 }
 
 void check_upstream(const Upstream& u, const Batch& b, const std::string& what) {
+    if (u.masked_loss && b.mask.size() == 0)
+        u.masked_loc.fail(what + " on data \"" + b.name + "\": masked_loss zeroes dy at padded positions, but the data "
+                                                           "has no padding mask (lengths or mask on its source)");
     if (u.kind != Upstream::Kind::npy) return;
     const Shape got(u.values.shape().begin(), u.values.shape().end());
     if (got != b.x.shape())
@@ -69,6 +80,11 @@ xt::xarray<double> make_upstream(const Upstream& u, const Batch& b, DType dtype,
         }
     }
     for (auto& v : dy) v = round_to(dtype, v);
+    if (u.masked_loss) {
+        const xt::xarray<std::uint8_t> m = xt::broadcast(b.mask, b.x.shape());
+        for (std::size_t i = 0; i < dy.size(); ++i)
+            if (!m.data()[i]) dy.data()[i] = 0;
+    }
     return dy;
 }
 
