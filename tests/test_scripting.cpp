@@ -115,7 +115,7 @@ TEST_CASE("shapes, init and dry-run") {
     CHECK(run_normlab("shapes --shape 2,x --norm batchnorm").exit_code == 2);
 
     fs::path dir = fresh_dir("init");
-    for (std::string t : {"minimal", "sweep"}) {
+    for (std::string t : {"minimal", "sweep", "depth"}) {
         CAPTURE(t);
         fs::path cfg = dir / (t + ".json");
         REQUIRE(run_normlab("init " + t + " -o " + cfg.string()).exit_code == 0);

@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
 
     std::string tmpl = "minimal", init_out;
     bool init_force = false;
-    auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: minimal, sweep)");
+    auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: minimal, sweep, depth)");
     init_cmd->add_option("template", tmpl, "template name");
     init_cmd->add_option("-o,--output", init_out, "file to write (default: stdout)")->type_name("FILE");
     init_cmd->add_flag("--force", init_force, "overwrite an existing file");

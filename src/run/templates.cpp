@@ -49,14 +49,43 @@ const char* kSweep = R"({
 }
 )";
 
+// Pre-norm against post-norm and DeepNorm over depth: the gradient each layer's weights get at
+// initialisation (Xiong et al. 2020; Wang et al. 2022), as means over 8 draws.
+const char* kDepth = R"({
+  "name": "depth",
+  "seed": 0,
+  "dtype": "float32",
+  "data": {
+    "tokens": {"source": "tokens", "batch": 8, "max_len": 32, "dim": 64}
+  },
+  "norms": {
+    "ln": {"type": "layernorm", "normalized_shape": [64]}
+  },
+  "stacks": {
+    "pre": {"layers": 12, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 256, "activation": "gelu"},
+    "post": {"layers": 12, "placement": "post", "norm": "ln", "block": "ffn", "hidden": 256, "activation": "gelu"},
+    "deepnorm": {"layers": 12, "placement": "deepnorm", "norm": "ln", "block": "ffn", "hidden": 256, "activation": "gelu"}
+  },
+  "analyses": [
+    {"type": "depth", "data": ["tokens"], "stacks": ["pre", "post", "deepnorm"], "draws": 8}
+  ],
+  "sweep": {
+    "zip": {"stacks.pre.layers": [6, 12, 24], "stacks.post.layers": [6, 12, 24], "stacks.deepnorm.layers": [6, 12, 24]}
+  }
+}
+)";
+
 }  // namespace
 
-std::vector<std::string> template_names() { return {"minimal", "sweep"}; }
+std::vector<std::string> template_names() { return {"minimal", "sweep", "depth"}; }
 
 std::string template_text(const std::string& name) {
     if (name == "minimal") return kMinimal;
     if (name == "sweep") return kSweep;
-    throw InputError("init: unknown template \"" + name + "\" (expected minimal or sweep)");
+    if (name == "depth") return kDepth;
+    std::string names;
+    for (const auto& n : template_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError("init: unknown template \"" + name + "\" (expected one of: " + names + ")");
 }
 
 void write_template(const std::string& name, const std::string& path, bool force) {
