@@ -244,9 +244,14 @@ TEST_CASE("every placement, block, init and norm type runs from a config; save w
 
 TEST_CASE("depth: the saved weights and projection redo the draw: given back, the same rows to the bit") {
     const fs::path dir = fresh_dir("depth_redo");
-    const std::string head = R"({"name": "redo", "dtype": "float32", "seed": 5,
-      "data": {"t": {"source": "gaussian", "shape": [3, 4, 8], "channel_axis": -1}},
-      "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}},)";
+    // The data from a file, so that the second run's other seed changes nothing but what the
+    // saved arrays must replace.
+    xt::xarray<float> x = xt::xarray<float>::from_shape({3, 4, 8});
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 1.5 + 0.2);
+    xt::dump_npy((dir / "x.npy").string(), x);
+    const std::string data = R"("data": {"t": {"source": "npy", "path": ")" + (dir / "x.npy").string() +
+                             R"(", "channel_axis": -1}}, "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}},)";
+    const std::string head = R"({"name": "redo", "dtype": "float32", "seed": 5, )" + data;
     write_text(dir / "drawn.json", head + R"(
       "stacks": {"s": {"layers": 3, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 12}},
       "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"], "save": ["weights", "projection"]}]})");
@@ -256,7 +261,7 @@ TEST_CASE("depth: the saved weights and projection redo the draw: given back, th
     CHECK(xt::load_npy<float>((arr / "w1.npy").string()).shape() == std::vector<std::size_t>{3, 8, 12});
     CHECK(xt::load_npy<float>((arr / "w2.npy").string()).shape() == std::vector<std::size_t>{3, 12, 8});
     CHECK(xt::load_npy<double>((arr / "projection.npy").string()).shape() == std::vector<std::size_t>{3, 4, 8});
-    write_text(dir / "given.json", head + R"(
+    write_text(dir / "given.json", R"({"name": "redo", "dtype": "float32", "seed": 6, )" + data + R"(
       "stacks": {"s": {"layers": 3, "placement": "pre", "norm": "ln", "block": "ffn", "hidden": 12,
                        "weights": {"w1": {"npy": ")" + (arr / "w1.npy").string() + R"("},
                                    "w2": {"npy": ")" + (arr / "w2.npy").string() + R"("}}}},

@@ -346,6 +346,9 @@ TEST_CASE("stack and sweep messages: case is no typo, another library's activati
                   "/stacks/g/activation: activation \"silu\" is not an activation of normlab's ffn block (relu, gelu, "
                   "identity)");
     check_refused(run_normlab(v + "--set stacks.g.activation=linear"), "Keras names the identity activation so");
+    // A valid value of another key but for case is a misspelling, not a foreign name.
+    check_refused(run_normlab(v + "--set stacks.g.block=Linear"),
+                  "unknown value \"Linear\" (expected one of: linear, ffn, identity); did you mean \"linear\"?");
     check_refused(run_normlab(v + "--set stacks.g.init=he_normal"),
                   "Keras names it so (a normal truncated at 2 std); normlab's \"kaiming_normal\" is PyTorch's "
                   "untruncated N(0, 2/fan_in)");

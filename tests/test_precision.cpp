@@ -581,6 +581,20 @@ TEST_CASE("port_check: settings_differ names what a port changes, and what is le
     CHECK(num(same, "max_abs_diff") == 0);
     CHECK(one(rows, {{"port", "annotated"}}).at("settings_differ") ==
           "eps 1e-05 vs 1e-06; eps inside the sqrt vs added to the std; normalised with the biased vs the unbiased variance");
+
+    // eps 0 on a constant group: PyTorch's InstanceNorm outputs the bias (rstd 0), ONNX's
+    // divides by 0. The rule is named, and it is the only difference.
+    json c0 = {{"name", "zero_var"},
+               {"data", {{"x", {{"source", "values"}, {"values", {{{1, 2}, {3, 3}}, {{2, 5}, {3, 3}}}}}}}},
+               {"norms", {{"t", {{"type", "instancenorm"}, {"eps", 0}}},
+                          {"o", {{"type", "instancenorm"}, {"eps", 0}, {"convention", "onnx"}}}}},
+               {"analyses", {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"t", "o"}}}}}};
+    Run r0 = run_json("settings_differ_zero_var", c0);
+    REQUIRE_MESSAGE(r0.cli.exit_code == 0, r0.cli.err);
+    const Row z = one(read_csv(r0.out / "port_check.csv"), {{"port", "o"}});
+    CHECK(z.at("settings_differ") == "rstd where var = eps = 0: 0 vs 1/0");
+    CHECK(num(z, "port_nonfinite") == 4);
+    CHECK(num(z, "ref_nonfinite") == 0);
 }
 
 TEST_CASE("port_check: BatchNorm momentum 0.1 (torch) vs 0.99 (keras) after K training steps") {

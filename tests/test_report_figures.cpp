@@ -296,6 +296,39 @@ TEST_CASE("lines: series with the same values at every point are named in the su
     CHECK_FALSE(none["title"].contains("subtitle"));
 }
 
+TEST_CASE("invariance: every bar's colour carries its verdict, also when all rows share one") {
+    const Figure& f = find_analysis("invariance")->figure;
+    const std::vector<std::string> columns = {"data", "norm", "transform", "granularity", "max_abs_diff", "invariant"};
+    for (bool mixed : {true, false}) {
+        CAPTURE(mixed);
+        std::vector<std::map<std::string, Cell>> rows;
+        for (const char* g : {"batch", "sample", "channel"})
+            rows.push_back({{"data", std::string("x")}, {"norm", std::string("in")}, {"transform", std::string("scale")},
+                            {"granularity", std::string(g)}, {"max_abs_diff", 0.6},
+                            {"invariant", mixed && std::string(g) == "channel" ? false : true}});
+        const Json spec = figure_specs("invariance", f, table_of(columns, rows), {}).at(0).spec;
+        std::set<std::string> labels;
+        for (const auto& r : values(spec)) labels.insert(r["series"].get<std::string>());
+        CHECK(labels.count("batch · invariant"));
+        CHECK(labels.count(mixed ? "channel · not invariant" : "channel · invariant"));
+        // The fixed colours, not the scheme: invariant ones cool, the others warm.
+        CHECK(spec.dump().find("#4c78a8") != std::string::npos);
+        CHECK(spec.dump().find("tableau") == std::string::npos);
+    }
+}
+
+TEST_CASE("lines: series without a number anywhere are not called the same line") {
+    const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
+    const std::vector<std::string> columns = {"norm", "batch_size", "max_abs_diff"};
+    std::vector<std::map<std::string, Cell>> rows;
+    for (long long n : {2LL, 8LL})
+        for (const char* norm : {"a", "b", "c"})
+            rows.push_back({{"norm", std::string(norm)}, {"batch_size", n},
+                            {"max_abs_diff", std::string(norm) == "c" ? Cell(0.5) : Cell(std::nan(""))}});
+    const Json spec = figure_specs("batch_dependence", f, table_of(columns, rows), {}).at(0).spec;
+    CHECK(spec["title"].dump().find("the same line") == std::string::npos);
+}
+
 TEST_CASE("a sweep's summary figure says \"refused\" and names the series at 0 as the main figure does") {
     const Figure f = norm_lines("batch", "batch_size", "max_abs_diff", "change");
     const std::vector<std::string> columns = {"point", "std", "norm", "batch_size", "max_abs_diff", "status"};

@@ -420,3 +420,30 @@ TEST_CASE("stack with a padding mask: real rows get what the stack gives the rea
         CHECK(padded.row_mask() == std::vector<unsigned char>{1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});
     }
 }
+
+TEST_CASE("stack: a mask along the features of a real row still holds under a LayerNorm over the features") {
+    // Only rows without any real position are normalised over all their values; a real row
+    // keeps its mask: its LayerNorm statistics skip its masked features.
+    StackDef d;
+    d.name = "m";
+    d.layers = 1;
+    d.placement = Placement::norm_only;
+    d.block = BlockKind::identity;
+    d.norm.name = "ln";
+    d.norm.type = NormType::layernorm;
+    d.norm.normalized_shape = std::vector<long long>{4};
+    d.norm.affine = false;
+    d.norm.mask = true;
+    xt::xarray<double> x = {{1.0, 2.0, 3.0, 100.0}, {5.0, 7.0, 9.0, 11.0}};
+    xt::xarray<std::uint8_t> mask = {{1, 1, 1, 0}, {0, 0, 0, 0}};
+    Stack s(d, make_stack_weights(d, 4, DType::float64, 1), {2, 4}, DType::float64, "x");
+    StackTrace tr;
+    s.forward(Tensor::from_double(x, DType::float64), mask, tr);
+    const xt::xarray<double> y = tr.x[1].to_double();
+    // Row 0: mean 2 and variance 2/3 of its three real values; row 1: its own four values.
+    const double r0 = 1 / std::sqrt(2.0 / 3 + 1e-5), r1 = 1 / std::sqrt(5.0 + 1e-5);
+    CHECK(y(0, 0) == doctest::Approx(-r0).epsilon(1e-12));
+    CHECK(y(0, 3) == doctest::Approx(98 * r0).epsilon(1e-12));
+    CHECK(y(1, 0) == doctest::Approx(-3 * r1).epsilon(1e-12));
+    CHECK(y(1, 3) == doctest::Approx(3 * r1).epsilon(1e-12));
+}

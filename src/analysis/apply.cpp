@@ -46,8 +46,7 @@ Options read_options(const AnalysisSpec& spec) {
 }
 
 bool saves_gradients(const Options& o) {
-    return std::any_of(o.save.begin(), o.save.end(),
-                       [](const std::string& w) { return w.rfind("grad_", 0) == 0 || w == "upstream"; });
+    return std::any_of(o.save.begin(), o.save.end(), [](const std::string& w) { return w.rfind("grad_", 0) == 0; });
 }
 
 // Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
@@ -88,10 +87,9 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
     StepGradients g;
     const Batch& b = ctx.batch(dn);
     xt::xarray<double> dy;
-    if (saves_gradients(o)) {
+    if (saves_gradients(o) || std::count(o.save.begin(), o.save.end(), "upstream"))
         dy = make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply");
-        g = step_backward(b.x, s, dy);
-    }
+    if (saves_gradients(o)) g = step_backward(b.x, s, dy);
     // The parameters as the engine used them, in the user's shape ((C) for GroupNorm), in
     // float64: a config's 0.1 is used as the double 0.1, whatever the run's dtype.
     auto param = [&](const xt::xarray<double>& v) {

@@ -180,6 +180,10 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
     differ(ra.eps == rb.eps, "eps", format_number(ra.eps), format_number(rb.eps));
     auto placement = [](EpsPlacement p) { return p == EpsPlacement::inside_sqrt ? "inside the sqrt" : "added to the std"; };
     differ(a.eps_placement == b.eps_placement, "eps", placement(a.eps_placement), placement(b.eps_placement));
+    // PyTorch's batch_norm takes rstd = 0 where var and eps are both 0; the others divide by 0.
+    auto zero_rstd = [](const Resolution& r) { return r.spec.zero_rstd_at_zero_var ? "0" : "1/0"; };
+    differ(ra.spec.zero_rstd_at_zero_var == rb.spec.zero_rstd_at_zero_var || (ra.eps != 0 && rb.eps != 0),
+           "rstd where var = eps = 0:", zero_rstd(ra), zero_rstd(rb));
     auto variance = [](VarianceEstimator v) { return v == VarianceEstimator::biased ? "the biased" : "the unbiased"; };
     differ(a.variance == b.variance, "normalised with", variance(a.variance), std::string(variance(b.variance)) + " variance");
     auto params = [](const Resolution& r) {

@@ -251,7 +251,7 @@ xt::xarray<double> emulate(const Problem& p, const Work& w, const std::string& a
         for (auto i : idx) finite_in = finite_in && std::isfinite(x[i]);
         if (s.overflow && finite_in) ++overflow_groups;
         var_out[g] = s.var;
-        const double rstd = p.spec.zero_rstd_at_zero_var && s.var == 0 && eps == 0 ? 0.0
+        const double rstd = p.spec.zero_rstd_at_zero_var && s.var == 0 && p.spec.eps == 0 ? 0.0
                             : p.spec.eps_placement == EpsPlacement::inside_sqrt ? w.div(1.0, w.sqrt(w.add(s.var, eps)))
                                                                                 : w.div(1.0, w.add(w.sqrt(s.var), eps));
         for (auto i : p.layout.all[g]) {

@@ -391,7 +391,7 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
         }
         // A negative running variance given for inference: 1/sqrt(var + eps) is NaN there, as
         // in PyTorch, which accepts it too.
-        if (d.running_var && !d.training.value_or(true)) {
+        if (d.running_var && keeps_running_stats(d) && !d.training.value_or(true)) {
             const ParamInit& v = *d.running_var;
             double lowest = 0;
             if (v.kind == ParamInit::Kind::constant) lowest = v.constant;

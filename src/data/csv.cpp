@@ -60,7 +60,8 @@ std::string not_a_number(const std::string& cell, bool first_row, const CsvOptio
                "\"drop_columns\")";
     double v;
     const char* first = cell.data() + (cell[0] == '+' ? 1 : 0);
-    if (std::from_chars(first, cell.data() + cell.size(), v).ec == std::errc::result_out_of_range)
+    const auto res = std::from_chars(first, cell.data() + cell.size(), v);
+    if (res.ec == std::errc::result_out_of_range && res.ptr == cell.data() + cell.size())
         return "number " + quoted(cell) + " is out of range (double holds magnitudes from about 4.9e-324 to 1.8e308)";
     for (char d : {';', '\t', '|'})  // not ',': in '1,5' under ';' it is a decimal comma
         if (d != opt.delimiter && cell.find(d) != std::string::npos)

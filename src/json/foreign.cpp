@@ -81,6 +81,9 @@ std::string lower(std::string s) {
 
 ForeignName foreign_name(const std::string& word, const std::vector<std::string>& candidates) {
     const std::string w = lower(word);
+    // A candidate but for case ("Linear" for the block "linear") is answered by did-you-mean.
+    for (const auto& c : candidates)
+        if (lower(c) == w) return {};
     for (const Entry& e : kNames)
         if (w == e.name && std::find(candidates.begin(), candidates.end(), e.ours) != candidates.end())
             return {e.ours, e.note};

@@ -7,7 +7,8 @@
 //   mu   = sum_real x / n                          (0 when not centring)
 //   var0 = sum_real (x - mu)^2 / n                 (the mean square when not centring)
 //   v    = var0, or var0 * n / (n - 1) (unbiased estimator)
-//   r    = rstd = (v + eps)^-1/2 (eps inside the square root), or 1 / (sqrt(v) + eps)
+//   r    = rstd = (v + eps)^-1/2 (eps inside the square root), or 1 / (sqrt(v) + eps);
+//          0 where v = eps = 0 with NormSpec::zero_rstd_at_zero_var (a constant: no terms)
 //   xhat = (x - mu) * r,  y = xhat * (weight_offset + w) + b,  at every position (padded too)
 // With g = dy * (weight_offset + w), the chain rule through r and mu gives, for position j
 // of group s (m_j = 1 at real positions, 0 at padded ones):

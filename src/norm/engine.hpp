@@ -104,7 +104,9 @@ struct ForwardResult {
     xt::xarray<double> mean;   ///< mean used (0 when not centring)
     xt::xarray<double> mean_lo;  ///< low part of the mean used (Moments::mean_lo; 0 for given stats)
     xt::xarray<double> var;    ///< variance used to normalise (estimator per spec.variance)
-    xt::xarray<double> rstd;   ///< 1/sqrt(var+eps) (or 1/(sqrt(var)+eps) per eps_placement)
+    /// 1/sqrt(var+eps) (or 1/(sqrt(var)+eps) per eps_placement); 0 where var = eps = 0 with
+    /// NormSpec::zero_rstd_at_zero_var
+    xt::xarray<double> rstd;
     Moments batch;             ///< the batch moments (biased), empty when given stats were used
 };
 

@@ -41,6 +41,9 @@ struct Figure {
     std::string x;                      ///< lines: the numeric x column
     bool x_log = false;                 ///< lines: log x axis
     std::vector<std::string> series;    ///< colour (bars: side by side within a category)
+    /// Series columns that stay in the labels even where the table holds one value (a
+    /// verdict, whose colours mean something); other series columns show only where they vary.
+    std::vector<std::string> series_kept;
     std::vector<std::string> panels;    ///< small multiples, one panel per value
     std::vector<FigureMetric> metrics;  ///< more than one: one panel column per metric
     bool log = false;                   ///< log value axis

@@ -182,13 +182,17 @@ std::vector<std::vector<std::string>> same_series(const Json& rows, const std::s
         if (std::find(skip.begin(), skip.end(), s) != skip.end()) continue;
         auto [it, fresh] = points.emplace(s, std::vector<std::string>{});
         if (fresh) order.push_back(s);
-        it->second.push_back(r.value("panel", Json()).dump() + "|" + r.value(x_key, Json()).dump() + "|" +
-                             r.value("end", Json()).dump() + "|" + r["value"].dump());
+        it->second.push_back(r.value("panel", Json()).dump() + "|" + r.value("sweep_point", Json()).dump() + "|" +
+                             r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump() + "|" + r["value"].dump());
     }
+    // A series without a single number draws no line to hide another.
+    for (const auto& r : rows)
+        if (r["value"].is_number()) points[r["series"].get<std::string>()].push_back("drawn");
     std::vector<std::vector<std::string>> groups;
     std::map<std::vector<std::string>, std::size_t> group_of;
     for (const auto& s : order) {
         std::vector<std::string> key = points[s];
+        if (std::find(key.begin(), key.end(), "drawn") == key.end()) continue;
         std::sort(key.begin(), key.end());
         auto [it, fresh] = group_of.emplace(key, groups.size());
         if (fresh) groups.push_back({});
@@ -203,7 +207,13 @@ std::vector<std::vector<std::string>> same_series(const Json& rows, const std::s
 PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns) {
     PlotData d;
     const bool lines = f.kind == FigureKind::lines;
-    const auto cat = varying(t, indices(t, f.category)), ser = changing(t, indices(t, f.series));  // none: one colour, no legend
+    const auto cat = varying(t, indices(t, f.category));
+    std::vector<std::size_t> ser;  // none: one colour, no legend
+    {
+        const auto moving = changing(t, indices(t, f.series)), kept = indices(t, f.series_kept);
+        for (auto c : indices(t, f.series))
+            if (std::count(moving.begin(), moving.end(), c) || std::count(kept.begin(), kept.end(), c)) ser.push_back(c);
+    }
     const auto pan = varying(t, indices(t, f.panels));
     d.category_title = names_of(t, cat);
     d.series_title = names_of(t, ser);

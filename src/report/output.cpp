@@ -108,7 +108,7 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
         throw InputError(shown + ": is the current folder or one of its parents; normlab replaces its output folder "
                                  "as a whole, so name a new folder (e.g. --out results/run1)");
     for (const auto& k : keep) {
-        if (fs::absolute(k).lexically_normal() == m_path)
+        if (resolved(k) == resolved(m_path))
             throw InputError(shown + ": is an input of this run (" + k.string() +
                              "), not a folder for its results; choose another --out");
         if (path_within(k, m_path))

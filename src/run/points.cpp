@@ -232,7 +232,7 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
     // another seed (any_seed) has the run's shape, not its values; NaN and inf come from
     // given values, files and overflow, which a seed changes only where a random source
     // overflows a narrow dtype.
-    std::set<std::string> warned;
+    std::set<std::string> warned, mask_warned;
     std::set<std::tuple<std::string, std::size_t, int>> counted;
     for (std::size_t k = 0; k < points.size(); ++k) {
         out.last = load_point(parse_point(point_doc(*points[k]), file), &out.last, true);
@@ -246,10 +246,8 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
         if (k == 0) out.first_plan = point_plan(out.last);
         for (const auto& [name, b] : out.last.batches) {
             const Loaded::Origin& origin = out.last.origins.at(name);
-            if (warned.count(name) ||
-                !counted.emplace(name, std::hash<Json>{}(origin.spec), static_cast<int>(origin.dtype)).second)
-                continue;
-            if (const std::size_t bad = count_nonfinite(b.x)) {
+            if (!counted.emplace(name, std::hash<Json>{}(origin.spec), static_cast<int>(origin.dtype)).second) continue;
+            if (const std::size_t bad = warned.count(name) ? 0 : count_nonfinite(b.x)) {
                 warned.insert(name);
                 const JsonLocation at = JsonLocation{file, "/data"}.child(name);
                 const std::string reason = nonfinite_warning(bad, b.x.size(), b.x.dtype);
@@ -257,8 +255,9 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
             }
             // A mask of padding only: likely one written the other way round (PyTorch's
             // key_padding_mask is true at padding).
-            if (b.mask.size() > 0 && std::all_of(b.mask.begin(), b.mask.end(), [](std::uint8_t m) { return m == 0; })) {
-                warned.insert(name);
+            if (!mask_warned.count(name) && b.mask.size() > 0 &&
+                std::all_of(b.mask.begin(), b.mask.end(), [](std::uint8_t m) { return m == 0; })) {
+                mask_warned.insert(name);
                 const JsonLocation at = JsonLocation{file, "/data"}.child(name);
                 const std::string reason =
                     "the padding mask marks no position as real (1 = real, 0 = padding; PyTorch's key_padding_mask is "

@@ -156,7 +156,6 @@ void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
     m_norm_mask = mask;
     m_row_mask.assign(m_rows, 1);
     if (mask.size() == 0) return;
-    if (m_stats_within_rows) m_norm_mask = xt::ones<std::uint8_t>(mask.shape());
     // A row is real when its first feature is: a padding mask has the data's rank with 1 at
     // the feature axis (or the full shape, constant along features for padding).
     Shape shape = m_shape;
@@ -164,6 +163,14 @@ void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
     shape.back() = last;
     xt::xarray<std::uint8_t> b = xt::broadcast(mask, shape);
     for (std::size_t r = 0; r < m_rows; ++r) m_row_mask[r] = b.data()[r * last] ? 1 : 0;
+    if (!m_stats_within_rows) return;
+    // A row without a real position has no statistics of its own under the mask: it takes
+    // all its positions instead. Real rows keep their mask.
+    for (std::size_t r = 0; r < m_rows; ++r) {
+        std::uint8_t* row = b.data() + r * last;
+        if (std::all_of(row, row + last, [](std::uint8_t v) { return v == 0; })) std::fill(row, row + last, 1);
+    }
+    m_norm_mask = b;
 }
 
 void Stack::run_norm(NormLayer& layer, const Tensor& in, StepResult& out) {

@@ -96,14 +96,14 @@ public:
     /// Runs x (data shape, the stack's dtype) through every block, keeping the activations
     /// in `trace` (its buffers are reused when the shapes match). `mask` is the data's padding
     /// mask, 1 = real position, x's rank with each dim x's or 1 (shape {0}: none); norms with
-    /// mask: true take their statistics from real positions only. A norm whose statistics each
-    /// lie within a row (LayerNorm or RMSNorm over the features) sees no padding on a real row
-    /// either way, so it normalises a padded row over its own values, as PyTorch does, rather
-    /// than leaving it without statistics (NaN): nothing real depends on a padded row, and
-    /// with d loss / d y 0 there its gradient stays 0, so no weight gradient counts it. Norms
-    /// in training mode
-    /// update their running statistics. Throws NormError from the norms (e.g. mask: true
-    /// without a mask).
+    /// mask: true take their statistics from real positions only. Under a norm whose statistics
+    /// each lie within a row (LayerNorm or RMSNorm over the features, GroupNorm on (N, D)) a
+    /// row without any real position would have no statistics (NaN): it is normalised over all
+    /// its own values instead, as PyTorch does, and real rows keep their mask. Nothing real
+    /// depends on a padded row, and with d loss / d y 0 there its gradient stays 0, so no
+    /// weight gradient counts it (unless the padded row itself gives NaN: constant padding
+    /// with eps 0). Norms in training mode update their running statistics. Throws NormError
+    /// from the norms (e.g. mask: true without a mask).
     void forward(const Tensor& x, const xt::xarray<std::uint8_t>& mask, StackTrace& trace);
 
     /// Back-propagates dy = d loss / d y (y's shape, the stack's dtype) through the pass
