@@ -32,10 +32,7 @@ Options read_options(const AnalysisSpec& spec) {
         for (std::size_t i = 0; i < s->size(); ++i)
             if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end()) {
                 const std::string hint = did_you_mean((*s)[i], kSaveable);
-                std::string names;
-                for (std::size_t k = 0; k < kSaveable.size(); ++k)
-                    names += (k == 0 ? "" : k + 1 == kSaveable.size() ? " or " : ", ") + kSaveable[k];
-                r.at("save").child(i).fail("cannot save \"" + (*s)[i] + "\" (expected " + names + ")" +
+                r.at("save").child(i).fail("cannot save \"" + (*s)[i] + "\" (expected " + join_words(kSaveable, " or ") + ")" +
                                            (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
             }
         o.save = *s;
@@ -87,9 +84,10 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
     StepGradients g;
     const Batch& b = ctx.batch(dn);
     xt::xarray<double> dy;
-    if (saves_gradients(o) || std::count(o.save.begin(), o.save.end(), "upstream"))
+    const bool grads = saves_gradients(o);
+    if (grads || std::count(o.save.begin(), o.save.end(), "upstream"))
         dy = make_upstream(o.upstream, b, ctx.dtype, ctx.seed, "apply");
-    if (saves_gradients(o)) g = step_backward(b.x, s, dy);
+    if (grads) g = step_backward(b.x, s, dy);
     // The parameters as the engine used them, in the user's shape ((C) for GroupNorm), in
     // float64: a config's 0.1 is used as the double 0.1, whatever the run's dtype.
     auto param = [&](const xt::xarray<double>& v) {

@@ -68,10 +68,11 @@ Options read_options(const AnalysisSpec& spec) {
             else if (w == "gradients") o.save_gradients = true;
             else if (w == "weights") o.save_weights = true;
             else if (w == "projection") o.save_projection = true;
-            else
-                r.at("save").child(i).fail("unknown array \"" + w + "\" (expected \"activations\", \"gradients\", "
-                                           "\"weights\" or \"projection\")" + did_you_mean_note(w, {"activations",
-                                           "gradients", "weights", "projection"}, 3));
+            else {
+                const std::vector<std::string> arrays = {"activations", "gradients", "weights", "projection"};
+                r.at("save").child(i).fail("unknown array \"" + w + "\" (expected " + join_words(arrays, " or ") + ")" +
+                                           did_you_mean_note(w, arrays, 3));
+            }
         }
     }
     if (o.save_projection && o.loss != Options::Loss::projection)

@@ -219,7 +219,7 @@ xt::xarray<double> reference(const Problem& p, std::vector<double>& var_out, xt:
         if (m.unbiased) var = var * n / (n - 1);
         var_out[g] = static_cast<double>(var);
         const long double eps = p.spec.eps;
-        const long double rstd = p.spec.zero_rstd_at_zero_var && var == 0 && eps == 0 ? 0.0L
+        const long double rstd = p.spec.rstd_is_zero(static_cast<double>(var)) ? 0.0L
                                  : p.spec.eps_placement == EpsPlacement::inside_sqrt ? 1.0L / std::sqrt(var + eps)
                                                                                      : 1.0L / (std::sqrt(var) + eps);
         for (auto i : p.layout.all[g]) {
@@ -251,7 +251,7 @@ xt::xarray<double> emulate(const Problem& p, const Work& w, const std::string& a
         for (auto i : idx) finite_in = finite_in && std::isfinite(x[i]);
         if (s.overflow && finite_in) ++overflow_groups;
         var_out[g] = s.var;
-        const double rstd = p.spec.zero_rstd_at_zero_var && s.var == 0 && p.spec.eps == 0 ? 0.0
+        const double rstd = p.spec.rstd_is_zero(s.var) ? 0.0
                             : p.spec.eps_placement == EpsPlacement::inside_sqrt ? w.div(1.0, w.sqrt(w.add(s.var, eps)))
                                                                                 : w.div(1.0, w.add(w.sqrt(s.var), eps));
         for (auto i : p.layout.all[g]) {

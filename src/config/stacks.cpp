@@ -1,6 +1,5 @@
 // The "stacks" section: residual stacks built from the config's norms.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "config/config.hpp"
@@ -13,8 +12,8 @@ namespace {
 
 // Activations of other libraries that normlab's ffn does not offer (PyTorch's and Keras's
 // names, lower case): named as such rather than answered with the nearest spelling.
-bool is_unsupported_activation(std::string a) {
-    for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+bool is_unsupported_activation(const std::string& name) {
+    const std::string a = lower_case(name);
     static const std::vector<std::string> known = {"silu", "swish", "swiglu", "geglu", "reglu", "sigmoid", "tanh",
                                                    "leaky_relu", "leakyrelu", "elu", "selu", "celu", "mish",
                                                    "softplus", "softsign", "hardswish", "relu6"};
@@ -93,8 +92,7 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
         if (!nn) r.missing("norm", " (the name of an entry of /norms)");
         if (!norms.count(*nn)) {
             const std::string hint = did_you_mean(*nn, norm_order);
-            std::string names;
-            for (const auto& n : norm_order) names += (names.empty() ? "" : ", ") + n;
+            const std::string names = join_words(norm_order);
             r.at("norm").fail("no norms entry named \"" + *nn + "\"" +
                               (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
                               (names.empty() ? " (/norms is empty)" : " (/norms has: " + names + ")"));

@@ -285,8 +285,7 @@ DataEstimate of_text(const Ctx& c) {
 }
 
 bool image_extension(const fs::path& p) {
-    std::string ext = p.extension().string();
-    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string ext = lower_case(p.extension().string());
     return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 

@@ -11,8 +11,7 @@ namespace normlab {
 namespace {
 
 bool image_extension(const std::filesystem::path& p) {
-    std::string ext = p.extension().string();
-    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string ext = lower_case(p.extension().string());
     return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 

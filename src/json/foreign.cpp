@@ -1,7 +1,8 @@
 #include "json/foreign.hpp"
 
 #include <algorithm>
-#include <cctype>
+
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 
@@ -72,18 +73,13 @@ const Entry kNames[] = {
     {"rmsnormalization", "rmsnorm", "ONNX names it so; normlab's is \"rmsnorm\""},
 };
 
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 }  // namespace
 
 ForeignName foreign_name(const std::string& word, const std::vector<std::string>& candidates) {
-    const std::string w = lower(word);
+    const std::string w = lower_case(word);
     // A candidate but for case ("Linear" for the block "linear") is answered by did-you-mean.
     for (const auto& c : candidates)
-        if (lower(c) == w) return {};
+        if (lower_case(c) == w) return {};
     for (const Entry& e : kNames)
         if (w == e.name && std::find(candidates.begin(), candidates.end(), e.ours) != candidates.end())
             return {e.ours, e.note};

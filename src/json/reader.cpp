@@ -1,7 +1,6 @@
 #include "json/reader.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -9,6 +8,7 @@
 #include "json/foreign.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 
@@ -122,13 +122,9 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     std::string best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
     // Case is no typo: "RMSNorm" is "rmsnorm".
-    auto lower = [](std::string s) {
-        for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        return s;
-    };
-    const std::string w = lower(word);
+    const std::string w = lower_case(word);
     for (const auto& c : candidates) {
-        std::size_t d = edit_distance(w, lower(c));
+        std::size_t d = edit_distance(w, lower_case(c));
         if (d < best_d) best_d = d, best = c;
     }
     std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
@@ -271,8 +267,7 @@ std::string ObjectReader::choice(const std::string& key, const std::vector<std::
     auto s = string(key);
     if (!s) return fallback;
     if (std::find(allowed.begin(), allowed.end(), *s) != allowed.end()) return *s;
-    std::string list;
-    for (std::size_t i = 0; i < allowed.size(); ++i) list += (i ? ", " : "") + allowed[i];
+    const std::string list = join_words(allowed);
     // Another framework's name first: "tensorflow" is closer to nothing, "pytorch" is close
     // to "torch" but the note says why.
     if (const ForeignName f = foreign_name(*s, allowed); !f.ours.empty())

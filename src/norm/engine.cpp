@@ -28,7 +28,7 @@ double spec_var(const NormSpec& spec, double var, double count) {
     return spec.variance == VarianceEstimator::unbiased ? var * count / (count - 1) : var;
 }
 double spec_rstd(const NormSpec& spec, double var) {
-    if (spec.zero_rstd_at_zero_var && var == 0 && spec.eps == 0) return 0.0;
+    if (spec.rstd_is_zero(var)) return 0.0;
     return spec.eps_placement == EpsPlacement::inside_sqrt ? 1.0 / std::sqrt(var + spec.eps)
                                                            : 1.0 / (std::sqrt(var) + spec.eps);
 }

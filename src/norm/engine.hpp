@@ -66,6 +66,8 @@ struct NormSpec {
     /// instance_norm, which calls it) with batch statistics does this (its InvStd, in
     /// aten/src/ATen/native/Normalization.cpp); its layer_norm and group_norm give NaN.
     bool zero_rstd_at_zero_var = false;
+    /// Whether rstd is the constant 0 for a variance `var` under this spec (the rule above).
+    bool rstd_is_zero(double var) const { return zero_rstd_at_zero_var && var == 0 && eps == 0; }
     Axes param_axes;       ///< axes weight/bias span; their dims, in order, are the param shape
     double weight_offset = 0;  ///< scale by (weight_offset + weight); 1 for Gemma's RMSNorm
     AffineRounding affine_rounding = AffineRounding::once;  ///< half dtypes only

@@ -177,22 +177,21 @@ std::vector<std::vector<std::string>> same_series(const Json& rows, const std::s
                                                   const std::vector<std::string>& skip) {
     std::vector<std::string> order;
     std::map<std::string, std::vector<std::string>> points;
+    std::set<std::string> drawn;  // series with at least one number: a line that can hide another
     for (const auto& r : rows) {
         const std::string s = r["series"].get<std::string>();
         if (std::find(skip.begin(), skip.end(), s) != skip.end()) continue;
+        if (r["value"].is_number()) drawn.insert(s);
         auto [it, fresh] = points.emplace(s, std::vector<std::string>{});
         if (fresh) order.push_back(s);
         it->second.push_back(r.value("panel", Json()).dump() + "|" + r.value("sweep_point", Json()).dump() + "|" +
                              r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump() + "|" + r["value"].dump());
     }
-    // A series without a single number draws no line to hide another.
-    for (const auto& r : rows)
-        if (r["value"].is_number()) points[r["series"].get<std::string>()].push_back("drawn");
     std::vector<std::vector<std::string>> groups;
     std::map<std::vector<std::string>, std::size_t> group_of;
     for (const auto& s : order) {
+        if (!drawn.count(s)) continue;
         std::vector<std::string> key = points[s];
-        if (std::find(key.begin(), key.end(), "drawn") == key.end()) continue;
         std::sort(key.begin(), key.end());
         auto [it, fresh] = group_of.emplace(key, groups.size());
         if (fresh) groups.push_back({});

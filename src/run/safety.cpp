@@ -66,8 +66,7 @@ std::size_t default_memory_limit() {
 
 std::size_t parse_memory_size(const std::string& text) {
     if (text.empty()) return default_memory_limit();
-    std::string s;
-    for (char c : text) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string s = lower_case(text);
     if (s == "none") return kNoLimit;  // "0" is refused below: it is not a spelling of "no limit"
     auto bad = [&]() -> std::size_t {
         throw InputError("--max-memory: expected a size such as 8G, 512M, 1.5GiB or 75% (of the memory), or "

@@ -5,6 +5,7 @@
 
 #include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 
@@ -83,9 +84,7 @@ std::string template_text(const std::string& name) {
     if (name == "minimal") return kMinimal;
     if (name == "sweep") return kSweep;
     if (name == "depth") return kDepth;
-    std::string names;
-    for (const auto& n : template_names()) names += (names.empty() ? "" : ", ") + n;
-    throw InputError("init: unknown template \"" + name + "\" (expected one of: " + names + ")");
+    throw InputError("init: unknown template \"" + name + "\" (expected one of: " + join_words(template_names()) + ")");
 }
 
 void write_template(const std::string& name, const std::string& path, bool force) {

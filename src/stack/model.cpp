@@ -152,7 +152,6 @@ Stack::Stack(const StackDef& def, StackWeights weights, const Shape& data_shape,
 }
 
 void Stack::set_mask(const xt::xarray<std::uint8_t>& mask) {
-    m_mask = mask;
     m_norm_mask = mask;
     m_row_mask.assign(m_rows, 1);
     if (mask.size() == 0) return;

@@ -160,8 +160,8 @@ private:
     std::vector<NormLayer> m_norms, m_norms2, m_final;
     xt::xarray<double> m_norm_weight = xt::xarray<double>::from_shape(Shape{0});
     xt::xarray<double> m_norm_bias = xt::xarray<double>::from_shape(Shape{0});
-    xt::xarray<std::uint8_t> m_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
-    /// The mask the norms take: m_mask, or all ones where each statistic lies within a row.
+    /// The mask the norms take: the data's (shape {0}: none), with the rows that have no real
+    /// position set to ones where each statistic lies within a row (forward()).
     xt::xarray<std::uint8_t> m_norm_mask = xt::xarray<std::uint8_t>::from_shape(Shape{0});
     bool m_stats_within_rows = false;     ///< the norm's statistics each lie within one row
     std::vector<unsigned char> m_row_mask;

@@ -54,6 +54,10 @@ std::size_t num_elements(const Shape& s);
 /// A count with its noun in the right number, for messages: "1 file", "3 files", "0 points".
 /// `noun` is the singular of a regular English noun (the plural adds "s").
 std::string count_noun(std::size_t n, const std::string& noun);
+/// The items for a message, "a, b, c", or "a, b or c" with `last` " or ".
+std::string join_words(const std::vector<std::string>& items, const std::string& last = ", ");
+/// `s` in ASCII lower case (names compared without regard to case).
+std::string lower_case(std::string s);
 
 /// Converts possibly negative axes to canonical ones for a tensor of rank `rank`
 /// (Python-style: -1 is the last axis), sorted ascending. Throws InputError
