@@ -14,6 +14,7 @@
 #include <xtensor/xnpy.hpp>
 
 #include "analysis_util.hpp"
+#include "data/npy.hpp"
 #include "norm/engine.hpp"
 
 using namespace normlab_test;
@@ -277,6 +278,31 @@ TEST_CASE("depth: the saved weights and projection redo the draw: given back, th
     r = run_normlab("validate " + (dir / "bad.json").string());
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("save \"projection\" writes the loss's r, which only loss \"projection\" draws") != std::string::npos);
+}
+
+TEST_CASE("depth: save \"mask\" writes the data's padding mask as numpy bool; data without one is refused") {
+    const fs::path dir = fresh_dir("depth_mask");
+    const std::string head = R"({"name": "m", "dtype": "float32",
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4], "mask": true}},
+      "stacks": {"s": {"layers": 2, "placement": "pre", "norm": "ln"}},)";
+    write_text(dir / "ok.json", head + R"(
+      "data": {"t": {"source": "tokens", "batch": 3, "max_len": 5, "dim": 4, "lengths": [5, 2, 4]}},
+      "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"], "save": ["mask"]}]})");
+    auto r = run_normlab("run " + (dir / "ok.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const normlab::NpyArray m = normlab::read_npy(dir / "out/arrays/t/s/mask.npy");
+    CHECK(m.dtype == "bool");
+    REQUIRE(m.values.shape() == std::vector<std::size_t>{3, 5, 1});
+    const std::vector<std::size_t> lengths = {5, 2, 4};
+    for (std::size_t b = 0; b < 3; ++b)
+        for (std::size_t t = 0; t < 5; ++t) CHECK(m.values(b, t, 0) == (t < lengths[b] ? 1.0 : 0.0));
+    write_text(dir / "bad.json", head + R"(
+      "data": {"t": {"source": "gaussian", "shape": [3, 5, 4], "channel_axis": -1}},
+      "analyses": [{"type": "depth", "data": ["t"], "stacks": ["s"], "save": ["weights", "mask"]}]})");
+    r = run_normlab("validate " + (dir / "bad.json").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("/analyses/0/save/1: depth on data \"t\": cannot save its padding mask, it has none") !=
+          std::string::npos);
 }
 
 TEST_CASE("depth: the mean-square loss through x_l = 2 x_{l-1} has closed-form rows, for any number of draws") {

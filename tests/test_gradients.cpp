@@ -333,10 +333,16 @@ TEST_CASE("masked_loss: dy is 0 at padding, and a masked BatchNorm's gradient on
               {"norms", {{"bn", {{"type", "batchnorm"}, {"channel_axis", -1}, {"mask", true},
                                  {"weight", {1.5, 0.5, 2, 1, 0.7}}, {"bias", {0.1, 0.2, 0.3, 0.4, 0.5}}}}}},
               {"analyses", {{{"type", "apply"}, {"data", {"t"}}, {"norms", {"bn"}}, {"masked_loss", true},
-                             {"save", {"input", "upstream", "grad_input", "grad_weight", "grad_bias"}}}}}};
+                             {"save", {"input", "upstream", "grad_input", "grad_weight", "grad_bias", "mask"}}}}}};
     RunResult r = run_config("masked_loss", c);
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
     const std::filesystem::path a = r.out / "arrays" / "t" / "bn";
+    // The saved mask is the lengths', as numpy bool in (N, T, 1).
+    const normlab::NpyArray m = normlab::read_npy(a / "mask.npy");
+    CHECK(m.dtype == "bool");
+    REQUIRE(m.values.shape() == std::vector<std::size_t>{3, 4, 1});
+    for (std::size_t b = 0; b < 3; ++b)
+        for (std::size_t t = 0; t < 4; ++t) CHECK(m.values(b, t, 0) == (t < std::vector<std::size_t>{4, 2, 3}[b] ? 1.0 : 0.0));
     const auto x = normlab::read_npy(a / "input.npy").values, dy = normlab::read_npy(a / "upstream.npy").values;
     const std::vector<std::size_t> lengths = {4, 2, 3};
     xt::xarray<double> xr = xt::zeros<double>({std::size_t{9}, std::size_t{5}}), dyr = xr;
@@ -357,6 +363,7 @@ TEST_CASE("masked_loss: dy is 0 at padding, and a masked BatchNorm's gradient on
     c2["data"] = {{"t", {{"source", "npy"}, {"path", (dir / "x.npy").string()}, {"channel_axis", -1}}}};
     c2["norms"]["bn"].erase("mask");
     c2["analyses"][0].erase("masked_loss");
+    c2["analyses"][0]["save"] = {"grad_input", "grad_weight", "grad_bias"};
     c2["analyses"][0]["upstream"] = {{"npy", (dir / "dy.npy").string()}};
     RunResult r2 = run_config("masked_loss_alone", c2);
     REQUIRE_MESSAGE(r2.cli.exit_code == 0, r2.cli.err);
@@ -401,6 +408,8 @@ TEST_CASE("gradients, jacobian and apply's gradient keys: bad input is refused b
          {"/analyses/0/save/1", "rmsnorm \"rms\" has no bias (rmsnorm: weight only)"}},
         {"save_unknown", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"save", {"grad_x"}}},
          {"/analyses/0/save/0", "cannot save \"grad_x\""}},
+        {"save_mask_without_one", {{"type", "apply"}, {"data", {"x"}}, {"norms", {"ln"}}, {"save", {"output", "mask"}}},
+         {"/analyses/0/save/1", "apply on data \"x\": cannot save its padding mask, it has none"}},
         {"fd_check_type", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"fd_check", "yes"}},
          {"/analyses/0/fd_check"}},
         {"gradients_unknown_key", {{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"upstrem", "ones"}},

@@ -21,6 +21,10 @@ namespace normlab {
 using SaveFn = std::function<void(const std::string& data, const std::string& norm,
                                   const std::string& what, const xt::xarray<double>& values,
                                   DType dtype)>;
+/// Receives a padding mask to save at the same place, as a numpy bool array (True = real
+/// position) in the batch's mask shape (data/batch.hpp: x's rank, 1 where it broadcasts).
+using SaveMaskFn = std::function<void(const std::string& data, const std::string& norm, const std::string& what,
+                                      const xt::xarray<std::uint8_t>& mask)>;
 
 /// Everything an analysis may use.
 struct AnalysisContext {
@@ -31,6 +35,7 @@ struct AnalysisContext {
     DType dtype = DType::float32;   ///< run dtype
     std::uint64_t seed = 0;         ///< run seed (derive per-analysis streams from it)
     SaveFn save;                    ///< never null during a run
+    SaveMaskFn save_mask;           ///< never null during a run
 
     const Batch& batch(const std::string& name) const { return batches->at(name); }
     const NormDef& norm(const std::string& name) const { return norms->at(name); }

@@ -16,7 +16,7 @@ namespace {
 
 const std::vector<std::string> kSaveable = {"output",      "mean",       "var",         "rstd",      "running_mean",
                                             "running_var", "grad_input", "grad_weight", "grad_bias", "input",
-                                            "weight",      "bias",       "upstream"};
+                                            "weight",      "bias",       "upstream",    "mask"};
 
 struct Options {
     bool sequential = false;
@@ -99,6 +99,7 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
         if (what == "output") ctx.save(dn, folder, what, s.fwd.y.to_double(), ctx.dtype);
         else if (what == "input") ctx.save(dn, folder, what, b.x.to_double(), ctx.dtype);
         else if (what == "upstream") ctx.save(dn, folder, what, dy, ctx.dtype);
+        else if (what == "mask") ctx.save_mask(dn, folder, what, b.mask);
         else if (what == "weight") ctx.save(dn, folder, what, param(s.in.weight), DType::float64);
         else if (what == "bias") ctx.save(dn, folder, what, param(s.in.bias), DType::float64);
         else if (what == "mean") ctx.save(dn, folder, what, s.fwd.mean, stats_dtype);
@@ -119,6 +120,11 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
         check_upstream(o.upstream, b, "apply");
+        for (std::size_t i = 0; i < o.save.size(); ++i)
+            if (o.save[i] == "mask" && !b.has_mask())
+                spec.loc.child("save").child(i).fail("apply on data \"" + dn +
+                                                     "\": cannot save its padding mask, it has none (lengths or mask "
+                                                     "on its source)");
         for (const auto& nn : spec.norms) {
             const NormLayer layer(ctx.norm(nn), ctx.dtype);
             check_saves(spec, o, layer, check_pair(layer.def(), ctx.dtype, shape_of(b), dn));

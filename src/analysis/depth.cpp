@@ -32,6 +32,8 @@ struct Options {
     long long train_steps = 0;
     long long draws = 1;         ///< independent draws of weights and r the rows average
     bool save_activations = false, save_gradients = false, save_weights = false, save_projection = false;
+    bool save_mask = false;
+    std::size_t save_mask_index = 0;  ///< where "mask" stands in save, for the message when there is none
 };
 
 Options read_options(const AnalysisSpec& spec) {
@@ -68,8 +70,9 @@ Options read_options(const AnalysisSpec& spec) {
             else if (w == "gradients") o.save_gradients = true;
             else if (w == "weights") o.save_weights = true;
             else if (w == "projection") o.save_projection = true;
+            else if (w == "mask") o.save_mask = true, o.save_mask_index = i;
             else {
-                const std::vector<std::string> arrays = {"activations", "gradients", "weights", "projection"};
+                const std::vector<std::string> arrays = {"activations", "gradients", "weights", "projection", "mask"};
                 r.at("save").child(i).fail("unknown array \"" + w + "\" (expected " + join_words(arrays, " or ") + ")" +
                                            did_you_mean_note(w, arrays, 3));
             }
@@ -77,7 +80,7 @@ Options read_options(const AnalysisSpec& spec) {
     }
     if (o.save_projection && o.loss != Options::Loss::projection)
         r.at("save").fail("save \"projection\" writes the loss's r, which only loss \"projection\" draws");
-    if (o.draws > 1 && (o.save_activations || o.save_gradients || o.save_weights || o.save_projection))
+    if (o.draws > 1 && (o.save_activations || o.save_gradients || o.save_weights || o.save_projection || o.save_mask))
         r.at("save").fail("save writes the arrays of one draw, but draws is " + std::to_string(o.draws) +
                           " and the rows are means over the draws: save with draws 1");
     r.finish();
@@ -165,6 +168,9 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const Batch& b = ctx.batch(dn);
         for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
         if (o.loss == Options::Loss::npy) projection(spec, ctx.seed, o, dn, b.x.shape());
+        if (o.save_mask && !b.has_mask())
+            spec.loc.child("save").child(o.save_mask_index)
+                .fail("depth on data \"" + dn + "\": cannot save its padding mask, it has none (lengths or mask on its source)");
     }
 }
 
@@ -217,6 +223,7 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
                                       {"w1", &s.weights().w1}, {"w2", &s.weights().w2}})
             if (w->size() > 0 && !w->shape().empty()) ctx.save(dn, sn, name, w->to_double(), ctx.dtype);
     if (o.save_projection) ctx.save(dn, sn, "projection", r, DType::float64);  // as drawn, before any rounding
+    if (o.save_mask) ctx.save_mask(dn, sn, "mask", b.mask);
     if (o.save_gradients) {
         ctx.save(dn, sn, "gradients", stacked(g.dx), ctx.dtype);
         for (const auto& [name, w] : {std::pair<const char*, const Tensor*>{"grad_w", &g.dw},

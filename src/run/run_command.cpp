@@ -213,12 +213,18 @@ void run_points(const RunOptions& o, Provenance& origins) {
         ctx.dtype = c.dtype;
         ctx.seed = c.seed;
         fs::path arrays = swept ? fs::path("arrays") / ("p" + std::to_string(pt.index)) : fs::path("arrays");
-        ctx.save = [&](const std::string& data, const std::string& norm, const std::string& what,
-                       const xt::xarray<double>& values, DType dtype) {
+        auto save_bytes = [&](const std::string& data, const std::string& norm, const std::string& what,
+                              const std::string& bytes) {
             fs::path rel = arrays / data / norm / (what + ".npy");
-            folder.write(rel, npy_bytes(values, dtype));
+            folder.write(rel, bytes);
             if (std::find(files.begin(), files.end(), rel.string()) == files.end()) files.push_back(rel.string());
         };
+        ctx.save = [&](const std::string& data, const std::string& norm, const std::string& what,
+                       const xt::xarray<double>& values, DType dtype) {
+            save_bytes(data, norm, what, npy_bytes(values, dtype));
+        };
+        ctx.save_mask = [&](const std::string& data, const std::string& norm, const std::string& what,
+                            const xt::xarray<std::uint8_t>& mask) { save_bytes(data, norm, what, npy_bytes_bool(mask)); };
         Json point_data = Json::object();
         for (const auto& n : c.data_order) point_data[n] = data_summary(l.batches.at(n));
         if (swept) data_summaries[std::to_string(pt.index)] = point_data;
