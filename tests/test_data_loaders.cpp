@@ -4,9 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 #include "data/files.hpp"
+#include "data/image_decode.hpp"
+#include "data/npy.hpp"
 #include "data/sources.hpp"
 #include "data/text.hpp"
 #include "tensor/errors.hpp"
@@ -213,4 +218,16 @@ TEST_CASE("split_sentences: sentence ends + blank lines + words") {
     CHECK(split_sentences(text, true)[0].size() == 7);
     CHECK(split_sentences("", false).empty());
     CHECK(split_sentences("1,000 cats. ", false) == S{{"1,000", "cats"}});
+}
+
+TEST_CASE("image_files_in: the JPEG and PNG files of a folder in any case, sorted, without folders or other files") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("normlab_image_files_in_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "d.png");  // a folder with an image's name
+    for (const char* f : {"c.txt", "b.PNG", "a.jpg", "e.Jpeg"}) write_file_bytes(dir / f, "x");
+    const std::vector<fs::path> got = image_files_in(dir);
+    CHECK(got == std::vector<fs::path>{dir / "a.jpg", dir / "b.PNG", dir / "e.Jpeg"});
+    CHECK(image_files_in(dir / "missing").empty());
+    fs::remove_all(dir);
 }

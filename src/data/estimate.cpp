@@ -284,11 +284,6 @@ DataEstimate of_text(const Ctx& c) {
     return e;
 }
 
-bool image_extension(const fs::path& p) {
-    const std::string ext = lower_case(p.extension().string());
-    return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
-}
-
 DataEstimate of_image_files(const Ctx& c) {
     DataEstimate e;
     std::vector<fs::path> files;
@@ -296,9 +291,7 @@ DataEstimate of_image_files(const Ctx& c) {
         for (const auto& p : *it)
             if (p.is_string()) files.push_back(resolve_path(c.dc, p.get<std::string>()));
     } else if (auto folder = string_at(c.spec, "folder")) {
-        std::error_code ec;
-        for (const auto& entry : fs::directory_iterator(resolve_path(c.dc, *folder), ec))
-            if (entry.is_regular_file(ec) && image_extension(entry.path())) files.push_back(entry.path());
+        files = image_files_in(resolve_path(c.dc, *folder));
     }
     const std::size_t ch = positive_at(c.spec, "channels", 3);
     const std::size_t max_patches = positive_at(c.spec, "max_patches");

@@ -1,9 +1,11 @@
 // The one translation unit that compiles stb_image's implementation.
 #include "data/image_decode.hpp"
 
+#include <algorithm>
 #include <climits>
 
 #include "data/files.hpp"
+#include "tensor/tensor.hpp"
 #include "tensor/errors.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -42,6 +44,19 @@ bool image_dimensions(const std::string& bytes, std::size_t& width, std::size_t&
 
 Image8 read_image(const std::filesystem::path& path, int channels) {
     return decode_image(read_file_bytes(path), channels, path.string());
+}
+
+std::vector<std::filesystem::path> image_files_in(const std::filesystem::path& dir) {
+    std::vector<std::filesystem::path> found;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code ec_file;
+        const std::string ext = lower_case(it->path().extension().string());
+        if (it->is_regular_file(ec_file) && (ext == ".jpg" || ext == ".jpeg" || ext == ".png"))
+            found.push_back(it->path());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
 }
 
 }  // namespace normlab

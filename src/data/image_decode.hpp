@@ -27,4 +27,10 @@ bool image_dimensions(const std::string& bytes, std::size_t& width, std::size_t&
 /// read_file_bytes + decode_image.
 Image8 read_image(const std::filesystem::path& path, int channels);
 
+/// The regular files directly in `dir` whose extension is .jpg, .jpeg or .png in any case,
+/// sorted by path: the order in which the "image_files" source reads a folder (and its
+/// estimate counts max_patches). Empty when `dir` cannot be listed; entries that cannot be
+/// examined are skipped.
+std::vector<std::filesystem::path> image_files_in(const std::filesystem::path& dir);
+
 }  // namespace normlab

@@ -10,11 +10,6 @@ namespace normlab {
 
 namespace {
 
-bool image_extension(const std::filesystem::path& p) {
-    const std::string ext = lower_case(p.extension().string());
-    return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
-}
-
 // Patch origins (top-left corners) in an image: the centre crop, or the grid of whole
 // tiles, centred so that the leftover margin is split between both sides.
 std::vector<std::pair<std::size_t, std::size_t>> patch_origins(const Image8& img, std::size_t ph, std::size_t pw,
@@ -67,10 +62,7 @@ SourceData build_image_files(const std::string&, ObjectReader& r, const DataCont
         const auto dir = resolve_path(ctx, *folder);
         std::error_code ec;
         if (!std::filesystem::is_directory(dir, ec)) r.at("folder").fail(dir.string() + ": not a folder");
-        std::vector<std::filesystem::path> found;
-        for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-            if (e.is_regular_file() && image_extension(e.path())) found.push_back(e.path());
-        std::sort(found.begin(), found.end());
+        const std::vector<std::filesystem::path> found = image_files_in(dir);
         if (found.empty()) r.at("folder").fail(dir.string() + ": no .jpg, .jpeg or .png files");
         for (const auto& f : found) files.emplace_back(f, r.at("folder"));
     }
