@@ -87,6 +87,44 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
                   "error: --set norms.ln={\"type\":\"layernorm\",\"normalized_shape\":[512],\"eps\":-2}: /norms/ln/eps: eps must be >= 0, but got -2");
 }
 
+TEST_CASE("an error about a value read from a file that --set named blames that override") {
+    // The file's path is the overridden key, but the error is about the data entry (its
+    // shape) or the norm's running_var as a whole, found after the file was read.
+    const fs::path dir = fresh_dir("blame_set_file");
+    auto npy = [&](const std::string& name, const xt::xarray<double>& v) {
+        normlab::write_file_bytes(dir / name, normlab::npy_bytes(v, normlab::DType::float64));
+    };
+    npy("x.npy", xt::ones<double>({2, 6, 4}));
+    npy("scalar.npy", xt::xarray<double>(1.5));
+    npy("empty.npy", xt::zeros<double>({0, 4}));
+    npy("rv6.npy", xt::ones<double>({6}));
+    npy("rv16.npy", xt::ones<double>({16}));
+    write_text(dir / "cfg.json", config(R"({"source": "npy", "path": "x.npy"})",
+                                        R"({"type": "batchnorm", "training": false, "running_var": {"npy": "rv6.npy"}})"));
+    const std::string cfg = (dir / "cfg.json").string();
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"--set norms.n.running_var.npy=rv16.npy",
+         "error: --set norms.n.running_var.npy=rv16.npy: /norms/n/running_var: batchnorm \"n\" on data \"x\": running_var: "
+         "expected shape [6]"},
+        {"--set data.x.path=scalar.npy",
+         "error: --set data.x.path=scalar.npy: /data/x: data must have at least one axis, but got a scalar"},
+        {"--set data.x.path=empty.npy", "error: --set data.x.path=empty.npy: /data/x: data has no elements (shape [0, 4])"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.args);
+        check_refused(run_normlab("validate " + cfg + " " + c.args), c.expect);
+        check_refused(run_normlab("run " + cfg + " --out " + (dir / "out").string() + " " + c.args), c.expect);
+    }
+    // The file's own path stays the file's fault beside an override of something else.
+    write_text(dir / "scalar.json", config(R"({"source": "npy", "path": "scalar.npy"})", kLn));
+    CliResult own = run_normlab("validate " + (dir / "scalar.json").string() + " --set norms.n.eps=1e-3");
+    check_refused(own, "scalar.json: /data/x: data must have at least one axis, but got a scalar");
+    CHECK(own.err.find("--set") == std::string::npos);
+}
+
 TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
     const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
     const std::string sweep = base + R"(, "sweep": {"norms.n.eps": [1e-5, -1], "data.x.std": [1, 2]}})";
@@ -294,7 +332,25 @@ TEST_CASE("another framework's name for a key or value is answered with normlab'
          "(PyTorch's LayerNorm and RMSNorm name it so; normlab's is \"affine\")"},
         // Keras's "axis" is the channel axis of a BatchNorm and the normalized axes of a LayerNorm.
         {"axis_bn", config(kGauss, R"({"type": "batchnorm", "axis": -1})"), "normlab's is \"channel_axis\")"},
-        {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": [-1]})"), "normlab's is \"axes\")"},
+        // ONNX's "axis" of a LayerNormalization is the first normalized axis, not the list.
+        {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": 1})"),
+         "(Keras's LayerNormalization names the list of normalized axes so, normlab's \"axes\"; ONNX's "
+         "LayerNormalization names so the first normalized axis: its axis k is normlab's \"axes\" [k, ..., -1])"},
+        {"num_features", config(kGauss, R"({"type": "batchnorm", "num_features": 4})"),
+         "/norms/n/num_features: unknown key \"num_features\" (PyTorch's BatchNorm and InstanceNorm take the channel "
+         "count so; normlab reads it from the data's shape at \"channel_axis\")"},
+        {"num_channels", config(kGauss, R"({"type": "groupnorm", "num_groups": 2, "num_channels": 4})"),
+         "(PyTorch's GroupNorm takes the channel count so; normlab reads it from the data's shape at \"channel_axis\")"},
+        {"group_size", config(kGauss, R"({"type": "groupnorm", "group_size": 2})"),
+         "/norms/n/group_size: unknown key \"group_size\" (Flax's GroupNorm can give the channels per group so; "
+         "normlab's is \"num_groups\", the channels / group_size)"},
+        {"rms_scaling", config(kGauss, R"({"type": "layernorm", "axes": [-1], "rms_scaling": true})"),
+         "(Keras's LayerNormalization with rms_scaling=True is an RMSNorm: normlab's \"type\": \"rmsnorm\")"},
+        {"type_torch", config(kGauss, R"({"type": "BatchNorm2d"})"),
+         "/norms/n/type: unknown value \"BatchNorm2d\" (expected one of: batchnorm, layernorm, instancenorm, groupnorm, "
+         "rmsnorm); PyTorch names it so; normlab's is \"batchnorm\", for data of any rank"},
+        {"type_sync", config(kGauss, R"({"type": "SyncBatchNorm"})"),
+         "PyTorch names it so; normlab's is \"batchnorm\" with \"replicas\" and \"sync\": true"},
         {"decay", config(kGauss, R"({"type": "batchnorm", "decay": 0.99})"),
          "/norms/n/decay: unknown key \"decay\" (TensorFlow 1's tf.contrib.layers.batch_norm (TF-Slim's batch_norm) names "
          "it so: the old running statistics' weight; normlab's is \"momentum\", read by the convention: decay 0.99 is "

@@ -148,13 +148,18 @@ JsonLocation norm_location(const std::string& file, const NormError& e);
 
 /// Calls f(); a NormError from it is thrown again as the JsonError a user of config `file`
 /// reads: "file: /norms/<name>/<key>: message" (the engine knows no JSON, the config does),
-/// related to the data the norm met, so that a data shape set by an override names it.
+/// related to the data the norm met, so that a data shape set by an override names it, and
+/// to the key's whole value, so that an override of part of it (--set
+/// norms.bn.running_var.npy=v.npy) is named for that value's error.
 template <class F>
 auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const NormError& e) {
-        norm_location(file, e).fail(e.what(), data_related(e.data()));
+        const JsonLocation at = norm_location(file, e);
+        std::vector<std::string> related = data_related(e.data());
+        if (!e.key().empty()) related.push_back(at.pointer);
+        at.fail(e.what(), related);
     }
 }
 

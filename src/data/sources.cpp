@@ -149,9 +149,14 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
 
     SourceData data = def.build(name, r, ctx);
     const Shape shape = data.tensor ? data.tensor->shape() : Shape(data.values.shape().begin(), data.values.shape().end());
-    if (shape.empty()) loc.fail("data must have at least one axis, but got a scalar");
+    // The shape comes from these keys' values (a file's path, a generator's shape): an
+    // override of one of them is what to blame, not the config file.
+    std::vector<std::string> shape_from;
+    for (const auto& k : data_shape_keys())
+        if (spec.contains(k)) shape_from.push_back(r.at(k).pointer);
+    if (shape.empty()) loc.fail("data must have at least one axis, but got a scalar", shape_from);
     // Statistics over nothing are 0/0: an empty batch is an input error, as in PyTorch.
-    if (num_elements(shape) == 0) loc.fail("data has no elements (shape " + format_shape(shape) + ")");
+    if (num_elements(shape) == 0) loc.fail("data has no elements (shape " + format_shape(shape) + ")", shape_from);
 
     Batch b;
     b.name = name;
