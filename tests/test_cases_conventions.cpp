@@ -712,3 +712,30 @@ TEST_CASE("momentum pasted from the other family of conventions is noted, with i
           std::string::npos);
     CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
 }
+
+TEST_CASE("a Keras or Flax BatchNorm, InstanceNorm or GroupNorm on channel axis 1 by default alone is noted") {
+    // Keras's and Flax's layers take the last axis by default: ported to NHWC data without
+    // channel_axis, normlab's default axis 1 normalises over H and says nothing else.
+    const json cfg = {{"name", "axis_notes"},
+                      {"data", {{"nhwc", {{"source", "gaussian"}, {"shape", {6, 5, 3, 4}}}},
+                                {"nchw", {{"source", "gaussian"}, {"shape", {6, 4, 3, 5}}, {"channel_axis", 1}}},
+                                {"rows", {{"source", "gaussian"}, {"shape", {6, 4}}}}}},
+                      {"norms", {{"bn_keras", {{"type", "batchnorm"}, {"convention", "keras"}}},
+                                 {"gn_flax", {{"type", "groupnorm"}, {"num_groups", 1}, {"convention", "flax"}}},
+                                 // No note: PyTorch's own default, an axis given, a LayerNorm, rank 2.
+                                 {"bn_torch", {{"type", "batchnorm"}}},
+                                 {"bn_keras_last", {{"type", "batchnorm"}, {"convention", "keras"}, {"channel_axis", -1}}},
+                                 {"ln_keras", {{"type", "layernorm"}, {"axes", {-1}}, {"convention", "keras"}}}}},
+                      {"analyses", {{{"type", "stats_shapes"}, {"data", {"nhwc", "nchw", "rows"}},
+                                     {"norms", {"bn_keras", "gn_flax", "bn_torch", "bn_keras_last", "ln_keras"}}},
+                                    {{"type", "apply"}, {"data", {"nhwc"}}, {"norms", {"bn_keras"}}}}}};
+    const CliResult v = validate("axis_notes", cfg);
+    CHECK(v.exit_code == 0);
+    CHECK(v.err.find("/norms/bn_keras/convention: batchnorm \"bn_keras\" on data \"nhwc\": channel axis 1 of input shape "
+                     "[6, 5, 3, 4], normlab's default (channels first, as in PyTorch); Keras's and Flax's layers take the "
+                     "last axis by default. Give \"channel_axis\" to the norm or the data (-1 for channels last, 1 to keep "
+                     "this) to say which\n") != std::string::npos);
+    CHECK(v.err.find("/norms/gn_flax/convention: groupnorm \"gn_flax\" on data \"nhwc\"") != std::string::npos);
+    // Once per norm and data, whatever the analyses.
+    CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
+}

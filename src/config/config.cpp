@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <xtensor/xadapt.hpp>
 
@@ -359,6 +360,37 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     }
     r.finish();
     return c;
+}
+
+std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::string, Batch>& batches) {
+    std::vector<ConfigNote> out;
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const auto& a : c.analyses)
+        for (const auto& nn : a.norms)
+            for (const auto& dn : a.data) {
+                const auto nd = c.norms.find(nn);
+                const auto b = batches.find(dn);
+                const auto spec = c.data.find(dn);
+                if (nd == c.norms.end() || b == batches.end() || spec == c.data.end() || !seen.insert({nn, dn}).second)
+                    continue;
+                const NormDef& d = nd->second;
+                const bool channels = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
+                                      d.type == NormType::groupnorm;
+                const bool last_by_default = d.convention == Convention::keras || d.convention == Convention::flax;
+                const std::size_t rank = b->second.x.shape().size();
+                if (!channels || !last_by_default || d.channel_axis || spec->second.contains("channel_axis") ||
+                    rank < 3 || b->second.channel_axis != 1)
+                    continue;
+                const JsonLocation norm = JsonLocation{c.file, "/norms"}.child(nn);
+                out.push_back({norm.child("convention"),
+                               norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": channel axis 1 of input " +
+                                   "shape " + format_shape(b->second.x.shape()) + ", normlab's default (channels first, " +
+                                   "as in PyTorch); Keras's and Flax's layers take the last axis by default. Give " +
+                                   "\"channel_axis\" to the norm or the data (-1 for channels last, 1 to keep this) to " +
+                                   "say which",
+                               {JsonLocation{"", "/data"}.child(dn).pointer}});
+            }
+    return out;
 }
 
 std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch.hpp"
 #include "json/reader.hpp"
 #include "json/text.hpp"
 #include "norm/presets.hpp"
@@ -91,6 +92,14 @@ struct ConfigNote {
 /// `default_arithmetic` (default_compute(): this CPU's) is the double path, that norms without
 /// `compute` take it.
 std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic = default_compute());
+
+/// Notes on the norms of analyses of `c` on their data (`batches`, by data name, as built):
+/// a BatchNorm, InstanceNorm or GroupNorm under the "keras" or "flax" convention whose
+/// channel axis is axis 1 of data of rank 3 or more by default alone (neither the norm nor
+/// the data entry gives channel_axis). Keras's and Flax's layers take the last axis by
+/// default, so a port of channels-last data that forgets channel_axis normalises over the
+/// wrong axes without an error. One note per norm and data, at the norm's "convention".
+std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::string, Batch>& batches);
 
 /// The keys a norm object of `type` may hold (type and the common keys first), with their
 /// defaults as `normlab list` prints them. parse_norm declares exactly these.

@@ -99,6 +99,8 @@ std::vector<ConfigNote> check_analyses(const Loaded& l) {
         const auto own = locate_norm_errors(l.config.file, [&] { return analysis_notes(a, ctx); });
         notes.insert(notes.end(), own.begin(), own.end());
     }
+    const auto axes = channel_axis_notes(l.config, l.batches);
+    notes.insert(notes.end(), axes.begin(), axes.end());
     return notes;
 }
 
