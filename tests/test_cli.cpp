@@ -100,7 +100,7 @@ TEST_CASE("bad configs exit 2 with one line naming the file and the JSON path") 
         {"bn_one_value", one_norm(R"({"source": "values", "values": [[0.5, -1.0, 2.0, 0.0]]})", R"({"type": "batchnorm"})"),
          "one value per channel (need more than 1), input shape [1, 4]"},
         {"undefined_data", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {"n": {"type": "batchnorm"}},
-            "analyses": [{"type": "apply", "data": ["y"], "norms": ["n"]}]})", "/analyses/0/data/0: no data entry named \"y\""},
+            "analyses": [{"type": "apply", "data": ["y"], "norms": ["n"]}]})", "/analyses/0/data/0: no data entry named \"y\"; did you mean \"x\"? (/data has: x)"},
         {"unknown_analysis", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {"n": {"type": "batchnorm"}},
             "analyses": [{"type": "aply", "data": ["x"], "norms": ["n"]}]})", "did you mean \"apply\"?"},
         {"empty_norms", R"({"data": {"x": {"source": "values", "values": [1, 2]}}, "norms": {}, "analyses": []})", "/norms: no norms defined"},

@@ -285,7 +285,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (const auto& kv : *ctx.batches) names.push_back(kv.first);
             std::string hint = did_you_mean(o.train_data[i], names);
             spec.loc.child("train_data").child(i).fail("no data entry named \"" + o.train_data[i] + "\"" +
-                                                      (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                                                      (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+                                                      " (/data has: " + join_words(names) + ")");
         }
     const bool trained = o.steps > 0 || !o.train_data.empty();
     for (const auto& dn : spec.data) {

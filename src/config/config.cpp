@@ -322,7 +322,9 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
                 if (std::find(known.begin(), known.end(), n) == known.end()) {
                     std::string hint = did_you_mean(n, known);
                     ar.at(key).child(k).fail("no " + std::string(section) + " entry named \"" + n + "\"" +
-                                             (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                                             (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+                                             (known.empty() ? std::string(" (/") + section + " is empty)"
+                                                            : std::string(" (/") + section + " has: " + join_words(known) + ")"));
                 }
             }
             return *list;
