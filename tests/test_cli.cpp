@@ -139,6 +139,22 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CliResult bad = run_config_text("set_bad", cfg, "--set norms.m.eps=1");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("/norms/m does not exist") != std::string::npos);
+    // --unset removes a key before the --set values: its default applies again, and the
+    // key can be given anew (lengths replaced by a mask).
+    const std::string eps_cfg = one_norm(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -1, "lengths": [3, 1]})",
+                                         R"({"type": "layernorm", "normalized_shape": [4], "eps": 0.5})");
+    CliResult unset = run_config_text("unset", eps_cfg, "--unset norms.n.eps -q");
+    REQUIRE_MESSAGE(unset.exit_code == 0, unset.err);
+    CHECK(read_text(fresh_dir("unset_probe").parent_path() / "unset" / "out" / "apply.csv").find(",1e-05,") != std::string::npos);
+    const fs::path mdir = fresh_dir("unset_mask");
+    normlab::write_file_bytes(mdir / "m.npy", normlab::npy_bytes_bool(xt::xarray<std::uint8_t>{{1, 1, 0}, {1, 1, 1}}));
+    write_text(mdir / "cfg.json", eps_cfg);
+    CliResult swapped = run_normlab("run " + (mdir / "cfg.json").string() + " --out " + (mdir / "out").string() +
+                                    " --unset data.x.lengths --set data.x.mask=m.npy --set 'analyses.0.save=[\"mask\"]' -q");
+    REQUIRE_MESSAGE(swapped.exit_code == 0, swapped.err);
+    const auto saved = normlab::read_npy(mdir / "out" / "arrays" / "x" / "n" / "mask.npy").values;
+    CHECK(saved(0, 2, 0) == 0);
+    CHECK(saved(1, 2, 0) == 1);
 
     // --dry-run names the folder it would write, resolved, and writes nothing
     fs::path plan_dir = fresh_dir("dry_run_out");

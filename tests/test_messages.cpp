@@ -75,6 +75,14 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
         if (c.args.rfind("--seed", 0) != 0)  // validate takes --set, not --seed
             check_refused(run_normlab("validate " + kQuick + " " + c.args), c.expect);
     }
+    // --unset removes a key: its default applies, and an error about the key names it.
+    check_refused(run_normlab("validate " + kQuick + " --unset norms.ln.normalized_shape"),
+                  "error: --unset norms.ln.normalized_shape: /norms/ln: missing \"normalized_shape\"");
+    check_refused(run_normlab("validate " + kQuick + " --unset norms.ln.normalised_shape"),
+                  "error: --unset norms.ln.normalised_shape: /norms/ln/normalised_shape does not exist in the config (did "
+                  "you mean \"normalized_shape\"?)");
+    check_refused(run_normlab("run " + kQuick + " --dry-run --unset data.tokens.shape.0"),
+                  "error: --unset data.tokens.shape.0: /data/tokens/shape/0: only a key of an object can be removed");
     // The file stays at fault for what the override did not touch.
     check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.ln.eps=1e-3 --set norms.ln.epsy=1 --set norms.ln.epsy=2"),
                   "error: --set norms.ln.epsy=2: unknown key \"epsy\" in /norms/ln");

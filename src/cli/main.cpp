@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--seed", seed, "override the config's seed, >= 0")->type_name("INT");
     run_cmd->add_option("--set", run.sets, "override a config value: PATH=VALUE (dotted path or JSON pointer; VALUE as JSON)")
         ->type_name("PATH=VALUE");
+    run_cmd->add_option("--unset", run.unsets, "remove a config key so that its default applies (before the --set values): PATH")
+        ->type_name("PATH");
     run_cmd->add_option("--shard", shard, "run every N-th sweep point: I/N with 0 <= I < N")->type_name("I/N");
     run_cmd->add_option("--max-memory", run.max_memory, "refuse a config estimated to need more memory: 8G, 512M, 75% (of RAM) or none (default: 50% of RAM)")
         ->type_name("SIZE");
@@ -201,6 +203,7 @@ int main(int argc, char** argv) {
                                        "exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files; - reads one from standard input")->required();
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE")->type_name("PATH=VALUE");
+    val_cmd->add_option("--unset", val.unsets, "remove a config key: PATH")->type_name("PATH");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run")->type_name("SIZE");
 
     auto* list_cmd = app.add_subcommand("list", "norm types and their keys, stacks, conventions, data sources and analyses");

@@ -38,23 +38,26 @@ bool at_or_under(const std::string& pointer, const std::string& base) {
                                pointer[base.size()] == '/');
 }
 
-}  // namespace
+std::vector<std::string> object_keys(const Json& o) {
+    std::vector<std::string> keys;
+    for (auto it = o.begin(); it != o.end(); ++it) keys.push_back(it.key());
+    return keys;
+}
 
-std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who) {
-    auto tokens = path_tokens(path);
-    if (tokens.empty()) throw InputError(who + ": empty path");
+// The value at `tokens` (the last one may be a new key of an object when `may_add`), walked
+// from `config`; `walked` receives its JSON pointer. InputError naming `who` for a step that
+// does not exist, an array index that is not one, or a step into a number or string.
+Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_add, const std::string& who,
+                std::string& walked) {
     Json* node = &config;
-    std::string walked;
+    walked.clear();
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const std::string& t = tokens[i];
         const bool last = i + 1 == tokens.size();
         if (node->is_object()) {
-            if (!last && !node->contains(t)) {
-                std::vector<std::string> keys;
-                for (auto it = node->begin(); it != node->end(); ++it) keys.push_back(it.key());
+            if ((!last || !may_add) && !node->contains(t))
                 throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + " does not exist in the config" +
-                                 did_you_mean_note(t, keys));
-            }
+                                 did_you_mean_note(t, object_keys(*node)));
             walked = JsonLocation{"", walked}.child(t).pointer;
             node = &(*node)[t];
         } else if (node->is_array()) {
@@ -76,8 +79,35 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
                              json_type_name(*node) + " (" + (walked.empty() ? "/" : walked) + " is one)");
         }
     }
-    *node = std::move(value);
+    return node;
+}
+
+}  // namespace
+
+std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who) {
+    const auto tokens = path_tokens(path);
+    if (tokens.empty()) throw InputError(who + ": empty path");
+    std::string walked;
+    *walk_path(config, tokens, true, who, walked) = std::move(value);
     return walked;
+}
+
+std::string remove_config_value(Json& config, const std::string& path, const std::string& who) {
+    auto tokens = path_tokens(path);
+    if (tokens.empty()) throw InputError(who + ": empty path");
+    const std::string key = tokens.back();
+    tokens.pop_back();
+    std::string walked;
+    Json* parent = walk_path(config, tokens, false, who, walked);
+    const std::string pointer = JsonLocation{"", walked}.child(key).pointer;
+    if (!parent->is_object())
+        throw InputError(who + ": " + pointer + ": only a key of an object can be removed (" +
+                         (walked.empty() ? "/" : walked) + " is a" + (parent->is_array() ? "n array" : " " + json_type_name(*parent)) +
+                         "; --set replaces a whole list)");
+    if (!parent->contains(key))
+        throw InputError(who + ": " + pointer + " does not exist in the config" + did_you_mean_note(key, object_keys(*parent)));
+    parent->erase(key);
+    return pointer;
 }
 
 std::string apply_override(Json& config, const std::string& assignment) {

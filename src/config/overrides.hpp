@@ -17,6 +17,12 @@ namespace normlab {
 /// pointer that was set. Throws InputError "<who>: /norms/lnx does not exist ...".
 std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who);
 
+/// Removes the key at PATH (dotted path or JSON pointer, as set_config_value) from its
+/// object, so that the key's default applies: `--unset data.tok.lengths`. Returns the JSON
+/// pointer removed. Throws InputError "<who>: ..." when a step or the key does not exist
+/// (with a did-you-mean) or PATH names an element of a list.
+std::string remove_config_value(Json& config, const std::string& path, const std::string& who);
+
 /// Applies one "--set PATH=VALUE" assignment: VALUE is parsed as JSON, else taken as a
 /// string (unless it starts with [ or {: malformed JSON is then an error). Returns the JSON
 /// pointer that was set. Throws InputError naming the assignment.

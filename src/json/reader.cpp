@@ -195,7 +195,10 @@ void ObjectReader::missing_one_of(const std::vector<std::string>& keys, const st
                             it.key(), hint);
     }
     if (m_strict) finish();
-    m_loc.fail(message);
+    // Related to the missing keys themselves: an --unset that removed one is to blame.
+    std::vector<std::string> related;
+    for (const auto& k : keys) related.push_back(m_loc.child(k).pointer);
+    m_loc.fail(message, related);
 }
 
 std::optional<double> ObjectReader::number(const std::string& key) {

@@ -38,6 +38,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 Json load_config_document(const RunOptions& o, Provenance* origins) {
     Json j = load_json_file(o.config_path);
+    for (const auto& u : o.unsets) {
+        const std::string pointer = remove_config_value(j, u, "--unset " + u);
+        if (origins) origins->record(pointer, "--unset " + u);
+    }
     for (const auto& s : o.sets) {
         const std::string pointer = apply_override(j, s);
         if (origins) origins->record(pointer, "--set " + s);

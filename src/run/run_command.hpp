@@ -15,6 +15,7 @@ struct RunOptions {
     std::optional<std::string> out;          ///< --out: overrides output.dir
     std::optional<long long> seed;           ///< --seed: overrides "seed"
     std::vector<std::string> sets;           ///< --set PATH=VALUE, applied in order
+    std::vector<std::string> unsets;         ///< --unset PATH: keys removed before the --set values
     bool force = false;                      ///< replace a non-normlab output folder
     bool quiet = false;                      ///< no summary on stderr
     bool dry_run = false;                    ///< validate, check the output folder, print the plan; leave nothing
@@ -24,7 +25,7 @@ struct RunOptions {
     std::string max_memory;
 };
 
-/// Loads a config document and applies --set and --seed (config/overrides.hpp), recording
+/// Loads a config document and applies --unset, --set and --seed (config/overrides.hpp), recording
 /// in `origins` (when given) which values they set. Throws InputError.
 Json load_config_document(const RunOptions& o, Provenance* origins = nullptr);
 
