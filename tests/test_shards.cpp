@@ -151,6 +151,13 @@ TEST_CASE("merge names a shard folder given twice, and a missing one") {
     CliResult missing = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "s2").string());
     CHECK_MESSAGE(missing.err == "normlab: error: " + (dir / "s2").string() + ": no such folder\n", missing.err);
     CHECK_FALSE(fs::exists(dir / "m"));
+    // A shard run with another --set: where the configs part is named.
+    REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --shard 1/2 --set norms.n.axes=[0,1] --out " +
+                        (dir / "other").string() + " -q").exit_code == 0);
+    CliResult other = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "other").string());
+    CHECK_MESSAGE(other.err == "normlab: error: " + (dir / "other" / "report.json").string() + ": comes from a different "
+                  "config than " + s0 + " (first difference at /norms/n/axes/0: 0 here, -1 there)\n", other.err);
+    CHECK_FALSE(fs::exists(dir / "m"));
     REQUIRE(run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1).exit_code == 0);
 }
 

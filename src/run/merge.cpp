@@ -109,6 +109,22 @@ std::vector<std::size_t> shard_points(const Json& r, const fs::path& file) {
     return out;
 }
 
+// " (first difference at /norms/ln/eps: 0.001 here, 1e-05 there)": where two shards'
+// configs part (a --set given to one shard only), each side's value cut to 60 characters.
+std::string first_difference(const Json& here, const Json& there) {
+    const Json patch = Json::diff(there, here);
+    if (patch.empty()) return "";
+    const std::string path = patch[0].value("path", "");
+    auto value = [&](const Json& j) -> std::string {
+        const Json::json_pointer p(path);
+        if (!j.contains(p)) return "absent";
+        std::string d = j.at(p).dump();
+        return d.size() > 60 ? d.substr(0, 57) + "..." : d;
+    };
+    return " (first difference at " + (path.empty() ? "/" : path) + ": " + value(here) + " here, " + value(there) +
+           " there)";
+}
+
 }  // namespace
 
 void merge_results(const std::string& out, const std::vector<std::string>& dirs, bool force) {
@@ -130,7 +146,8 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
             throw InputError(rp.string() + ": not a sweep or shard result (nothing to merge)");
         const std::vector<std::size_t> points = shard_points(r, rp);
         if (!reports.empty() && r["config"] != reports.front()["config"])
-            throw InputError(rp.string() + ": comes from a different config than " + dirs.front());
+            throw InputError(rp.string() + ": comes from a different config than " + dirs.front() +
+                             first_difference(r["config"], reports.front()["config"]));
         // A merged result is one run's: its norms without "compute" all took one arithmetic.
         if (!reports.empty() && r.value("default_compute", "") != reports.front().value("default_compute", ""))
             throw InputError(rp.string() + ": its norms without \"compute\" took the " +
