@@ -110,7 +110,7 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         // A bad key of every analysis type.
         {"stats_shapes_key", an("stats_shapes", R"(["x"])", R"(["ln5"])", R"("save": ["output"])"), "/analyses/0/save: unknown key \"save\""},
         {"apply_key", an("apply", R"(["x"])", R"(["ln5"])", R"("save": ["outptu"])"), "/analyses/0/save/0: cannot save \"outptu\" (expected output, mean, var, rstd, running_mean, running_var, "
-                     "grad_input, grad_weight, grad_bias, input, weight, bias or upstream); did you mean \"output\"?"},
+                     "grad_input, grad_weight, grad_bias, input, weight, bias, upstream or mask); did you mean \"output\"?"},
         {"precision_key", an("precision", R"(["x"])", R"(["ln5"])", R"("algorithms": ["welfort"])"),
          "/analyses/0/algorithms/0: unknown algorithm \"welfort\""},
         {"port_check_key", an("port_check", R"(["x"])", R"(["ln5", "ln5b"])", R"("reference": "ln6")"),
