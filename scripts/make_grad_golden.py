@@ -4,7 +4,10 @@ input, weight and bias gradients of every norm from PyTorch 1.13 autograd (Debia
 python3-torch). Run with Debian's interpreter (another python3 may come first on PATH and
 lack torch):
 
-    /usr/bin/python3 scripts/make_grad_golden.py
+    /usr/bin/python3 scripts/make_grad_golden.py [CASE...]
+
+CASE names the cases to rewrite (layernorm, batchnorm, instancenorm, groupnorm, rmsnorm,
+masked, param_axes, zero_var); without one, every grad_* folder is rewritten.
 
 The layout is make_golden.py's (whose Case class this script reuses): inputs <data>.npy,
 padding masks <data>.mask.npy, upstream gradients <data>.dy.npy, parameters
@@ -26,6 +29,9 @@ References:
   (statistics over real positions, every position normalised with them) have no PyTorch
   1.13 layer: they are written out in torch operations (mean, sum, sqrt) and
   differentiated by autograd.
+- Weight and bias on some of the normalized axes (param_axes): F.layer_norm without
+  affine parameters, times w plus b reshaped to broadcast along the other normalized
+  axes, differentiated by autograd; RMSNorm and the masked LayerNorm written out.
 - float64 cases run autograd in float64. float32 cases hold float32 inputs, and their
   expected gradients are autograd in float64 on those float32 values, rounded once to
   float32: that is normlab's precision contract (double accumulation, one rounding).
@@ -446,6 +452,80 @@ def masked_case(dtype):
     return c
 
 
+# ---------------------------------------------------------------- parameters on some normalized axes
+
+def with_affine(norm_fn, param_axes, ndim):
+    """norm_fn(x) (no affine step) times w plus b, both spanning `param_axes` of x and
+    broadcast along its other axes: Flax's LayerNorm/RMSNorm with feature_axes, an ONNX
+    LayerNormalization whose Scale and B have fewer dims than the normalized shape."""
+    def fn(x, w=None, b=None):
+        pshape = [x.shape[a] if a in param_axes else 1 for a in range(ndim)]
+        y = norm_fn(x)
+        if w is not None:
+            y = y * w.reshape(pshape)
+        if b is not None:
+            y = y + b.reshape(pshape)
+        return y
+    return fn
+
+
+def param_axes_case(dtype):
+    """LayerNorm and RMSNorm whose weight and bias span some of the normalized axes
+    (normlab's param_axes): F.layer_norm without affine parameters, then * w + b of shape
+    (C) on channels-last images (Flax's feature_axes=-1) and of shape (D) on (B,T,D) over
+    (T, D) (ONNX LayerNormalization axis=1 with a (D) Scale); parameters on (H, W); RMSNorm
+    written out in torch ops, with and without Gemma's 1 + w; a padding mask. The expected
+    outputs are checked too."""
+    c = GradCase(f"grad_param_axes_{DTYPES[dtype][2]}", dtype,
+                 TORCH_REF + ": autograd of F.layer_norm(x, normalized, None, None, eps) * w + b (w, b on the "
+                             "param axes, broadcast along the other normalized axes); RMSNorm and the masked "
+                             "LayerNorm written out in torch ops",
+                 "Parameters on some normalized axes: NHWC (2,3,4,5) over H,W,C with w, b (C) and (H,W); "
+                 "(3,4,6) over T,D with (D); RMSNorm over H,W,C with w (C), plain and 1 + w; masked tokens "
+                 "(3,5,4) over T,D with (D)")
+    rng = np.random.default_rng(1308)
+    img, img_dy = c.add_grad_data("img", rng.normal(0.7, 1.6, (2, 3, 4, 5)), channel_axis=-1)
+    seq, seq_dy = c.add_grad_data("seq", rng.normal(-1.5, 0.8, (3, 4, 6)), channel_axis=-1)
+    tok_mask = (np.arange(5)[None, :] < np.asarray([5, 3, 2])[:, None]).astype(np.uint8)
+    tok, tok_dy = c.add_grad_data("tok", rng.normal(0.5, 1.5, (3, 5, 4)), mask=tok_mask, channel_axis=-1)
+    datas = {"img": (img, img_dy), "seq": (seq, seq_dy), "tok": (tok, tok_dy)}
+    m = torch.tensor(tok_mask).reshape(3, 5, 1)
+    # name, data, config keys, reduction axes, parameter axes (canonical), centring, eps, weight offset, mask
+    plan = [
+        ("ln_flax_c", "img", {"axes": [1, 2, 3], "param_axes": [-1]}, [1, 2, 3], [3], True, 1e-6, 0.0, False),
+        ("ln_onnx_d", "seq", {"normalized_shape": [4, 6], "param_axes": [2]}, [1, 2], [2], True, 1e-5, 0.0, False),
+        ("ln_hw", "img", {"axes": [-3, -2, -1], "param_axes": [-2, 1]}, [1, 2, 3], [1, 2], True, 1e-3, 0.0, False),
+        ("rms_flax_c", "img", {"axes": [1, 2, 3], "param_axes": [-1]}, [1, 2, 3], [3], False, 1e-6, 0.0, False),
+        ("rms_gemma_c", "img", {"axes": [1, 2, 3], "param_axes": [3], "weight_offset": 1.0}, [1, 2, 3], [3], False,
+         1e-6, 1.0, False),
+        ("ln_masked_d", "tok", {"normalized_shape": [5, 4], "param_axes": [-1], "mask": True}, [1, 2], [2], True,
+         1e-3, 0.0, True),
+    ]
+    for name, dn, keys, axes, paxes, center, eps, offset, masked in plan:
+        x, dy = datas[dn]
+        typ = "layernorm" if center else "rmsnorm"
+        spec = {"type": typ, **keys, "eps": eps}
+        w, b = affine_params(c, rng, name, spec, [x.shape[a] for a in paxes], True, bias=center,
+                             w_mean=0.0 if offset else 1.0)
+        c.add_norm(name, spec)
+        if masked:
+            fn = written_norm(axes, eps, mask=m, param_axes=paxes)
+        elif center:
+            fn = with_affine(lambda t, ns=[x.shape[a] for a in axes], e=eps: F.layer_norm(t, ns, None, None, e),
+                             paxes, x.ndim)
+        else:
+            fn = written_norm(axes, eps, center=False, offset=offset, param_axes=paxes)
+        record(c, dn, name, fn, x, dy, w, b,
+               engine_entry(x.shape, axes, paxes, eps, center=center, weight_offset=offset,
+                            mask=f"{dn}.mask.npy" if masked else None, mask_view_shape=(3, 5, 1) if masked else None,
+                            **files(name, w, b)))
+        t64 = lambda a: None if a is None else torch.tensor(np.asarray(a, np.float64))
+        y = fn(t64(x), t64(w), t64(b)).numpy()
+        c.expect(dn, name, "output", y)
+        c.analyses[-1]["save"].append("output")
+    return c
+
+
 # ---------------------------------------------------------------- eps 0 on a constant group
 
 def zero_var_case(dtype):
@@ -485,16 +565,26 @@ def zero_var_case(dtype):
     return c
 
 
-def main():
-    """Regenerates every grad_* case folder under tests/golden/ and prints a summary."""
+CASES = {"layernorm": layernorm_case, "batchnorm": batchnorm_case, "instancenorm": instancenorm_case,
+         "groupnorm": groupnorm_case, "rmsnorm": rmsnorm_case, "masked": masked_case,
+         "param_axes": param_axes_case, "zero_var": zero_var_case}
+
+
+def main(names):
+    """Regenerates the grad_<name>_* case folders under tests/golden/ for each of `names`
+    (keys of CASES; all of them when empty: every grad_* folder is rewritten) and prints a
+    summary."""
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        sys.exit(f"unknown case {unknown[0]!r}; the cases are: {', '.join(CASES)}")
     torch.set_num_threads(1)
+    chosen = names or list(CASES)
     for d in os.listdir(GOLDEN):
-        if d.startswith("grad_"):
+        if d.startswith("grad_") and (not names or any(d.startswith(f"grad_{n}_f") for n in names)):
             shutil.rmtree(os.path.join(GOLDEN, d))
     cases = []
     for dtype in DTYPES:
-        cases += [layernorm_case(dtype), batchnorm_case(dtype), instancenorm_case(dtype),
-                  groupnorm_case(dtype), rmsnorm_case(dtype), masked_case(dtype), zero_var_case(dtype)]
+        cases += [CASES[n](dtype) for n in chosen]
     total = 0
     for c in cases:
         k = c.write()
@@ -507,4 +597,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 #include <xtensor-blas/xlinalg.hpp>
+#include <xtensor/xbroadcast.hpp>
 
 #include "data/npy.hpp"
 #include "norm/backward.hpp"
@@ -363,6 +364,84 @@ TEST_CASE("backward: PyTorch autograd goldens at the engine level (float64 1e-10
     for (const auto& [k, v] : worst) std::cout << " " << k << " " << v << ";";
     std::cout << "\n";
     CHECK(pairs >= 80);
+}
+
+namespace {
+
+/// float32's spacing at |v| (its ulp; the smallest subnormal's at 0).
+double ulp32(double v) {
+    int e = 0;
+    std::frexp(std::abs(v), &e);
+    return v == 0 ? std::ldexp(1.0, -149) : std::ldexp(1.0, std::max(e - 24, -149));
+}
+
+/// `p` (x's dims at `axes`, in order) with x's rank, 1 off those axes: it broadcasts to x.
+xt::xarray<double> spread(xt::xarray<double> p, const Shape& xs, const Axes& axes) {
+    Shape s(xs.size(), 1);
+    for (std::size_t a : axes) s[a] = xs[a];
+    p.reshape(s);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("forward: the goldens' outputs within the precision contract (float path <= 3 ulps, double <= 0.5)") {
+    // PyTorch's output in float64 on the float32 inputs, rounded once: within half an ulp of
+    // the exact one, so normlab's float path is within 3.5 of it and its double path 1.0.
+    // The ulp is float32's at the largest of |x̂·w|, |b| and |y| (DESIGN.md).
+    std::size_t arrays = 0;
+    double worst_float = 0, worst_double = 0, worst_f64 = 0;
+    for (const auto& dir : grad_cases()) {
+        const std::string name = dir.filename().string();
+        CAPTURE(name);
+        const DType dtype = parse_dtype(nlohmann::json::parse(read_text(dir / "config.json")).at("dtype"));
+        for (const auto& e : nlohmann::json::parse(read_text(dir / "engine.json"))) {
+            const fs::path out = dir / "expected" / e.at("data").get<std::string>() / e.at("norm").get<std::string>() /
+                                 "output.npy";
+            if (!fs::exists(out)) continue;
+            CAPTURE(e.at("norm").get<std::string>());
+            xt::xarray<double> dy;
+            Setup s = golden_setup(dir, e, dtype, dy);
+            const xt::xarray<double> ref = load(out);
+            const Shape xs = s.x.shape();
+            const xt::xarray<double> x = s.x.to_double();
+            for (Compute c : {Compute::float32, Compute::float64}) {
+                s.spec.compute = c;
+                const ForwardResult f = forward(s.x, s.spec, s.pointers());
+                const xt::xarray<double> y = f.y.to_double();
+                const xt::xarray<double> scale =
+                    s.has_weight ? xt::eval(s.spec.weight_offset + spread(s.weight, xs, s.spec.param_axes))
+                                 : xt::xarray<double>(xt::ones<double>(Shape(xs.size(), 1)));
+                const xt::xarray<double> xw = (x - f.mean) * f.rstd * scale;
+                const xt::xarray<double> b = s.has_bias ? spread(s.bias, xs, s.spec.param_axes)
+                                                        : xt::xarray<double>(xt::zeros<double>(Shape(xs.size(), 1)));
+                const xt::xarray<double> bb = xt::broadcast(b, xs);
+                double worst = 0;
+                for (std::size_t i = 0; i < y.size(); ++i) {
+                    const double r = ref.data()[i];
+                    if (dtype == DType::float64) {
+                        worst = std::max(worst, std::abs(y.data()[i] - r));
+                        continue;
+                    }
+                    const double basis = std::max({std::abs(xw.data()[i]), std::abs(bb.data()[i]), std::abs(r)});
+                    const double u = std::abs(y.data()[i] - r) / ulp32(basis);
+                    worst = std::isnan(u) ? INFINITY : std::max(worst, u);
+                }
+                if (dtype == DType::float64) {
+                    CHECK(worst <= 1e-13);
+                    worst_f64 = std::max(worst_f64, worst);
+                    break;  // one arithmetic for float64
+                }
+                CHECK(worst <= (c == Compute::float32 ? 3.5 : 1.0));
+                (c == Compute::float32 ? worst_float : worst_double) =
+                    std::max(c == Compute::float32 ? worst_float : worst_double, worst);
+            }
+            ++arrays;
+        }
+    }
+    CHECK(arrays >= 12);
+    std::cout << "forward goldens: " << arrays << " outputs; float32 float path " << worst_float << " ulps, double path "
+              << worst_double << " ulps; float64 max |diff| " << worst_f64 << "\n";
 }
 
 TEST_CASE("backward: the golden comparison catches a wrong gradient") {

@@ -120,6 +120,71 @@ TEST_CASE("bad configs exit 2 with one line naming the file and the JSON path") 
     }
 }
 
+TEST_CASE("param_axes: validate refuses each bad input with the entry's JSON pointer and why") {
+    struct Case {
+        const char* name;
+        std::string norm;
+        const char* expect;
+    };
+    // Channels last (N, H, W, C), as Flax's layers take images.
+    const std::string img = R"({"source": "gaussian", "shape": [2, 8, 8, 3], "channel_axis": -1})";
+    const std::string ln = R"("type": "layernorm", "axes": [1, 2, 3], )";
+    const std::vector<Case> cases = {
+        {"range", "{" + ln + R"("param_axes": [-1, 4]})",
+         "cfg.json: /norms/n/param_axes/1: layernorm \"n\" on data \"x\": param_axes: axis 4 out of range for input of "
+         "rank 4"},
+        {"repeated", "{" + ln + R"("param_axes": [3, -1]})",
+         "cfg.json: /norms/n/param_axes/1: layernorm \"n\" on data \"x\": param_axes: axis -1 repeated (it is axis 3 "
+         "of input shape [2, 8, 8, 3], which entry 0 names already)"},
+        {"repeated_as_written", "{" + ln + R"("param_axes": [-1, 2, -1]})",
+         "cfg.json: /norms/n/param_axes/2: param_axes: axis -1 repeated (first at /norms/n/param_axes/0)"},
+        {"not_normalized", R"({"type": "rmsnorm", "normalized_shape": [8, 3], "param_axes": [-1, 1]})",
+         "cfg.json: /norms/n/param_axes/1: rmsnorm \"n\" on data \"x\": param_axes: axis 1 of input shape "
+         "[2, 8, 8, 3] is not normalized: the normalized axes are 2 and 3 (normalized_shape [8, 3]), and the weight "
+         "and bias span some of them"},
+        {"empty", "{" + ln + R"("param_axes": []})",
+         "cfg.json: /norms/n/param_axes: param_axes must not be empty (leave it out for parameters over every "
+         "normalized axis)"},
+        {"no_affine", "{" + ln + R"("param_axes": [-1], "affine": false})",
+         "cfg.json: /norms/n/param_axes: param_axes given but affine is false (there is no weight or bias to place)"},
+        {"other_type", R"({"type": "instancenorm", "affine": true, "param_axes": [-1]})",
+         "cfg.json: /norms/n/param_axes: param_axes applies to layernorm and rmsnorm only; instancenorm's weight and "
+         "bias lie on its channel axis, one value per channel"},
+        {"weight_list", "{" + ln + R"("param_axes": [-1], "weight": [1, 2, 3, 4, 5, 6, 7, 8]})",
+         "cfg.json: /norms/n/weight: layernorm \"n\" on data \"x\": weight: expected shape [3] (the dim at param axis "
+         "3 of input shape [2, 8, 8, 3] (param_axes [-1]), broadcast along normalized axes 1 and 2), but got [8]"},
+        {"bias_npy", "{" + ln + R"("param_axes": [1, 2], "bias": {"npy": "b.npy"}})",
+         "cfg.json: /norms/n/bias: layernorm \"n\" on data \"x\": bias: expected shape [8, 8] (the dims at param axes "
+         "1 and 2 of input shape [2, 8, 8, 3] (param_axes [1, 2]), broadcast along normalized axis 3), but got [3]"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        const fs::path dir = fresh_dir(std::string("param_axes_") + c.name);
+        normlab::write_npy(dir / "b.npy", normlab::Tensor::from_double(xt::xarray<double>{1.0, 2.0, 3.0},
+                                                                       normlab::DType::float64));
+        write_text(dir / "cfg.json", one_norm(img, c.norm));
+        const CliResult r = run_normlab("validate " + (dir / "cfg.json").string());
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(c.expect) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+    // The same layer is accepted, and list names the key.
+    const fs::path ok = fresh_dir("param_axes_ok");
+    write_text(ok / "cfg.json", one_norm(img, "{" + ln + R"("param_axes": [-1], "weight": [1, 2, 3]})"));
+    const CliResult v = run_normlab("validate " + (ok / "cfg.json").string());
+    CHECK_MESSAGE(v.exit_code == 0, v.err);
+    const CliResult list = run_normlab("list");
+    CHECK(list.out.find("param_axes (every normalized axis)") != std::string::npos);
+    // stats_shapes: statistics over H, W, C, and a (C) weight and bias.
+    const CliResult shapes = run_config_text("param_axes_shapes", one_norm(img, "{" + ln + R"("param_axes": [-1]})",
+                                                                             "stats_shapes"), "-q");
+    REQUIRE_MESSAGE(shapes.exit_code == 0, shapes.err);
+    const std::string csv = read_text(fresh_dir("param_axes_probe").parent_path() / "param_axes_shapes" / "out" /
+                                      "stats_shapes.csv");
+    CHECK_MESSAGE(csv.find("x,n,layernorm,\"[2,8,8,3]\",\"[1,2,3]\",\"[2,1,1,1]\",2,192,\"[3]\",6,") != std::string::npos,
+                  csv);
+}
+
 TEST_CASE("--set overrides any config value; --out folder rules") {
     const std::string cfg = one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
                                      R"({"type": "layernorm", "normalized_shape": [4]})");

@@ -504,6 +504,13 @@ TEST_CASE("shapes blames its own options, as typed, with the engine's reason") {
          "shapes --normalized-shape: only layernorm and rmsnorm take it, and --norm is groupnorm"},
         {"--shape 32,3,64,64 --norm rmsnorm --axes -1 --channel-axis 1",
          "shapes --channel-axis: only batchnorm, instancenorm and groupnorm take it, and --norm is rmsnorm"},
+        {"--shape 32,3,64,64 --norm batchnorm --param-axes -1",
+         "shapes --param-axes: only layernorm and rmsnorm take it, and --norm is batchnorm"},
+        {"--shape 8,32,32,3 --norm layernorm --axes 1,2,3 --param-axes -1,4",
+         "shapes --param-axes -1,4: axis 4 out of range for input of rank 4"},
+        {"--shape 8,32,32,3 --norm layernorm --normalized-shape 3 --param-axes 1",
+         "shapes --param-axes 1: axis 1 of input shape [8, 32, 32, 3] is not normalized: the normalized "
+         "axis is 3 (normalized_shape [3])"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.args);

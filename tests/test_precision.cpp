@@ -597,6 +597,31 @@ TEST_CASE("port_check: settings_differ names what a port changes, and what is le
     CHECK(num(z, "ref_nonfinite") == 0);
 }
 
+TEST_CASE("port_check: a PyTorch LayerNorm ported from Flax's with feature_axes names the parameter axes") {
+    // Flax's nn.LayerNorm(reduction_axes=(1, 2, 3), feature_axes=-1) scales by a (C) weight;
+    // a PyTorch nn.LayerNorm((H, W, C)) by an (H, W, C) one, which holds the same values when
+    // it repeats the (C) weight: then the outputs agree and only the layout is named.
+    const std::vector<double> w = {1.5, -0.5, 2.0};
+    xt::xarray<double> tiled = xt::xarray<double>::from_shape({2, 2, 3});
+    for (std::size_t i = 0; i < tiled.size(); ++i) tiled.data()[i] = w[i % 3];
+    const fs::path npy = fresh_dir("param_axes_port_weight") / "w.npy";
+    normlab::write_npy(npy, normlab::Tensor::from_double(tiled, normlab::DType::float64));
+    json cfg = {{"name", "param_axes_port"},
+                {"data", {{"img", {{"source", "gaussian"}, {"shape", {2, 2, 2, 3}}, {"channel_axis", -1}}}}},
+                {"norms", {{"flax", {{"type", "layernorm"}, {"axes", {1, 2, 3}}, {"param_axes", {-1}}, {"weight", w}}},
+                           {"torch", {{"type", "layernorm"}, {"normalized_shape", {2, 2, 3}},
+                                      {"weight", {{"npy", npy.string()}}}}},
+                           {"ones", {{"type", "layernorm"}, {"normalized_shape", {2, 2, 3}}}}}},
+                {"analyses", {{{"type", "port_check"}, {"data", {"img"}}, {"norms", {"flax", "torch", "ones"}}}}}};
+    Run r = run_json("param_axes_port", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = read_csv(r.out / "port_check.csv");
+    const Row t = one(rows, {{"port", "torch"}});
+    CHECK(t.at("settings_differ") == "affine parameters over axes [3] of shape [3] vs over axes [1,2,3] of shape [2,2,3]");
+    CHECK(num(t, "max_abs_diff") == 0);
+    CHECK(num(one(rows, {{"port", "ones"}}), "max_abs_diff") > 0);
+}
+
 TEST_CASE("port_check: BatchNorm momentum 0.1 (torch) vs 0.99 (keras) after K training steps") {
     // One batch fed three times: running_mean = (1 - keep^3) * batch mean, with keep 0.9
     // (torch: momentum 0.1 weights the new batch) or 0.99 (keras: 0.99 weights the old

@@ -49,7 +49,8 @@ const std::string kNorms = R"({
     "bn_r3": {"type": "batchnorm", "replicas": 3},
     "bn_r2": {"type": "batchnorm", "replicas": 2},
     "bn_w3": {"type": "batchnorm", "weight": [1, 2, 3]},
-    "ln5w":  {"type": "layernorm", "normalized_shape": [5], "bias": [0, 0]}
+    "ln5w":  {"type": "layernorm", "normalized_shape": [5], "bias": [0, 0]},
+    "ln_pa": {"type": "layernorm", "normalized_shape": [5], "param_axes": [1]}
   })";
 
 struct BadCase {
@@ -107,6 +108,9 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         {"groupnorm_groups", an("apply", R"(["x"])", R"(["gn2"])"), "/norms/gn2/num_groups: groupnorm \"gn2\" on data \"x\""},
         {"groupnorm_weight", an("apply", R"(["x"])", R"(["gn3w"])"), "/norms/gn3w/weight: groupnorm \"gn3w\" on data \"x\": weight: expected shape [3]"},
         {"rmsnorm_shape", an("apply", R"(["x"])", R"(["rms3"])"), "/norms/rms3/normalized_shape: rmsnorm \"rms3\" on data \"x\""},
+        {"layernorm_param_axes", an("gradients", R"(["x"])", R"(["ln_pa"])"),
+         "/norms/ln_pa/param_axes/0: layernorm \"ln_pa\" on data \"x\": param_axes: axis 1 of input shape "
+         "[4, 3, 5] is not normalized: the normalized axis is 2 (normalized_shape [5])"},
         // A bad key of every analysis type.
         {"stats_shapes_key", an("stats_shapes", R"(["x"])", R"(["ln5"])", R"("save": ["output"])"), "/analyses/0/save: unknown key \"save\""},
         {"apply_key", an("apply", R"(["x"])", R"(["ln5"])", R"("save": ["outptu"])"), "/analyses/0/save/0: cannot save \"outptu\" (expected output, mean, var, rstd, running_mean, running_var, "

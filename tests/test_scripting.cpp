@@ -113,6 +113,11 @@ TEST_CASE("shapes, init and dry-run") {
     CHECK(last.out.find("\"channel_axis\": 2, \"reduction_axes\": [1]") != std::string::npos);
     CHECK(run_normlab("shapes --shape 2,30,8,8 --norm groupnorm --num-groups 4").exit_code == 2);
     CHECK(run_normlab("shapes --shape 2,x --norm batchnorm").exit_code == 2);
+    // Flax's LayerNorm over H, W, C with a (C) scale and bias (README's example).
+    CliResult flax = run_normlab("shapes --shape 8,32,32,3 --norm layernorm --axes 1,2,3 --param-axes -1");
+    CHECK_MESSAGE(flax.exit_code == 0, flax.err);
+    CHECK(flax.out.find("stats_shape: [8,1,1,1]\n") != std::string::npos);
+    CHECK(flax.out.find("param_shape: [3]\nnum_params: 6\n") != std::string::npos);
 
     fs::path dir = fresh_dir("init");
     for (std::string t : {"minimal", "sweep", "depth"}) {

@@ -447,3 +447,56 @@ TEST_CASE("stack: a mask along the features of a real row still holds under a La
     CHECK(y(1, 0) == doctest::Approx(-3 * r1).epsilon(1e-12));
     CHECK(y(1, 3) == doctest::Approx(3 * r1).epsilon(1e-12));
 }
+
+TEST_CASE("stack: a LayerNorm with param_axes is the stack with its weight and bias tiled") {
+    // LayerNorm over (T, D) of (B, T, D) with weight and bias on D (ONNX LayerNormalization
+    // axis=1 with a (D) Scale): each block's norm is the one with the (T, D) parameters that
+    // repeat them along T, so the activations agree, and the (D) gradients are the (T, D)
+    // ones summed over T.
+    const std::size_t B = 2, T = 3, D = 4;
+    xt::xarray<double> x = xt::xarray<double>::from_shape({B, T, D}), r = x;
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = std::sin(1.3 * static_cast<double>(i)) * 2 + 0.5;
+    for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = std::cos(0.7 * static_cast<double>(i));
+    const xt::xarray<double> w = {1.5, 0.5, -1.0, 2.0}, b = {0.1, -0.2, 0.3, 0.0};
+    xt::xarray<double> wt = xt::xarray<double>::from_shape({T, D}), bt = wt;
+    for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t j = 0; j < D; ++j) wt(t, j) = w(j), bt(t, j) = b(j);
+    for (Placement p : {Placement::pre, Placement::post, Placement::sandwich}) {
+        INFO(placement_name(p));
+        StackDef d;
+        d.name = "s";
+        d.layers = 2;
+        d.placement = p;
+        d.norm.name = "n";
+        d.norm.type = NormType::layernorm;
+        d.norm.axes = std::vector<long long>{1, 2};
+        StackDef full = d;
+        d.norm.param_axes = std::vector<long long>{-1};
+        d.norm.weight = values_init(w);
+        d.norm.bias = values_init(b);
+        full.norm.weight = values_init(wt);
+        full.norm.bias = values_init(bt);
+        const StackWeights sw = make_stack_weights(d, D, DType::float64, 5);
+        Stack sub(d, sw, {B, T, D}, DType::float64, "x"), tiled(full, sw, {B, T, D}, DType::float64, "x");
+        StackTrace ts, tt;
+        const xt::xarray<std::uint8_t> none = xt::xarray<std::uint8_t>::from_shape({0});
+        sub.forward(Tensor::from_double(x, DType::float64), none, ts);
+        tiled.forward(Tensor::from_double(x, DType::float64), none, tt);
+        StackGrads gs, gt;
+        sub.backward(ts, Tensor::from_double(r, DType::float64), gs, {true, true});
+        tiled.backward(tt, Tensor::from_double(r, DType::float64), gt, {true, true});
+        for (std::size_t l = 0; l <= d.layers; ++l) {
+            CHECK(xt::allclose(ts.x[l].to_double(), tt.x[l].to_double(), 1e-13, 1e-13));
+            CHECK(xt::allclose(gs.dx[l].to_double(), gt.dx[l].to_double(), 1e-12, 1e-13));
+        }
+        REQUIRE(gs.dgamma.shape() == std::vector<std::size_t>{d.layers, D});
+        REQUIRE(gt.dgamma.shape() == std::vector<std::size_t>{d.layers, T, D});
+        for (std::size_t l = 0; l < d.layers; ++l)
+            for (std::size_t j = 0; j < D; ++j) {
+                double sg = 0, sb = 0;
+                for (std::size_t t = 0; t < T; ++t) sg += gt.dgamma(l, t, j), sb += gt.dbeta(l, t, j);
+                CHECK(gs.dgamma(l, j) == doctest::Approx(sg).epsilon(1e-12));
+                CHECK(gs.dbeta(l, j) == doctest::Approx(sb).epsilon(1e-12));
+            }
+    }
+}

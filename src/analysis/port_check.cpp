@@ -195,6 +195,16 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
     const bool weights = ra.has_weight && rb.has_weight;
     auto scale = [](double off) { return off == 0 ? std::string("w") : format_number(off) + " + w"; };
     if (weights) differ(a.weight_offset == b.weight_offset, "scale", scale(a.weight_offset), scale(b.weight_offset));
+    // Parameters over fewer normalized axes (Flax's feature_axes, an ONNX Scale broadcast
+    // along the normalized shape) hold other values than PyTorch's over all of them.
+    const bool trailing_a = a.type == NormType::layernorm || a.type == NormType::rmsnorm;
+    const bool trailing_b = b.type == NormType::layernorm || b.type == NormType::rmsnorm;
+    auto axes = [](const Resolution& r) {
+        return "over axes " + compact_shape(Shape(r.spec.param_axes.begin(), r.spec.param_axes.end())) + " of shape " +
+               compact_shape(r.param_shape);
+    };
+    if ((ra.has_weight || ra.has_bias) && (rb.has_weight || rb.has_bias) && trailing_a && trailing_b)
+        differ(ra.spec.param_axes == rb.spec.param_axes, "affine parameters", axes(ra), axes(rb));
     auto per = [](AffinePer p) { return p == AffinePer::channel ? "per channel" : "per group"; };
     if (weights && a.type == NormType::groupnorm && b.type == NormType::groupnorm)
         differ(a.affine_per == b.affine_per, "affine parameters", per(a.affine_per), per(b.affine_per));

@@ -216,6 +216,8 @@ int main(int argc, char** argv) {
     shapes_cmd->add_option("--norm", sh.norm, "batchnorm, layernorm, instancenorm, groupnorm or rmsnorm")->required();
     add_list(shapes_cmd, "--normalized-shape", sh.normalized_shape, "trailing dims (layernorm, rmsnorm), e.g. 3,64,64");
     add_list(shapes_cmd, "--axes", sh.axes, "reduction axes (layernorm, rmsnorm), e.g. -1 or 1,2");
+    add_list(shapes_cmd, "--param-axes", sh.param_axes,
+             "normalized axes the weight and bias span (layernorm, rmsnorm; default all), e.g. -1");
     shapes_cmd->add_option("--num-groups", sh_groups, "groups (groupnorm), >= 1")->type_name("INT");
     shapes_cmd->add_option("--channel-axis", sh_channel, "channel axis (default 1; negative counts from the end)")
         ->type_name("INT");

@@ -114,6 +114,27 @@ void parse_replicas(ObjectReader& r, NormDef& d) {
                           "whole batch is one replica)");
 }
 
+// layernorm's and rmsnorm's "param_axes": what can be told without the data (an empty
+// list, the same number twice, no parameters to place); range, an axis named twice through
+// its negative form, and membership in the normalized axes are checked when the norm meets
+// its data (presets.cpp).
+void parse_param_axes(ObjectReader& r, NormDef& d) {
+    d.param_axes = r.integers("param_axes");
+    if (!d.param_axes) return;
+    const JsonLocation at = r.at("param_axes");
+    if (d.param_axes->empty())
+        at.fail("param_axes must not be empty (leave it out for parameters over every normalized axis)");
+    if (!d.affine.value_or(true))
+        at.fail("param_axes given but affine is false (there is no weight or bias to place)", {r.at("affine").pointer});
+    for (std::size_t i = 1; i < d.param_axes->size(); ++i) {
+        const auto& v = *d.param_axes;
+        const auto first = std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]);
+        if (first != v.begin() + static_cast<std::ptrdiff_t>(i))
+            at.child(i).fail("param_axes: axis " + std::to_string(v[i]) + " repeated (first at " +
+                             at.child(static_cast<std::size_t>(first - v.begin())).pointer + ")");
+    }
+}
+
 }  // namespace
 
 const std::vector<KeyInfo>& norm_keys(NormType type) {
@@ -133,8 +154,9 @@ const std::vector<KeyInfo>& norm_keys(NormType type) {
                                         {"track_running_stats", "true"}, {"running_mean", "zeros"},
                                         {"running_var", "ones"}, {"replicas", "none: R or [n1, n2, ...]"},
                                         {"sync", "false"}});
+        const KeyInfo param_axes{"param_axes", "every normalized axis"};
         at(NormType::layernorm) = with({{"normalized_shape", "required unless axes: the trailing dims"},
-                                        {"axes", "or normalized_shape"},
+                                        {"axes", "or normalized_shape"}, param_axes,
                                         {"affine", "true"}});
         at(NormType::instancenorm) = with({{"channel_axis", "the data's"}, {"affine", "false"}, {"training", "true"},
                                            momentum, {"track_running_stats", "false"}, {"running_mean", "zeros"},
@@ -142,7 +164,7 @@ const std::vector<KeyInfo>& norm_keys(NormType type) {
         at(NormType::groupnorm) = with({{"num_groups", "required"}, {"channel_axis", "the data's"}, {"affine", "true"},
                                         {"affine_per", "channel"}});
         at(NormType::rmsnorm) = with({{"normalized_shape", "required unless axes: the trailing dims"},
-                                      {"axes", "or normalized_shape"},
+                                      {"axes", "or normalized_shape"}, param_axes,
                                       {"affine", "true: weight only"}, {"weight_offset", "0"}});
         return k;
     }();
@@ -162,6 +184,12 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     if (!probe.has("type")) probe.missing("type", " (one of: batchnorm, layernorm, instancenorm, groupnorm, rmsnorm)");
     std::string type = probe.choice("type", types, "");
     d.type = static_cast<NormType>(std::find(types.begin(), types.end(), type) - types.begin());
+    // Before the unknown-key check, which would call it only unknown: the key is valid, on
+    // another type.
+    if (probe.has("param_axes") && d.type != NormType::layernorm && d.type != NormType::rmsnorm)
+        probe.at("param_axes").fail("param_axes applies to layernorm and rmsnorm only; " + type +
+                                        "'s weight and bias lie on its channel axis, one value per channel",
+                                    {probe.at("type").pointer});
     ObjectReader r(j, loc);
     r.declare(key_names(norm_keys(d.type)));
     r.finish();  // unknown keys first: a misspelled required key is reported as itself
@@ -201,6 +229,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
                 if ((*d.normalized_shape)[i] <= 0)
                     r.at("normalized_shape").child(i).fail("dims must be positive, but got " + std::to_string((*d.normalized_shape)[i]));
         }
+        parse_param_axes(r, d);
     }
     if (d.type == NormType::rmsnorm) {
         d.weight_offset = r.number("weight_offset", 0.0);
@@ -460,7 +489,11 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
 }
 
 JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {
-    return e.key().empty() ? norm : norm.child(e.key());
+    JsonLocation loc = norm;
+    if (e.key().empty()) return loc;
+    std::string k = e.key();
+    for (std::size_t p; (p = k.find('/')) != std::string::npos; k = k.substr(p + 1)) loc = loc.child(k.substr(0, p));
+    return loc.child(k);
 }
 
 NormType norm_type_option(const std::string& option, const std::string& name) {

@@ -150,7 +150,8 @@ auto locate_stack_errors(const std::string& file, F&& f) -> decltype(f()) {
 }
 
 /// Where the key a NormError names sits, given where its norm was written: `norm` itself
-/// for the norm as a whole, norm/<key> otherwise.
+/// for the norm as a whole, norm/<key> otherwise (a key "param_axes/1" is the pointer
+/// norm/param_axes/1).
 JsonLocation norm_location(const JsonLocation& norm, const NormError& e);
 /// The same for a norm of config `file`: file, /norms/<e.norm()>[/<e.key()>].
 JsonLocation norm_location(const std::string& file, const NormError& e);
@@ -183,10 +184,12 @@ auto locate_option_errors(const std::string& fallback, const std::map<std::strin
     try {
         return f();
     } catch (const NormError& e) {
-        const auto it = options.find(e.key());
+        // An entry of a list ("param_axes/1") is blamed on the option that gave the list.
+        const std::string key = e.key().substr(0, e.key().find('/'));
+        const auto it = options.find(key);
         if (it == options.end()) throw InputError(fallback + ": " + e.reason());
         // The option names the key: "--channel-axis 5: axis 5 out of range", not "...: channel_axis: axis 5 ...".
-        const std::string own = e.key() + ": ";
+        const std::string own = key + ": ";
         const bool repeats = e.reason().compare(0, own.size(), own) == 0;
         throw InputError(it->second + ": " + (repeats ? e.reason().substr(own.size()) : e.reason()));
     }

@@ -106,6 +106,66 @@ void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, cons
                   ")");
 }
 
+std::string list_text(const std::vector<long long>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+// "1", "1 and 3", "1, 2 and 3": axes as messages list them.
+std::string axes_words(const Axes& axes) {
+    std::vector<std::string> words;
+    for (std::size_t a : axes) words.push_back(std::to_string(a));
+    return join_words(words, " and ");
+}
+
+// The axes of `all` that are not in `some`, in order.
+Axes without_axes(const Axes& all, const Axes& some) {
+    Axes out;
+    for (std::size_t a : all)
+        if (std::find(some.begin(), some.end(), a) == some.end()) out.push_back(a);
+    return out;
+}
+
+// The canonical axes a layernorm's or rmsnorm's param_axes name (sorted: the weight holds
+// the data's dims in axis order), each one of the normalized axes r.reduction_axes. An
+// entry at fault is named by its index ("param_axes/1"), so that the config can point at it.
+Axes resolve_param_axes(const NormDef& d, const Resolution& r, bool affine, const Fail& fail) {
+    const std::vector<long long>& given = *d.param_axes;
+    if (!affine) fail("param_axes", "param_axes given but affine is false (there is no weight or bias to place)");
+    if (given.empty())
+        fail("param_axes", "param_axes must not be empty (leave it out for parameters over every normalized axis)");
+    const Shape& xs = r.input_shape;
+    Axes out;
+    for (std::size_t i = 0; i < given.size(); ++i) {
+        const std::string key = "param_axes/" + std::to_string(i);
+        std::size_t a = 0;
+        try {
+            a = canonicalize_axis(given[i], xs.size(), "param_axes");
+        } catch (const InputError& e) {
+            fail(key, e.what());
+        }
+        const auto seen = std::find(out.begin(), out.end(), a);
+        if (seen != out.end())
+            fail(key, "param_axes: axis " + std::to_string(given[i]) + " repeated (it is axis " + std::to_string(a) +
+                          " of input shape " + format_shape(xs) + ", which entry " +
+                          std::to_string(seen - out.begin()) + " names already)");
+        if (std::find(r.reduction_axes.begin(), r.reduction_axes.end(), a) == r.reduction_axes.end()) {
+            const std::string from = d.normalized_shape ? "normalized_shape " + list_text(*d.normalized_shape)
+                                                        : "axes " + list_text(d.axes.value_or(std::vector<long long>{}));
+            const std::string of = " of input shape " + format_shape(xs);
+            fail(key, "param_axes: axis " + std::to_string(given[i]) +
+                          (given[i] < 0 ? " (axis " + std::to_string(a) + of + ")" : of) + " is not normalized: the normalized " +
+                          (r.reduction_axes.size() == 1 ? "axis is " : "axes are ") + axes_words(r.reduction_axes) +
+                          " (" + from + "), and the weight and bias span some of them (parameters on an axis the "
+                          "statistics are not taken over, one per channel: instancenorm or batchnorm)");
+        }
+        out.push_back(a);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 // Why a weight, bias or running statistic has the shape it must have on this input, for the
 // message that refuses another shape: where its size comes from (the data's channel count
 // at its channel axis, or the normalized dims), since the list the user wrote was usually
@@ -115,11 +175,13 @@ std::string param_shape_reason(const NormDef& d, const Resolution& r) {
     if (is_channel_norm(d.type))
         return "one value per channel: C = " + std::to_string(r.channels) + " at channel axis " +
                std::to_string(r.channel_axis) + of;
-    std::string axes;
-    for (std::size_t i = 0; i < r.reduction_axes.size(); ++i)
-        axes += (i == 0 ? "" : i + 1 == r.reduction_axes.size() ? " and " : ", ") + std::to_string(r.reduction_axes[i]);
-    return std::string(r.reduction_axes.size() == 1 ? "the dim at normalized axis " : "the dims at normalized axes ") +
-           axes + of;
+    if (r.spec.param_axes == r.reduction_axes)
+        return std::string(r.reduction_axes.size() == 1 ? "the dim at normalized axis " : "the dims at normalized axes ") +
+               axes_words(r.reduction_axes) + of;
+    const Axes along = without_axes(r.reduction_axes, r.spec.param_axes);
+    return std::string(r.spec.param_axes.size() == 1 ? "the dim at param axis " : "the dims at param axes ") +
+           axes_words(r.spec.param_axes) + of + " (param_axes " + list_text(*d.param_axes) + "), broadcast along " +
+           (along.size() == 1 ? "normalized axis " : "normalized axes ") + axes_words(along);
 }
 
 // A parameter given as values (a list or an npy file) must have `expected` shape; the
@@ -131,12 +193,6 @@ void check_param_values(const NormDef& d, const std::optional<ParamInit>& p, con
     if (got == expected) return;
     fail(key, key + ": expected shape " + format_shape(expected) + " (" + param_shape_reason(d, r) + "), but got " +
                   format_shape(got));
-}
-
-std::string list_text(const std::vector<long long>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
 }
 
 // BatchNorm's replicas: slices of axis 0 that must cover the batch. Unsynchronised in
@@ -222,6 +278,9 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     spec.compute = d.compute.value_or(default_compute());
 
     if (is_channel_norm(d.type)) {
+        if (d.param_axes)
+            fail("param_axes", "param_axes applies to layernorm and rmsnorm only; " + norm_type_name(d.type) +
+                                   "'s weight and bias lie on its channel axis");
         std::size_t ca = data_channel_axis;
         if (d.channel_axis) {
             try {
@@ -302,8 +361,8 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             fail("", "needs normalized_shape or axes");
         }
         spec.reduction_axes = r.reduction_axes;
-        spec.param_axes = r.reduction_axes;
-        r.param_shape = select_dims(xs, r.reduction_axes);
+        spec.param_axes = d.param_axes ? resolve_param_axes(d, r, affine, fail) : r.reduction_axes;
+        r.param_shape = select_dims(xs, spec.param_axes);
         spec.center = d.type == NormType::layernorm;
     }
 

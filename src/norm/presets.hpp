@@ -59,8 +59,9 @@ bool keeps_running_stats(const NormDef& d);
 
 /// A norm that does not fit its input or its own parameters. The message names the norm and
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",
-/// ...; empty for the norm as a whole), so that a caller that knows where the norm was
-/// written can point there (the config module: "file: /norms/<name>/<key>: message").
+/// ...; empty for the norm as a whole; "param_axes/1" for an entry of a list, '/' between the
+/// parts), so that a caller that knows where the norm was written can point there (the
+/// config module: "file: /norms/<name>/<key>: message").
 /// data() names the data the norm met when that is what failed, empty otherwise.
 /// reason() is the message without the norm and the data, for a caller whose user named
 /// neither (a command line); empty `reason`: the whole message.
@@ -101,6 +102,11 @@ struct NormDef {
     std::optional<long long> channel_axis;            ///< batchnorm, instancenorm, groupnorm
     std::optional<std::vector<long long>> normalized_shape;  ///< layernorm, rmsnorm
     std::optional<std::vector<long long>> axes;              ///< layernorm, rmsnorm
+    /// layernorm, rmsnorm: the normalized axes the weight and bias span (negative counts from
+    /// the end), each broadcast along the other normalized axes: Flax's `feature_axes`, an
+    /// ONNX LayerNormalization Scale/B of fewer dims than the normalized shape. Unset: every
+    /// normalized axis (PyTorch's elementwise_affine parameters of normalized_shape).
+    std::optional<std::vector<long long>> param_axes;
     long long num_groups = 0;                         ///< groupnorm
     std::optional<bool> training;
     /// Running-statistics momentum in the convention's sense; nullopt with momentum_null
@@ -205,6 +211,8 @@ public:
     /// for every PyTorch shape error: channels not divisible by num_groups, normalized_shape
     /// not the trailing shape, weight/bias/running statistics of the wrong shape (GroupNorm:
     /// naming the per-channel and the per-group shape), axes out of range, rank too small;
+    /// for param_axes out of range, repeated or outside the normalized axes (key
+    /// "param_axes/<i>", the entry at fault);
     /// and for replicas that do not split the batch (sizes not summing to N, R not dividing
     /// N, channels on axis 0) or, unsynchronised in training, a replica with one value per
     /// channel (PyTorch's error on that replica).

@@ -21,6 +21,7 @@ std::string shapes_answer(const ShapesOptions& o) {
     d.type = norm_type_option("shapes --norm", o.norm);
     d.normalized_shape = o.normalized_shape;
     d.axes = o.axes;
+    d.param_axes = o.param_axes;
     d.num_groups = o.num_groups.value_or(0);
     d.channel_axis = o.channel_axis;
     const bool trailing = d.type == NormType::layernorm || d.type == NormType::rmsnorm;
@@ -28,6 +29,7 @@ std::string shapes_answer(const ShapesOptions& o) {
     const struct { bool set; const char *option, *key; } given[] = {
         {o.normalized_shape.has_value(), "shapes --normalized-shape", "normalized_shape"},
         {o.axes.has_value(), "shapes --axes", "axes"},
+        {o.param_axes.has_value(), "shapes --param-axes", "param_axes"},
         {o.num_groups.has_value(), "shapes --num-groups", "num_groups"},
         {o.channel_axis.has_value(), "shapes --channel-axis", "channel_axis"}};
     for (const auto& g : given)
@@ -47,6 +49,7 @@ std::string shapes_answer(const ShapesOptions& o) {
     std::map<std::string, std::string> options;
     if (o.normalized_shape) options["normalized_shape"] = "shapes --normalized-shape " + option_list(*o.normalized_shape);
     if (o.axes) options["axes"] = "shapes --axes " + option_list(*o.axes);
+    if (o.param_axes) options["param_axes"] = "shapes --param-axes " + option_list(*o.param_axes);
     if (o.num_groups) options["num_groups"] = "shapes --num-groups " + std::to_string(*o.num_groups);
     if (o.channel_axis) options["channel_axis"] = "shapes --channel-axis " + std::to_string(*o.channel_axis);
     Resolution r = locate_option_errors("shapes --norm " + o.norm + " --shape " + option_list(o.shape), options, [&] {

@@ -11,6 +11,7 @@ struct ShapesOptions {
     std::vector<long long> shape;                    ///< --shape 32,3,64,64
     std::string norm;                                ///< --norm batchnorm|layernorm|...
     std::optional<std::vector<long long>> normalized_shape, axes;
+    std::optional<std::vector<long long>> param_axes;  ///< --param-axes -1 (layernorm, rmsnorm)
     std::optional<long long> num_groups, channel_axis;
     bool json = false;
 };
