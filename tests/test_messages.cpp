@@ -344,6 +344,12 @@ TEST_CASE("another framework's name for a key or value is answered with normlab'
         {"axis_ln", config(kGauss, R"({"type": "layernorm", "axis": 1})"),
          "(Keras's LayerNormalization names the list of normalized axes so, normlab's \"axes\"; ONNX's "
          "LayerNormalization names so the first normalized axis: its axis k is normlab's \"axes\" [k, ..., -1])"},
+        {"feature_axes", config(kGauss, R"({"type": "layernorm", "axes": [1, 2], "feature_axes": [-1]})"),
+         "/norms/n/feature_axes: unknown key \"feature_axes\" (Flax's LayerNorm and RMSNorm name so the axes of their "
+         "scale and bias; normlab's is \"param_axes\")"},
+        {"reduction_axes", config(kGauss, R"({"type": "layernorm", "reduction_axes": [1, 2]})"),
+         "(Flax's LayerNorm and RMSNorm name them so; normlab's is \"axes\" (Flax's scale and bias follow its "
+         "feature_axes: normlab's \"param_axes\"))"},
         {"num_features", config(kGauss, R"({"type": "batchnorm", "num_features": 4})"),
          "/norms/n/num_features: unknown key \"num_features\" (PyTorch's BatchNorm and InstanceNorm take the channel "
          "count so; normlab reads it from the data's shape at \"channel_axis\")"},

@@ -43,7 +43,11 @@ const Entry kNames[] = {
     {"axis", "axes",
      "Keras's LayerNormalization names the list of normalized axes so, normlab's \"axes\"; ONNX's LayerNormalization "
      "names so the first normalized axis: its axis k is normlab's \"axes\" [k, ..., -1]"},
-    {"reduction_axes", "axes", "Flax's LayerNorm and RMSNorm name them so; normlab's is \"axes\""},
+    {"reduction_axes", "axes",
+     "Flax's LayerNorm and RMSNorm name them so; normlab's is \"axes\" (Flax's scale and bias follow its "
+     "feature_axes: normlab's \"param_axes\")"},
+    {"feature_axes", "param_axes",
+     "Flax's LayerNorm and RMSNorm name so the axes of their scale and bias; normlab's is \"param_axes\""},
     {"num_features", "channel_axis",
      "PyTorch's BatchNorm and InstanceNorm take the channel count so; normlab reads it from the data's shape at "
      "\"channel_axis\""},
