@@ -141,9 +141,10 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 // element (a = fl(rstd * scale) in double, c = fma(-lo, a, b), y = fma(x - hi, a, c), or
 // fma(x, a, b) uncentred), so the same bits, without its block in L1 and the copy out of it
 // (a sixth of the forward on (64,128,768)). The elements before y's first 64-byte line and
-// after its last whole one take the generic arithmetic with plain stores. One thread,
-// alternating builds, 8 rounds on a 2-core Xeon: (8,512,4096) LayerNorm 16.4 to 19.9 ms
-// against 18.9 to 23.5, RMSNorm 14.4 to 17.6 against 17.1 to 19.7.
+// after its last whole one take the generic arithmetic with plain stores. LayerNorm
+// (8,512,4096) on a 2-core Xeon, the two writers alternating, 5 rounds: 15.5 to 20.1 ms
+// against 19.3 to 23.6 on one thread, 8.7 to 10.2 against 10.3 to 12.0 on two
+// (scripts/PERFORMANCE.md).
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
 NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
