@@ -329,6 +329,22 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     check_every_offset<float>(16, ref1030, [&](float* y) {
         for (std::size_t c = 0; c < w1030.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w1030, c, a);
     });
+    // Planes: one parameter per run (along the kept axis 0, as a channel's), which the walk's
+    // writer streams from the registers on AVX-512; centred, and uncentred (mean +0).
+    const Walk planes(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, Axes{0}), kChunk);
+    for (bool centred : {true, false}) {
+        CAPTURE(centred);
+        std::vector<double> pmean(rows_n, 0.0), plo(rows_n, 0.0);
+        if (centred)
+            for (std::size_t r = 0; r < rows_n; ++r) pmean[r] = 7.0 + 0.1 * r, plo[r] = 1e-9 * (r + 1.0);
+        NormalizeArgs pa = a;
+        pa.mean = pmean.data(), pa.mean_lo = plo.data();
+        std::vector<float> ref_planes(total);
+        for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref_planes.data(), planes, c, pa);
+        check_every_offset<float>(16, ref_planes, [&](float* y) {
+            for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, planes, c, pa);
+        });
+    }
 
     for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), ref.data(), w, c, a);
     check_every_offset<float>(16, ref, [&](float* y) {

@@ -25,9 +25,9 @@ static_assert(kBlock * sizeof(float) % 64 == 0, "blocks of whole cache lines");
 // The longest block: a run's last block takes in a rest shorter than a cache line
 // (stream_run).
 constexpr std::size_t kBlockMax = kBlock + 16;
-// Rows this long and longer are streamed straight from the registers (stream_row_avx512):
-// on shorter ones the generic arithmetic at a row's two ends costs more than the copy it
-// saves (rows of 64 took longer).
+// Rows and planes this long and longer are streamed straight from the registers
+// (stream_row_avx512, stream_plane_avx512): on shorter ones the generic arithmetic at a
+// run's two ends costs more than the copy it saves (rows of 64 took longer).
 constexpr std::size_t kDirectRow = 256;
 
 #if NORMLAB_LANE_DISPATCH
@@ -179,6 +179,29 @@ NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const R
                                Run{r.x + head + body, r.a, r.b + head + body, r.n - head - body, 0, 1}, args, nullptr,
                                nullptr);
 }
+
+// A run whose statistic and parameters are both fixed (planes of BatchNorm, InstanceNorm and
+// GroupNorm; rows without affine parameters), formed in registers and streamed to y:
+// normalize_stat_run_f32's arithmetic for one a and one c (y = fma(x - hi, a, c), or
+// fma(x, a, c) uncentred), so the same bits, without the block and its copy. The ends
+// before y's first 64-byte line and after its last whole one take the generic arithmetic
+// with plain stores.
+NORMLAB_TARGET_AVX512 void stream_plane_avx512(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
+    const std::size_t head = std::min(r.n, (64 - reinterpret_cast<std::uintptr_t>(yp) % 64) % 64 / sizeof(float));
+    const std::size_t body = (r.n - head) / 16 * 16;
+    const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
+    const float a = fold(args.rstd[r.a], args.scale[r.b]);
+    const float c = offset(m.lo, a, args.shift_f[r.b]);
+    if (head) normalize_run_f32(xp, yp, head, m, a, c);
+    const __m512 av = _mm512_set1_ps(a), cv = _mm512_set1_ps(c), hi = _mm512_set1_ps(m.hi);
+    if (positive_zero(m))
+        for (std::size_t k = head; k < head + body; k += 16)
+            _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_loadu_ps(xp + k), av, cv));
+    else
+        for (std::size_t k = head; k < head + body; k += 16)
+            _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), av, cv));
+    if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
+}
 #endif
 
 }  // namespace
@@ -214,6 +237,12 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
     alignas(64) float out[kBlockMax], a_buf[kBlockMax], c_buf[kBlockMax];
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
+#if NORMLAB_LANE_DISPATCH
+        if (width == 8 && r.n >= kDirectRow && (r.db == 0 || (args.uniform_scale && args.uniform_shift))) {
+            stream_plane_avx512(x + r.x, y + r.x, r, args);
+            return;
+        }
+#endif
         stream_run(x, y, r, out, width, true,
                    [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, c_buf); });
     });
