@@ -12,32 +12,21 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "norm/presets.hpp"
+#include "norm_util.hpp"
 #include "tensor/errors.hpp"
 
 using namespace normlab;
 
 namespace {
 
+using norm_test::gaussian;
+using norm_test::values;
+
 NormDef def(NormType t) {
     NormDef d;
     d.name = "n";
     d.type = t;
     return d;
-}
-
-ParamInit values(const xt::xarray<double>& v) {
-    ParamInit p;
-    p.kind = ParamInit::Kind::values;
-    p.values = v;
-    return p;
-}
-
-xt::xarray<double> gaussian(const Shape& s, double mean, double std, unsigned seed) {
-    std::mt19937_64 gen(seed);
-    std::normal_distribution<double> n(mean, std);
-    xt::xarray<double> a = xt::xarray<double>::from_shape(s);
-    for (auto& v : a) v = n(gen);
-    return a;
 }
 
 }  // namespace
