@@ -317,6 +317,26 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     std::vector<float> ref768(rows_n * 768);
     normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
     check_every_offset<float>(16, ref768, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
+    // The rows' writer on AVX-512 forms rows of 256 values or more in registers: each of its
+    // branches against the cached writer, at every offset: the mean's low part non-zero,
+    // uncentred (mean +0), weight alone, bias alone, neither (one parameter per row: pstep 0).
+    if (lane_width() < 8) MESSAGE("no AVX-512 on this CPU: the rows' and planes' register writers are not run here");
+    {
+        std::vector<double> zero(rows_n, 0.0), lo_set(rows_n);
+        for (std::size_t r = 0; r < rows_n; ++r) lo_set[r] = 3e-9 * (r + 1.0);
+        for (int variant = 0; variant < 5; ++variant) {
+            CAPTURE(variant);
+            NormalizeArgs v = a;
+            v.mean_lo = lo_set.data();
+            if (variant == 1) v.mean = zero.data(), v.mean_lo = zero.data();
+            if (variant == 2) v.uniform_shift = true;
+            if (variant == 3) v.uniform_scale = true;
+            const std::size_t pstep = variant == 4 ? 0 : 1;
+            std::vector<float> want(rows_n * 768);
+            normalize_rows_f32(xf.data(), want.data(), rows_n, 768, 0, pstep, v);
+            check_every_offset<float>(16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, pstep, v); });
+        }
+    }
 
     std::vector<float> ref2056(2 * 2056);
     normalize_rows_f32(xf.data(), ref2056.data(), 2, 2056, 0, 1, a);
@@ -345,6 +365,15 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
             for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, planes, c, pa);
         });
     }
+    // Runs along which the parameters step but none is given (uniform): one a and one c, as
+    // planes.
+    NormalizeArgs u = a;
+    u.uniform_scale = u.uniform_shift = true;
+    std::vector<float> ref_u(total);
+    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref_u.data(), w, c, u);
+    check_every_offset<float>(16, ref_u, [&](float* y) {
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w, c, u);
+    });
 
     for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), ref.data(), w, c, a);
     check_every_offset<float>(16, ref, [&](float* y) {

@@ -157,6 +157,13 @@ TEST_CASE("merge names a shard folder given twice, and a missing one") {
     CliResult other = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "other").string());
     CHECK_MESSAGE(other.err == "normlab: error: " + (dir / "other" / "report.json").string() + ": comes from a different "
                   "config than " + s0 + " (first difference at /norms/n/axes/0: 0 here, -1 there)\n", other.err);
+    // A list longer in one shard: the first element the other lacks.
+    REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --shard 1/2 --set 'data.x.values=[[1,2,3,4],[5,6,7,8]]' --out " +
+                        (dir / "longer").string() + " -q").exit_code == 0);
+    CliResult longer = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "longer").string());
+    CHECK_MESSAGE(longer.err == "normlab: error: " + (dir / "longer" / "report.json").string() + ": comes from a "
+                  "different config than " + s0 + " (first difference at /data/x/values/1: [5,6,7,8] here, absent there)\n",
+                  longer.err);
     CHECK_FALSE(fs::exists(dir / "m"));
     REQUIRE(run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1).exit_code == 0);
 }

@@ -170,7 +170,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         if (o.loss == Options::Loss::npy) projection(spec, ctx.seed, o, dn, b.x.shape());
         if (o.save_mask && !b.has_mask())
             spec.loc.child("save").child(o.save_mask_index)
-                .fail("depth on data \"" + dn + "\": cannot save its padding mask, it has none (lengths or mask on its source)");
+                .fail("depth on data \"" + dn + "\": cannot save its padding mask, it has none (lengths or mask on its source)",
+                      data_related(dn));
     }
 }
 

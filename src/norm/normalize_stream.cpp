@@ -140,7 +140,7 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 // registers and streamed straight to y: normalize_stat_run_f32's operations element by
 // element (a = fl(rstd * scale) in double, c = fma(-lo, a, b), y = fma(x - hi, a, c), or
 // fma(x, a, b) uncentred), so the same bits, without its block in L1 and the copy out of it
-// (a sixth of the forward on (64,128,768)). The elements before y's first 64-byte line and
+// (15% of a LayerNorm (64,128,768) forward's samples). The elements before y's first 64-byte line and
 // after its last whole one take the generic arithmetic with plain stores. LayerNorm
 // (8,512,4096) on a 2-core Xeon, the two writers alternating, 5 rounds: 15.5 to 20.1 ms
 // against 19.3 to 23.6 on one thread, 8.7 to 10.2 against 10.3 to 12.0 on two
@@ -211,9 +211,14 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
     alignas(64) float out[kBlockMax];
     const int width = active_lane_width();
 #if NORMLAB_LANE_DISPATCH
-    if (width == 8 && pstep == 1 && n >= kDirectRow && !(args.uniform_scale && args.uniform_shift)) {
-        for (std::size_t i = 0; i < rows; ++i)
-            stream_row_avx512(x + i * n, y + i * n, Run{i * n, first + i, 0, n, 0, 1}, args);
+    if (width == 8 && n >= kDirectRow) {
+        // One a and one c per row (no affine parameters) as a plane; else per element.
+        const bool fixed = pstep == 0 || (args.uniform_scale && args.uniform_shift);
+        for (std::size_t i = 0; i < rows; ++i) {
+            const Run r{i * n, first + i, 0, n, 0, pstep};
+            if (fixed) stream_plane_avx512(x + i * n, y + i * n, r, args);
+            else stream_row_avx512(x + i * n, y + i * n, r, args);
+        }
         fence_streams();
         return;
     }

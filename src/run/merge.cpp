@@ -114,7 +114,13 @@ std::vector<std::size_t> shard_points(const Json& r, const fs::path& file) {
 std::string first_difference(const Json& here, const Json& there) {
     const Json patch = Json::diff(there, here);
     if (patch.empty()) return "";
-    const std::string path = patch[0].value("path", "");
+    std::string path = patch[0].value("path", "");
+    // An element appended to a list is patched at ".../-", which neither document holds:
+    // name its index in the longer list instead.
+    if (path.size() >= 2 && path.compare(path.size() - 2, 2, "/-") == 0) {
+        const std::string list = path.substr(0, path.size() - 2);
+        path = list + "/" + std::to_string(there.at(Json::json_pointer(list)).size());
+    }
     auto value = [&](const Json& j) -> std::string {
         const Json::json_pointer p(path);
         if (!j.contains(p)) return "absent";
