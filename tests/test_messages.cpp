@@ -83,6 +83,11 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
                   "you mean \"normalized_shape\"?)");
     check_refused(run_normlab("run " + kQuick + " --dry-run --unset data.tokens.shape.0"),
                   "error: --unset data.tokens.shape.0: /data/tokens/shape/0: only a key of an object can be removed");
+    check_refused(on_config("unset_mask", config(R"({"source": "gaussian", "shape": [2, 3, 4], "channel_axis": -1, "lengths": [3, 1]})",
+                                                 kLn, R"(, "save": ["mask"])"),
+                            "validate", "--unset data.x.lengths"),
+                  "error: --unset data.x.lengths: /analyses/0/save/0: apply on data \"x\": cannot save its padding mask, it "
+                  "has none");
     // The file stays at fault for what the override did not touch.
     check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.ln.eps=1e-3 --set norms.ln.epsy=1 --set norms.ln.epsy=2"),
                   "error: --set norms.ln.epsy=2: unknown key \"epsy\" in /norms/ln");
