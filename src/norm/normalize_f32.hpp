@@ -46,6 +46,12 @@ NORMLAB_INLINE inline void normalize_run_f32(const float* xp, float* yp, std::si
     for (std::size_t k = 0; k < n; ++k) yp[k] = std::fma(xp[k] - hi, a[k], c[k]);
 }
 
+/// Whether a and c are one value along run r: its parameters do not step along it (planes,
+/// one parameter per row) or neither a weight nor a bias is given.
+NORMLAB_INLINE inline bool fixed_params(const Run& r, const NormalizeArgs& args) {
+    return r.db == 0 || (args.uniform_scale && args.uniform_shift);
+}
+
 /// y at yp for the run r of x at xp whose statistic is fixed (r.da == 0). `a_buf` and
 /// `c_buf` hold r.n floats, for parameters that neither stay fixed nor step by one.
 NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, const Run& r, const NormalizeArgs& args,
@@ -53,9 +59,7 @@ NORMLAB_INLINE inline void normalize_stat_run_f32(const float* xp, float* yp, co
     const double* scale = args.scale;
     const float* shift = args.shift_f;
     const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
-    const bool one_a = r.db == 0 || args.uniform_scale;
-    const bool one_b = r.db == 0 || args.uniform_shift;
-    if (one_a && one_b) {  // planes; rows without affine parameters
+    if (fixed_params(r, args)) {  // planes; rows without affine parameters
         const float a = fold(args.rstd[r.a], scale[r.b]);
         normalize_run_f32(xp, yp, r.n, m, a, offset(m.lo, a, shift[r.b]));
         return;

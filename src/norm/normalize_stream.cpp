@@ -136,27 +136,39 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 }
 
 #if NORMLAB_LANE_DISPATCH
-// A LayerNorm/RMSNorm row with its weight and bias along the row (r.db == 1), formed in
-// registers and streamed straight to y: normalize_stat_run_f32's operations element by
-// element (a = fl(rstd * scale) in double, c = fma(-lo, a, b), y = fma(x - hi, a, c), or
-// fma(x, a, b) uncentred), so the same bits, without its block in L1 and the copy out of it
-// (15% of a LayerNorm (64,128,768) forward's samples). The elements before y's first 64-byte line and
-// after its last whole one take the generic arithmetic with plain stores. LayerNorm
-// (8,512,4096) on a 2-core Xeon, the two writers alternating, 5 rounds: 15.5 to 20.1 ms
-// against 19.3 to 23.6 on one thread, 8.7 to 10.2 against 10.3 to 12.0 on two
-// (scripts/PERFORMANCE.md).
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
+
+// A run of n floats at y split for streaming stores: `head` values before y's first 64-byte
+// line, then `body` values in whole 16-float vectors; the rest after them.
+struct LineSplit {
+    std::size_t head, body;
+};
+LineSplit line_split(const float* y, std::size_t n) {
+    const std::size_t head = std::min(n, (16 - line_offset(y)) % 16);
+    return {head, (n - head) / 16 * 16};
+}
+
+// The register writers below form runs in AVX-512 registers and stream them straight to y,
+// without the block in L1 and the copy out of it (15% of a LayerNorm (64,128,768)
+// forward's samples), with normalize_stat_run_f32's operations element by element, so the
+// same bits. The ends outside whole lines of y take the generic arithmetic with plain
+// stores. Its uncentred form fma(x, a, c) is fma(x - hi, a, c) with hi = +0 (x - (+0) is x,
+// -0 and NaN included), so the loops take the centred form alone.
+
+// A LayerNorm/RMSNorm row with its weight and bias along the row (r.db == 1): a = fl(rstd *
+// scale) in double, c = fma(-lo, a, b), y = fma(x - hi, a, c). LayerNorm (8,512,4096) on a
+// 2-core Xeon, the two writers alternating, 5 rounds: 15.5 to 20.1 ms against 19.3 to 23.6
+// on one thread, 8.7 to 10.2 against 10.3 to 12.0 on two (scripts/PERFORMANCE.md).
 NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
-    const std::size_t head = std::min(r.n, (64 - reinterpret_cast<std::uintptr_t>(yp) % 64) % 64 / sizeof(float));
-    const std::size_t body = (r.n - head) / 16 * 16;
+    const auto [head, body] = line_split(yp, r.n);
     if (head) normalize_stat_run_f32(xp, yp, Run{r.x, r.a, r.b, head, 0, 1}, args, nullptr, nullptr);
     const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
     const double* sc = args.scale + r.b;
     const float* sh = args.shift_f + r.b;
     const __m512d rs = _mm512_set1_pd(args.rstd[r.a]);
     const __m512 hi = _mm512_set1_ps(m.hi), neg_lo = _mm512_set1_ps(-m.lo);
-    const bool uncentred = positive_zero(m), lo_zero = m.lo == 0;
+    const bool lo_zero = m.lo == 0;
     for (std::size_t k = head; k < head + body; k += 16) {
         // GCC's vector conversions: its _mm512_cvtpd_ps and _mm512_castps256_ps512 trip
         // -Wmaybe-uninitialized in GCC 12's own headers.
@@ -164,15 +176,9 @@ NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const R
         const F8 a1 = __builtin_convertvector(static_cast<D8>(_mm512_mul_pd(rs, _mm512_loadu_pd(sc + k + 8))), F8);
         const __m512 a =
             static_cast<__m512>(__builtin_shufflevector(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-        const __m512 b = _mm512_loadu_ps(sh + k), x = _mm512_loadu_ps(xp + k);
-        __m512 y;
-        if (uncentred) {
-            y = _mm512_fmadd_ps(x, a, b);
-        } else {
-            const __m512 c = lo_zero ? b : _mm512_fmadd_ps(neg_lo, a, b);
-            y = _mm512_fmadd_ps(_mm512_sub_ps(x, hi), a, c);
-        }
-        _mm512_stream_ps(yp + k, y);
+        const __m512 b = _mm512_loadu_ps(sh + k);
+        const __m512 c = lo_zero ? b : _mm512_fmadd_ps(neg_lo, a, b);
+        _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), a, c));
     }
     if (head + body < r.n)
         normalize_stat_run_f32(xp + head + body, yp + head + body,
@@ -180,26 +186,18 @@ NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const R
                                nullptr);
 }
 
-// A run whose statistic and parameters are both fixed (planes of BatchNorm, InstanceNorm and
-// GroupNorm; rows without affine parameters), formed in registers and streamed to y:
-// normalize_stat_run_f32's arithmetic for one a and one c (y = fma(x - hi, a, c), or
-// fma(x, a, c) uncentred), so the same bits, without the block and its copy. The ends
-// before y's first 64-byte line and after its last whole one take the generic arithmetic
-// with plain stores.
+// A run whose statistic and parameters are both fixed (fixed_params: planes of BatchNorm,
+// InstanceNorm and GroupNorm; rows without affine parameters): one a and one c,
+// y = fma(x - hi, a, c).
 NORMLAB_TARGET_AVX512 void stream_plane_avx512(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
-    const std::size_t head = std::min(r.n, (64 - reinterpret_cast<std::uintptr_t>(yp) % 64) % 64 / sizeof(float));
-    const std::size_t body = (r.n - head) / 16 * 16;
+    const auto [head, body] = line_split(yp, r.n);
     const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
     const float a = fold(args.rstd[r.a], args.scale[r.b]);
     const float c = offset(m.lo, a, args.shift_f[r.b]);
     if (head) normalize_run_f32(xp, yp, head, m, a, c);
     const __m512 av = _mm512_set1_ps(a), cv = _mm512_set1_ps(c), hi = _mm512_set1_ps(m.hi);
-    if (positive_zero(m))
-        for (std::size_t k = head; k < head + body; k += 16)
-            _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_loadu_ps(xp + k), av, cv));
-    else
-        for (std::size_t k = head; k < head + body; k += 16)
-            _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), av, cv));
+    for (std::size_t k = head; k < head + body; k += 16)
+        _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), av, cv));
     if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
 }
 #endif
@@ -213,10 +211,9 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
 #if NORMLAB_LANE_DISPATCH
     if (width == 8 && n >= kDirectRow) {
         // One a and one c per row (no affine parameters) as a plane; else per element.
-        const bool fixed = pstep == 0 || (args.uniform_scale && args.uniform_shift);
         for (std::size_t i = 0; i < rows; ++i) {
             const Run r{i * n, first + i, 0, n, 0, pstep};
-            if (fixed) stream_plane_avx512(x + i * n, y + i * n, r, args);
+            if (fixed_params(r, args)) stream_plane_avx512(x + i * n, y + i * n, r, args);
             else stream_row_avx512(x + i * n, y + i * n, r, args);
         }
         fence_streams();
@@ -243,7 +240,7 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
 #if NORMLAB_LANE_DISPATCH
-        if (width == 8 && r.n >= kDirectRow && (r.db == 0 || (args.uniform_scale && args.uniform_shift))) {
+        if (width == 8 && r.n >= kDirectRow && fixed_params(r, args)) {
             stream_plane_avx512(x + r.x, y + r.x, r, args);
             return;
         }
