@@ -544,10 +544,7 @@ std::vector<std::string> data_related(const std::string& name) {
     // The keys that decide the data's shape, channel axis and mask, not the entry: an override
     // of its mean or std does not make a norm's shape error its fault. One that replaces the
     // whole entry still counts (an ancestor of each key).
-    const JsonLocation entry = JsonLocation{"", "/data"}.child(name);
-    std::vector<std::string> keys;
-    for (const auto& k : data_shape_keys()) keys.push_back(entry.child(k).pointer);
-    return keys;
+    return data_shape_pointers(JsonLocation{"", "/data"}.child(name));
 }
 
 }  // namespace normlab

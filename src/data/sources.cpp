@@ -122,6 +122,12 @@ std::vector<std::string> data_shape_keys() {
     return {keys.begin(), keys.end()};
 }
 
+std::vector<std::string> data_shape_pointers(const JsonLocation& entry) {
+    std::vector<std::string> out;
+    for (const auto& k : data_shape_keys()) out.push_back(entry.child(k).pointer);
+    return out;
+}
+
 std::optional<long long> default_channel_axis(const std::string& source, std::size_t rank) {
     for (const auto& d : registry())
         if (d.name == source) return default_axis(d, rank);
@@ -151,9 +157,7 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     const Shape shape = data.tensor ? data.tensor->shape() : Shape(data.values.shape().begin(), data.values.shape().end());
     // The shape comes from these keys' values (a file's path, a generator's shape): an
     // override of one of them is what to blame, not the config file.
-    std::vector<std::string> shape_from;
-    for (const auto& k : data_shape_keys())
-        if (spec.contains(k)) shape_from.push_back(r.at(k).pointer);
+    const std::vector<std::string> shape_from = data_shape_pointers(loc);
     if (shape.empty()) loc.fail("data must have at least one axis, but got a scalar", shape_from);
     // Statistics over nothing are 0/0: an empty batch is an input error, as in PyTorch.
     if (num_elements(shape) == 0) loc.fail("data has no elements (shape " + format_shape(shape) + ")", shape_from);

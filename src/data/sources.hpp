@@ -29,6 +29,10 @@ std::vector<std::pair<std::string, std::vector<KeyInfo>>> data_source_keys();
 /// outlier_dims, smooth, clip, pad_value, vocab), "source" included. What a norm's or stack's
 /// complaint about its data can depend on, to tell which override caused it.
 std::vector<std::string> data_shape_keys();
+/// The JSON pointers of those keys under the data entry at `entry` ("/data/x/shape", ...),
+/// given or not: what an error about the batch's shape, channel axis or mask depends on
+/// (JsonError::related), so that an override of one of them is named for it.
+std::vector<std::string> data_shape_pointers(const JsonLocation& entry);
 
 /// The channel axis make_batch gives data of `rank` >= 1 axes from `source` when its spec
 /// has no "channel_axis": the source's default (1, or -1 for token sequences), axis 0 for
