@@ -384,6 +384,42 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     check_every_offset<double>(8, refd, [&](double* y) {
         for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, w, c, a);
     });
+    // The double arithmetic's writer forms runs of 256 values or more with a fixed statistic
+    // in registers on AVX-512: rows with a weight and bias, rows without them, planes, each
+    // with the mean's low part, for float and double data; float16 outputs (rounded twice)
+    // keep the block writer.
+    std::vector<double> lo_rows(rows_n);
+    for (std::size_t r = 0; r < rows_n; ++r) lo_rows[r] = 3e-9 * (r + 1.0);
+    NormalizeArgs dl = a;
+    dl.mean_lo = lo_rows.data();
+    NormalizeArgs du = dl, dh = dl;
+    const std::vector<double> ones(n, 1.0), zeros(n, 0.0);
+    const std::vector<float> zeros_f(n, 0.0f);
+    du.scale = ones.data(), du.shift = zeros.data(), du.shift_f = zeros_f.data();
+    du.uniform_scale = du.uniform_shift = true;
+    dh.dtype = DType::float16;
+    struct DoubleCase {
+        const char* name;
+        const Walk* walk;
+        const NormalizeArgs* args;
+    };
+    for (const DoubleCase& dc : {DoubleCase{"rows", &w, &dl}, DoubleCase{"rows without parameters", &w, &du},
+                                 DoubleCase{"planes", &planes, &dl}, DoubleCase{"float16 rows", &w, &dh}}) {
+        const std::string name = dc.name;
+        CAPTURE(name);
+        const Walk& dw = *dc.walk;
+        std::vector<float> want_f(total);
+        for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk(xf.data(), want_f.data(), dw, c, *dc.args);
+        check_every_offset<float>(16, want_f, [&](float* y) {
+            for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, dw, c, *dc.args);
+        });
+        if (dc.args == &dh) continue;
+        std::vector<double> want_d(total);
+        for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk(xd.data(), want_d.data(), dw, c, *dc.args);
+        check_every_offset<double>(8, want_d, [&](double* y) {
+            for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, dw, c, *dc.args);
+        });
+    }
 }
 
 TEST_CASE("the channels-last pipeline gives the same bits wherever y starts in a cache line") {
