@@ -186,13 +186,13 @@ struct Summary {
 };
 
 /// Layouts whose output is 8 MiB or more (kStreamBytes), written with streaming stores past
-/// the caches, and on two threads the channels-last forward's pipeline (each thread two
-/// samples or more): kernels the smaller layouts above do not reach.
+/// the caches, and on two threads the channels-last forward with each thread taking two
+/// samples or more: kernels the smaller layouts above do not reach.
 std::vector<Layout> streamed_layouts() {
     return {
         {"layernorm 2752 rows of 768, streamed", {2752, 768}, {1}, {1}},
         {"groupnorm (N,G,C/G,H,W), streamed", {8, 32, 2, 64, 65}, {2, 3, 4}, {1, 2}},
-        {"groupnorm (N,H,W,G,C/G), 64 channels, streamed and pipelined", {8, 64, 65, 32, 2}, {1, 2, 4}, {3, 4}},
+        {"groupnorm (N,H,W,G,C/G), 64 channels, streamed, samples shared out", {8, 64, 65, 32, 2}, {1, 2, 4}, {3, 4}},
         {"batchnorm (N,H,W,C), 64 channels, streamed", {8, 64, 65, 64}, {0, 1, 2}, {3}},
     };
 }
@@ -277,7 +277,7 @@ TEST_CASE("precision contract with parameters on some of the normalized axes (pa
 }
 
 TEST_CASE("precision contract on outputs of 8 MiB and more, streamed past the caches, on two threads") {
-    struct Threads {  // the channels-last pipeline needs two threads, whatever the machine has
+    struct Threads {  // samples shared out over two threads, whatever the machine has
         unsigned saved = engine_threads();
         Threads() { set_engine_threads(2); }
         ~Threads() { set_engine_threads(saved); }

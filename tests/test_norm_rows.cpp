@@ -422,12 +422,11 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     }
 }
 
-TEST_CASE("the channels-last pipeline gives the same bits wherever y starts in a cache line") {
-    // The pipeline's output steps end where a cache line of y starts and begin at the
-    // channel of their first element, so where y sits decides every cut: each of the 16
-    // float offsets, on two threads (2 samples each, pipelined), against one thread (a
-    // sample's moments, then its output). InstanceNorm over (4, 200, 140, 20): 20 channels,
-    // rows that are not whole lines, 9 MB, so streamed.
+TEST_CASE("the channels-last forward gives the same bits on one and two threads wherever y starts in a cache line") {
+    // Each thread takes its samples' moments, then their output, streamed from the first
+    // whole line of y on: each of the 16 float offsets, on two threads (2 samples each)
+    // against one thread. InstanceNorm over (4, 200, 140, 20): 20 channels, rows that are
+    // not whole lines, 9 MB, so streamed.
     xt::random::seed(36);
     const Shape xs{4, 200, 140, 20};
     const std::size_t n = num_elements(xs), C = 20, stats = 4 * C;

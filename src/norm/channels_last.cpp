@@ -36,9 +36,6 @@ constexpr std::size_t kBlockValues = 16 * kChunk;
 // Per-channel constants are stored kWrap entries past C (entry C + k repeats entry k mod C),
 // so a vector of up to kWrap lanes starting at any channel reads them contiguously.
 constexpr std::size_t kWrap = 16;
-// Doubles in the widest register (AVX-512): a block's sums between steps are stored this
-// far past its channels, as a register of sums may end past them.
-constexpr std::size_t kMaxLanes = 8;
 
 // The shift K of a block: its pilot mean rounded to float, so that for float data x - K is
 // a difference of two floats, exact in double; the double mean where float's range ends
@@ -56,24 +53,13 @@ NORMLAB_INLINE inline void load_part(const T* p, std::size_t n, typename Lanes<W
     for (int k = 0; k < W; ++k) v[k] = static_cast<double>(t[k]);
 }
 
-// Per-channel sums of a block of rows that is taken in several steps (the forward's
-// pipeline, channels_last_forward): K, s1 and s2 of channels [c, c + W) at st + c, st + sw + c
-// and st + 2 sw + c between the steps.
-struct BlockState {
-    double* st = nullptr;
-    std::size_t sw = 0;
-};
-
 // Moments of NR registers of W channels (and, when Tail, one register of `tail` < W more)
-// of a block of n rows of stride C starting at x: its rows [from, to) in this call. The
-// first step (from 0) takes the shift K of the block's first kPilotRows rows; a step that
-// ends before n keeps the sums in `s`; the last (to n) gives mean, mean_lo and m2 per
-// channel. Each channel's sums are one chain over the rows in order, so any W and any cut
-// into steps give the same bits.
+// of a block of n rows of stride C starting at x: sums shifted by K, the mean of the block's
+// first kPilotRows rows, then mean, mean_lo and m2 per channel. Each channel's sums are one
+// chain over the rows in order, so any W gives the same bits.
 template <int W, int NR, bool Tail, class T>
-NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t n, std::size_t from, std::size_t to,
-                                         std::size_t tail, bool center, BlockState s, double* mean, double* lo,
-                                         double* m2) {
+NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t n, std::size_t tail, bool center,
+                                         double* mean, double* lo, double* m2) {
     using V = typename Lanes<W>::D;
     constexpr int R = NR + (Tail ? 1 : 0);
     auto load = [&](const T* row, int j, V& v) NORMLAB_INLINE {
@@ -81,44 +67,28 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
         else load_lanes<W>(row, j, v);
     };
     V k[R], s1[R], s2[R];
-    if (from > 0) {
-        for (int j = 0; j < R; ++j) {
-            std::memcpy(&k[j], s.st + j * W, sizeof(V));
-            std::memcpy(&s1[j], s.st + s.sw + j * W, sizeof(V));
-            std::memcpy(&s2[j], s.st + 2 * s.sw + j * W, sizeof(V));
-        }
-    } else {
-        for (int j = 0; j < R; ++j) k[j] = s1[j] = s2[j] = V{};
-        if (center) {
-            const std::size_t p = std::min(n, kPilotRows);
-            for (std::size_t r = 0; r < p; ++r)
-                for (int j = 0; j < R; ++j) {
-                    V v;
-                    load(x + r * C, j, v);
-                    k[j] += v;
-                }
-            const double pn = static_cast<double>(p);
-            for (int j = 0; j < R; ++j)
-                for (int e = 0; e < W; ++e) k[j][e] = shift_of(k[j][e] / pn);
-        }
+    for (int j = 0; j < R; ++j) k[j] = s1[j] = s2[j] = V{};
+    if (center) {
+        const std::size_t p = std::min(n, kPilotRows);
+        for (std::size_t r = 0; r < p; ++r)
+            for (int j = 0; j < R; ++j) {
+                V v;
+                load(x + r * C, j, v);
+                k[j] += v;
+            }
+        const double pn = static_cast<double>(p);
+        for (int j = 0; j < R; ++j)
+            for (int e = 0; e < W; ++e) k[j][e] = shift_of(k[j][e] / pn);
     }
     // Unrolled, or GCC keeps k, s1 and s2 on the stack and each sum waits on a store and a
     // load (moments 14% slower on (8, 56, 56, 64) float32, in cache).
-    for (std::size_t r = from; r < to; ++r)
+    for (std::size_t r = 0; r < n; ++r)
 #pragma GCC unroll 16
         for (int j = 0; j < R; ++j) {
             V d;
             load(x + r * C, j, d);
             deviation_step<W>(d, k[j], s1[j], s2[j]);
         }
-    if (to < n) {
-        for (int j = 0; j < R; ++j) {
-            std::memcpy(s.st + j * W, &k[j], sizeof(V));
-            std::memcpy(s.st + s.sw + j * W, &s1[j], sizeof(V));
-            std::memcpy(s.st + 2 * s.sw + j * W, &s2[j], sizeof(V));
-        }
-        return;
-    }
     const double cnt = static_cast<double>(n);
     const std::size_t lanes = static_cast<std::size_t>(NR * W) + (Tail ? tail : 0);
     for (int j = 0; j < R; ++j)
@@ -136,15 +106,13 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
 
 // The channels left after the full blocks: `full` < NR + 1 registers and `tail` channels.
 template <int W, int NR, class T>
-NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n, std::size_t from, std::size_t to,
-                                        std::size_t full, std::size_t tail, bool center, BlockState s, double* mean,
-                                        double* lo, double* m2) {
+NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n, std::size_t full, std::size_t tail,
+                                        bool center, double* mean, double* lo, double* m2) {
     if constexpr (NR > 0) {
-        if (full < static_cast<std::size_t>(NR))
-            return rest_moments<W, NR - 1>(x, C, n, from, to, full, tail, center, s, mean, lo, m2);
-        if (!tail) return block_moments<W, NR, false>(x, C, n, from, to, 0, center, s, mean, lo, m2);
+        if (full < static_cast<std::size_t>(NR)) return rest_moments<W, NR - 1>(x, C, n, full, tail, center, mean, lo, m2);
+        if (!tail) return block_moments<W, NR, false>(x, C, n, 0, center, mean, lo, m2);
     }
-    if (tail) block_moments<W, NR, true>(x, C, n, from, to, tail, center, s, mean, lo, m2);
+    if (tail) block_moments<W, NR, true>(x, C, n, tail, center, mean, lo, m2);
 }
 
 // Registers of sums per block of channels: three arrays of them (K, s1, s2) stay in the 32
@@ -152,20 +120,16 @@ NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n
 template <int W>
 constexpr int kRegs = W == 8 ? 8 : 4;
 
-// Moments of channels [0, cw) of a block of n rows of stride C at x, its rows [from, to)
-// (block_moments; `s` holds the sums between steps).
+// Moments of channels [0, cw) of a block of n rows of stride C at x (block_moments).
 template <int W, class T>
-NORMLAB_INLINE inline void chunk_moments_cl(const T* x, std::size_t C, std::size_t cw, std::size_t n, std::size_t from,
-                                            std::size_t to, bool center, BlockState s, double* mean, double* lo,
-                                            double* m2) {
+NORMLAB_INLINE inline void chunk_moments_cl(const T* x, std::size_t C, std::size_t cw, std::size_t n, bool center,
+                                            double* mean, double* lo, double* m2) {
     constexpr std::size_t block = static_cast<std::size_t>(kRegs<W> * W);
-    auto at = [&](std::size_t c) { return BlockState{s.st ? s.st + c : nullptr, s.sw}; };
     std::size_t c = 0;
     for (; c + block <= cw; c += block)
-        block_moments<W, kRegs<W>, false>(x + c, C, n, from, to, 0, center, at(c), mean + c, lo + c, m2 + c);
+        block_moments<W, kRegs<W>, false>(x + c, C, n, 0, center, mean + c, lo + c, m2 + c);
     if (c < cw)
-        rest_moments<W, kRegs<W> - 1>(x + c, C, n, from, to, (cw - c) / W, (cw - c) % W, center, at(c), mean + c,
-                                      lo + c, m2 + c);
+        rest_moments<W, kRegs<W> - 1>(x + c, C, n, (cw - c) / W, (cw - c) % W, center, mean + c, lo + c, m2 + c);
 }
 
 // Per-channel constants of one outer group, kWrap entries past C (see kWrap). The float
@@ -406,20 +370,18 @@ NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_
 #endif
 template <class T>
 struct Kernels {
-    void (*moments)(const T*, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool, BlockState,
-                    double*, double*, double*);
+    void (*moments)(const T*, std::size_t, std::size_t, std::size_t, bool, double*, double*, double*);
     void (*range)(const T*, T*, std::size_t, std::size_t, std::size_t, const GroupConstants&, bool, bool);
 };
 
-// The kernels' signatures: a step of a moments chunk (x, C, channels, rows, the step's
-// rows [from, to), centre, the sums between steps, mean, mean_lo, m2) and an output range
-// (x, y, elements, C, the channel of x[0], constants, float path, streaming).
+// The kernels' signatures: a moments chunk (x, C, channels, rows, centre, mean, mean_lo,
+// m2) and an output range (x, y, elements, C, the channel of x[0], constants, float path,
+// streaming).
 #define NORMLAB_CL_MOMENTS(name, W, attrs)                                                                   \
     template <class T>                                                                                       \
     attrs NORMLAB_HAND_VECTORISED void name(const T* x, std::size_t C, std::size_t cw, std::size_t n,        \
-                                            std::size_t from, std::size_t to, bool center, BlockState s,     \
-                                            double* m, double* lo, double* m2) {                             \
-        chunk_moments_cl<W>(x, C, cw, n, from, to, center, s, m, lo, m2);                                    \
+                                            bool center, double* m, double* lo, double* m2) {                \
+        chunk_moments_cl<W>(x, C, cw, n, center, m, lo, m2);                                                 \
     }
 #define NORMLAB_CL_RANGE(name, W, attrs)                                                                     \
     template <class T>                                                                                       \
@@ -470,44 +432,14 @@ Plan plan_of(const ChannelsLast& l) {
     return p;
 }
 
-// Rows [from, to) of chunk `i` of group o (row block i / ncb, channel block i % ncb; rows
-// counted from the block's first), a step of its block (block_moments, sums between steps in
-// s): once the block's last row is in, mean, mean_lo and m2 of its channels at q, q + cw and
-// q + 2 cw.
+// Partial moments of chunk `i` of group o (row block i / ncb, channel block i % ncb): mean,
+// mean_lo and m2 of its channels at q, q + cw and q + 2 cw.
 template <class T>
-void chunk_step(const Kernels<T>& kern, const T* x, const ChannelsLast& l, const Plan& p, std::size_t o,
-                std::size_t i, std::size_t from, std::size_t to, bool center, BlockState s, double* q) {
+void chunk_of_group(const Kernels<T>& kern, const T* x, const ChannelsLast& l, const Plan& p, std::size_t o,
+                    std::size_t i, bool center, double* q) {
     const std::size_t C = l.channels, c0 = (i % p.ncb) * p.cw, r0 = i / p.ncb * p.rb;
-    kern.moments(x + (o * l.rows + r0) * C + c0, C, std::min(p.cw, C - c0), std::min(p.rb, l.rows - r0), from, to,
-                 center, s, q, q + p.cw, q + 2 * p.cw);
-}
-
-// Rows in the row block of chunk i.
-inline std::size_t chunk_rows(const ChannelsLast& l, const Plan& p, std::size_t i) {
-    return std::min(p.rb, l.rows - i / p.ncb * p.rb);
-}
-
-// Partial moments of chunk `i` of group o, whole (chunk_step).
-template <class T>
-void chunk_of_group(const T* x, const ChannelsLast& l, const Plan& p, std::size_t o, std::size_t i, bool center,
-                    double* q) {
-    chunk_step(kernels<T>(), x, l, p, o, i, 0, chunk_rows(l, p, i), center, BlockState{}, q);
-}
-
-// Rows [r0, r1) of group o's moments (every chunk they cross, each a step of its block):
-// the partials of chunk i at parts + i * 3 * cw once its block's last row is in; each
-// channel block's sums between steps at st + cb * 3 * (cw + kMaxLanes).
-template <class T>
-void advance_group(const Kernels<T>& kern, const T* x, const ChannelsLast& l, const Plan& p, std::size_t o,
-                   std::size_t r0, std::size_t r1, bool center, double* st, double* parts) {
-    const std::size_t sw = p.cw + kMaxLanes;
-    for (std::size_t b = r0 / p.rb; b * p.rb < r1; ++b) {
-        const std::size_t first = b * p.rb, from = std::max(r0, first) - first;
-        for (std::size_t cb = 0; cb < p.ncb; ++cb) {
-            const std::size_t i = b * p.ncb + cb, to = std::min(r1 - first, chunk_rows(l, p, i));
-            chunk_step(kern, x, l, p, o, i, from, to, center, BlockState{st + cb * 3 * sw, sw}, parts + i * 3 * p.cw);
-        }
-    }
+    kern.moments(x + (o * l.rows + r0) * C + c0, C, std::min(p.cw, C - c0), std::min(p.rb, l.rows - r0), center, q,
+                 q + p.cw, q + 2 * p.cw);
 }
 
 // Per-channel sums of one group while its chunks are merged.
@@ -554,8 +486,9 @@ void moments_impl(const T* x, const ChannelsLast& l, bool center, const RawMomen
     thread_local std::vector<double> scratch;  // the calling thread's, kept between calls
     if (scratch.size() < chunks * stride) scratch.resize(chunks * stride);
     double* parts = scratch.data();
+    const Kernels<T>& kern = kernels<T>();
     parallel_chunks(chunks, [&](std::size_t c, std::size_t) {
-        chunk_of_group(x, l, p, c / per, c % per, center, parts + c * stride);
+        chunk_of_group(kern, x, l, p, c / per, c % per, center, parts + c * stride);
     });
     // The merges are shared out too (each channel's chunks still in chunk order): by group
     // where there are enough, else by slices of channels.
@@ -612,17 +545,6 @@ void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs
     });
 }
 
-// The first i >= at, up to `end`, where y + i starts a cache line.
-template <class T>
-std::size_t line_start(const T* y, std::size_t at, std::size_t end) {
-    constexpr std::size_t line = 64 / sizeof(T);
-    return std::min(end, at + (line - line_offset(y + at)) % line);
-}
-
-// Values per step of the forward's pipeline: 8 KiB of float32 (one row where rows are
-// longer).
-constexpr std::size_t kStepValues = 2048;
-
 template <class T>
 void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const RawMoments& raw, const NormalizeArgs& a,
                   bool f32, const FinishStats& finish) {
@@ -630,60 +552,25 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
     const std::size_t C = l.channels, R = l.rows, per = p.per_group(), stride = 3 * p.cw;
     const bool stream = streams(sizeof(T) * l.outer * R * C);
     const std::size_t threads = std::min<std::size_t>(engine_threads(), l.outer);
-    const std::size_t step = std::max<std::size_t>(1, kStepValues / C);
-    // Each thread takes a contiguous range of groups. Where the float path's output is
-    // streamed and threads share the memory bus, a thread with two groups or more pipelines
-    // them: the output of a group goes out in steps of about 8 KiB, each after a step of the
-    // next group's moments, so that the moments' arithmetic runs while the streamed stores
-    // drain; the group being written was read one group earlier and is still in L2 or L3.
-    // Channels last (32,56,56,64) float32, two threads, alternating builds (5 rounds):
-    // GroupNorm 1.30 -> 1.19 ms and InstanceNorm 1.29 -> 1.09 ms with the copy slow
-    // (50 GB/s); with it fast (100 GB/s) GroupNorm 0.98-1.00 -> 0.99-1.03 ms, InstanceNorm
-    // 0.93-0.94 -> 0.86-0.89. Elsewhere a group's moments, then its output: pipelined, one
-    // thread ran 2 to 8% slower, batches in cache 10% slower (the steps' own cost), float64
-    // and the double arithmetic, whose output pass weighs more, 3 to 15% slower. Steps of 4
-    // and 16 KiB were no faster than 8 KiB on two threads, and steps of 256 rows (64 KiB)
-    // gave nothing in a test loop.
-    const bool pipeline = stream && f32 && std::is_same_v<T, float> && threads > 1;
+    // Each thread takes a contiguous range of groups: a group's moments, then its output
+    // while the group is still in L2 or L3. Taking the next group's moments in steps between
+    // steps of this group's output, so that the arithmetic would overlap the streamed
+    // stores, gained on a 2-core AMD EPYC whose copy ran at 50 GB/s (GroupNorm (32,56,56,64)
+    // float32, two threads, 1.30 -> 1.19 ms) and lost on the 2-core Xeon of the compare
+    // table (alternating, two runs of 5 rounds: GroupNorm 1.92 and 1.94 -> 1.73 and 1.70 ms
+    // without it, InstanceNorm 1.79 and 1.84 -> 1.73 and 1.64; scripts/PERFORMANCE.md).
     const Kernels<T>& kern = kernels<T>();
     parallel_chunks(threads, [&](std::size_t t, std::size_t) {
-        thread_local std::vector<double> parts, state;
+        thread_local std::vector<double> parts;
         thread_local Fine fine;
         thread_local GroupConstants k;
         if (parts.size() < per * stride) parts.resize(per * stride);
-        if (state.size() < p.ncb * 3 * (p.cw + kMaxLanes)) state.resize(p.ncb * 3 * (p.cw + kMaxLanes));
-        const std::size_t o0 = l.outer * t / threads, o1 = l.outer * (t + 1) / threads;
-        // Group o's statistics and constants, once its moments are all in `parts`.
-        auto ready = [&](std::size_t o) {
+        for (std::size_t o = l.outer * t / threads; o < l.outer * (t + 1) / threads; ++o) {
+            for (std::size_t i = 0; i < per; ++i) chunk_of_group(kern, x, l, p, o, i, center, parts.data() + i * stride);
             merge_group(l, p, o, parts.data(), center, fine, raw);
             finish(o * l.stats, l.stats);
             build_constants(l, o, a, f32, k);
-        };
-        if (!pipeline || o1 - o0 < 2) {
-            for (std::size_t o = o0; o < o1; ++o) {
-                advance_group(kern, x, l, p, o, 0, R, center, state.data(), parts.data());
-                ready(o);
-                kern.range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
-            }
-            return fence_streams(stream);
-        }
-        advance_group(kern, x, l, p, o0, 0, R, center, state.data(), parts.data());
-        ready(o0);
-        for (std::size_t o = o0; o < o1; ++o) {
-            const bool next = o + 1 < o1;
-            // Output steps end where a cache line of y starts, so that no line is written in
-            // part by one step's last stores and in part by the next step's first.
-            std::size_t at = o * R * C;
-            const std::size_t end = at + R * C;
-            for (std::size_t r = 0; r < R; r += step) {
-                const std::size_t e = std::min(R, r + step);
-                if (next) advance_group(kern, x, l, p, o + 1, r, e, center, state.data(), parts.data());
-                const std::size_t cut = e == R ? end : line_start(y, (o * R + e) * C, end);
-                kern.range(x + at, y + at, cut - at, C, at % C, k, f32, stream);
-                at = cut;
-            }
-            // Group o's output is out: its constants can give way to group o + 1's.
-            if (next) ready(o + 1);
+            kern.range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
         }
         fence_streams(stream);
     });

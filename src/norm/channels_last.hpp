@@ -68,9 +68,7 @@ using FinishStats = std::function<void(std::size_t first, std::size_t n)>;
 /// The forward of a channels-last reduction with batch statistics, one outer group at a
 /// time: channels_last_moments of the group into `raw`, finish(group's statistics), then
 /// channels_last_normalize of the group. The same bits as those two calls one after the
-/// other, with the input read from memory once. Where the float path's output is streamed
-/// on two or more threads, each thread takes the next group's moments in steps between the
-/// steps of this group's output (the same operations in the same order per value).
+/// other, with the input read from memory once.
 void channels_last_forward(const float* x, float* y, const ChannelsLast& l, bool center, const RawMoments& raw,
                            const NormalizeArgs& a, bool f32, const FinishStats& finish);
 void channels_last_forward(const double* x, double* y, const ChannelsLast& l, bool center, const RawMoments& raw,
