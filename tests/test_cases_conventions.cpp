@@ -388,6 +388,7 @@ TEST_CASE("B18: GroupNorm with per-group affine parameters (ONNX opset 18) and i
     check_close(saved(r, "x", "opset18", "output"), flatten(ex["output_opset18"]), tol, "opset 18 (per group)");
     check_close(saved(r, "x", "opset21", "output"), flatten(ex["output_opset18"]), tol, "opset 21 equivalent (per channel)");
     CHECK(one(r.csv("stats_shapes"), {{"norm", "opset18"}}).at("param_shape") == "[" + std::to_string(G) + "]");
+    CHECK(one(r.csv("stats_shapes"), {{"norm", "opset18"}}).at("param_axes") == "[1]");  // per group, on C
 
     const auto pc = r.csv("port_check");
     const auto same = one(pc, {{"port", "opset21"}});

@@ -39,12 +39,15 @@ TEST_CASE("quickstart: report, CSVs with the documented shapes, saved output rea
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.out.empty());
     std::string shapes = read_text(out / "stats_shapes.csv");
-    CHECK(shapes.rfind("data,norm,type,input_shape,reduction_axes,stats_shape,num_stats,elems_per_stat,param_shape,num_params", 0) == 0);
+    CHECK(shapes.rfind("data,norm,type,input_shape,reduction_axes,stats_shape,num_stats,elems_per_stat,param_shape,param_axes,num_params", 0) == 0);
     CHECK(shapes.find("tokens,ln,layernorm,\"[32,64,512]\",\"[2]\",\"[32,64,1]\",2048,512") != std::string::npos);
     CHECK(shapes.find("images,bn,batchnorm,\"[32,3,64,64]\",\"[0,2,3]\",\"[1,3,1,1]\",3,131072") != std::string::npos);
     CHECK(shapes.find("images,ln_img,layernorm,\"[32,3,64,64]\",\"[1,2,3]\",\"[32,1,1,1]\",32,12288") != std::string::npos);
     CHECK(shapes.find("small,ln_last,layernorm,\"[2,3,4]\",\"[2]\",\"[2,3,1]\",6,4") != std::string::npos);
     CHECK(shapes.find("small,ln_two,layernorm,\"[2,3,4]\",\"[1,2]\",\"[2,1,1]\",2,12") != std::string::npos);
+    // The axes the weight and bias lie along: BatchNorm's channel axis, LayerNorm's normalized ones.
+    CHECK(shapes.find("images,bn,batchnorm,\"[32,3,64,64]\",\"[0,2,3]\",\"[1,3,1,1]\",3,131072,\"[3]\",\"[1]\",6,") != std::string::npos);
+    CHECK(shapes.find("small,ln_two,layernorm,\"[2,3,4]\",\"[1,2]\",\"[2,1,1]\",2,12,\"[3,4]\",\"[1,2]\",24,") != std::string::npos);
     std::string apply = read_text(out / "apply.csv");
     CHECK(apply.rfind("data,norm,type,step,eps,out_mean_min,out_mean_max,out_std_min,out_std_max,out_rms_min,out_rms_max,in_min,in_max,out_min,out_max", 0) == 0);
     auto y = normlab::read_npy(out / "arrays/row/ln_row/output.npy");
@@ -181,7 +184,7 @@ TEST_CASE("param_axes: validate refuses each bad input with the entry's JSON poi
     REQUIRE_MESSAGE(shapes.exit_code == 0, shapes.err);
     const std::string csv = read_text(fresh_dir("param_axes_probe").parent_path() / "param_axes_shapes" / "out" /
                                       "stats_shapes.csv");
-    CHECK_MESSAGE(csv.find("x,n,layernorm,\"[2,8,8,3]\",\"[1,2,3]\",\"[2,1,1,1]\",2,192,\"[3]\",6,") != std::string::npos,
+    CHECK_MESSAGE(csv.find("x,n,layernorm,\"[2,8,8,3]\",\"[1,2,3]\",\"[2,1,1,1]\",2,192,\"[3]\",\"[3]\",6,") != std::string::npos,
                   csv);
 }
 

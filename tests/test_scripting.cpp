@@ -117,7 +117,7 @@ TEST_CASE("shapes, init and dry-run") {
     CliResult flax = run_normlab("shapes --shape 8,32,32,3 --norm layernorm --axes 1,2,3 --param-axes -1");
     CHECK_MESSAGE(flax.exit_code == 0, flax.err);
     CHECK(flax.out.find("stats_shape: [8,1,1,1]\n") != std::string::npos);
-    CHECK(flax.out.find("param_shape: [3]\nnum_params: 6\n") != std::string::npos);
+    CHECK(flax.out.find("param_shape: [3]\nparam_axes: [3]\nnum_params: 6\n") != std::string::npos);
 
     fs::path dir = fresh_dir("init");
     for (std::string t : {"minimal", "sweep", "depth"}) {

@@ -22,7 +22,8 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                        axes_cell(r.reduction_axes), compact_shape(stats),
                        static_cast<long long>(num_elements(stats)), static_cast<long long>(r.elems_per_stat),
                        r.num_params ? compact_shape(r.param_shape) : std::string(),
-                       static_cast<long long>(r.num_params), r.eps});
+                       r.num_params ? axes_cell(r.param_axes) : std::string(), static_cast<long long>(r.num_params),
+                       r.eps});
         }
     }
     return t;
@@ -33,9 +34,9 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 AnalysisType stats_shapes_analysis() {
     AnalysisType a;
     a.name = "stats_shapes";
-    a.summary = "statistics shape, count and parameter shape of each norm on each batch";
+    a.summary = "statistics shape, count and parameter shape (and the axes it lies along) of each norm on each batch";
     a.columns = {"data", "norm", "type", "input_shape", "reduction_axes", "stats_shape",
-                 "num_stats", "elems_per_stat", "param_shape", "num_params", "eps"};
+                 "num_stats", "elems_per_stat", "param_shape", "param_axes", "num_params", "eps"};
     a.figure.title = "how many statistics each norm computes, and over how many elements each";
     a.figure.category = {"data", "norm"};
     a.figure.metrics = {{"num_stats", "statistics (count)"}, {"elems_per_stat", "elements per statistic"}};

@@ -297,6 +297,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                         "input of shape " + format_shape(xs) + " with channel axis " +
                         std::to_string(ca));
         r.param_shape = {xs[ca]};
+        r.param_axes = {ca};
         if (d.type == NormType::batchnorm) {
             r.reduction_axes = complement_axes({ca}, rank);
             spec.reduction_axes = r.reduction_axes;
@@ -363,6 +364,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
         spec.reduction_axes = r.reduction_axes;
         spec.param_axes = d.param_axes ? resolve_param_axes(d, r, affine, fail) : r.reduction_axes;
         r.param_shape = select_dims(xs, spec.param_axes);
+        r.param_axes = spec.param_axes;
         spec.center = d.type == NormType::layernorm;
     }
 

@@ -154,6 +154,9 @@ struct Resolution {
     /// its own statistics (BatchNorm training with replicas, sync false); empty otherwise.
     std::vector<std::size_t> replicas;
     Shape param_shape;           ///< shape of weight (and bias) as the user gives them
+    /// The input axes param_shape lies along: the channel axis (BatchNorm, InstanceNorm,
+    /// GroupNorm, per channel or per group), else the normalized axes or param_axes.
+    Axes param_axes;
     bool has_weight = false, has_bias = false;
     std::size_t num_params = 0;  ///< weight + bias elements
     std::size_t channel_axis = 0;  ///< canonical, for the norms that have one

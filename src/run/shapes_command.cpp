@@ -68,6 +68,7 @@ std::string shapes_answer(const ShapesOptions& o) {
         {"num_stats", std::to_string(r.num_stats)},
         {"elems_per_stat", std::to_string(r.elems_per_stat)},
         {"param_shape", r.num_params ? compact_shape(r.param_shape) : ""},
+        {"param_axes", r.num_params ? compact_shape(Shape(r.param_axes.begin(), r.param_axes.end())) : ""},
         {"num_params", std::to_string(r.num_params)},
     };
     // An empty value is one the norm does not have (a channel axis, parameters): null in
