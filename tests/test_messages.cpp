@@ -138,6 +138,32 @@ TEST_CASE("an error about a value read from a file that --set named blames that 
     CHECK(own.err.find("--set") == std::string::npos);
 }
 
+TEST_CASE("a param_axes entry that an override of the normalized axes leaves out blames that override") {
+    // param_axes comes from the file, the axes it is checked against from --set: the
+    // override made the entry wrong, so the message names it; without it the file is at
+    // fault; with param_axes set too, that override.
+    const std::string cfg = config(R"({"source": "gaussian", "shape": [2, 8, 8, 3]})",
+                                   R"({"type": "layernorm", "axes": [1, 2, 3], "param_axes": [-1]})");
+    check_refused(on_config("blame_axes", cfg, "validate", "--set norms.n.axes=[1,2]"),
+                  "error: --set norms.n.axes=[1,2]: /norms/n/param_axes/0: layernorm \"n\" on data \"x\": param_axes: axis -1 "
+                  "(axis 3 of input shape [2, 8, 8, 3]) is not normalized: the normalized axes are 1 and 2 (axes [1, 2])");
+    const std::string file_only = config(R"({"source": "gaussian", "shape": [2, 8, 8, 3]})",
+                                         R"({"type": "layernorm", "axes": [1, 2], "param_axes": [-1]})");
+    CliResult own = on_config("blame_axes_file", file_only, "validate", "--set norms.n.eps=1e-3");
+    check_refused(own, "cfg.json: /norms/n/param_axes/0: layernorm \"n\" on data \"x\": param_axes: axis -1");
+    CHECK(own.err.find("--set") == std::string::npos);
+    check_refused(on_config("blame_both", cfg, "validate", "--set norms.n.param_axes=[1] --set norms.n.axes=[2,3]"),
+                  "error: --set norms.n.param_axes=[1]: /norms/n/param_axes/0: layernorm \"n\" on data \"x\": param_axes: "
+                  "axis 1 of input shape [2, 8, 8, 3] is not normalized");
+    // A repeated entry is param_axes' own fault, whoever set the axes.
+    CliResult repeated = on_config("blame_repeat",
+                                   config(R"({"source": "gaussian", "shape": [2, 8, 8, 3]})",
+                                          R"({"type": "layernorm", "axes": [1, 2, 3], "param_axes": [3, -1]})"),
+                                   "validate", "--set norms.n.axes=[2,3]");
+    check_refused(repeated, "cfg.json: /norms/n/param_axes/1:");
+    CHECK(repeated.err.find("--set") == std::string::npos);
+}
+
 TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
     const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
     const std::string sweep = base + R"(, "sweep": {"norms.n.eps": [1e-5, -1], "data.x.std": [1, 2]}})";

@@ -488,13 +488,15 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
     return out;
 }
 
-JsonLocation norm_location(const JsonLocation& norm, const NormError& e) {
+JsonLocation norm_key_location(const JsonLocation& norm, const std::string& key) {
     JsonLocation loc = norm;
-    if (e.key().empty()) return loc;
-    std::string k = e.key();
+    if (key.empty()) return loc;
+    std::string k = key;
     for (std::size_t p; (p = k.find('/')) != std::string::npos; k = k.substr(p + 1)) loc = loc.child(k.substr(0, p));
     return loc.child(k);
 }
+
+JsonLocation norm_location(const JsonLocation& norm, const NormError& e) { return norm_key_location(norm, e.key()); }
 
 NormType norm_type_option(const std::string& option, const std::string& name) {
     const auto& types = norm_type_names();

@@ -149,18 +149,21 @@ auto locate_stack_errors(const std::string& file, F&& f) -> decltype(f()) {
     }
 }
 
-/// Where the key a NormError names sits, given where its norm was written: `norm` itself
-/// for the norm as a whole, norm/<key> otherwise (a key "param_axes/1" is the pointer
-/// norm/param_axes/1).
+/// Where `key` of a norm sits, given where the norm was written: `norm` itself for "",
+/// norm/<key> otherwise (a key "param_axes/1" is the pointer norm/param_axes/1).
+JsonLocation norm_key_location(const JsonLocation& norm, const std::string& key);
+/// Where the key a NormError names sits (norm_key_location).
 JsonLocation norm_location(const JsonLocation& norm, const NormError& e);
 /// The same for a norm of config `file`: file, /norms/<e.norm()>[/<e.key()>].
 JsonLocation norm_location(const std::string& file, const NormError& e);
 
 /// Calls f(); a NormError from it is thrown again as the JsonError a user of config `file`
 /// reads: "file: /norms/<name>/<key>: message" (the engine knows no JSON, the config does),
-/// related to the data the norm met, so that a data shape set by an override names it, and
-/// to the key's whole value, so that an override of part of it (--set
-/// norms.bn.running_var.npy=v.npy) is named for that value's error.
+/// related to the data the norm met, so that a data shape set by an override names it, to
+/// the key's whole value, so that an override of part of it (--set
+/// norms.bn.running_var.npy=v.npy) is named for that value's error, and to the norm's other
+/// keys the message depends on (NormError::related_keys: --set norms.ln.axes=[1,2] for a
+/// param_axes entry the new axes leave out).
 template <class F>
 auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
     try {
@@ -169,6 +172,8 @@ auto locate_norm_errors(const std::string& file, F&& f) -> decltype(f()) {
         const JsonLocation at = norm_location(file, e);
         std::vector<std::string> related = data_related(e.data());
         if (!e.key().empty()) related.push_back(at.pointer);
+        for (const std::string& k : e.related_keys())
+            related.push_back(norm_key_location(JsonLocation{"", "/norms"}.child(e.norm()), k).pointer);
         at.fail(e.what(), related);
     }
 }

@@ -87,6 +87,8 @@ std::string pair_msg(const NormDef& d, const std::string& data, const std::strin
 }
 
 using Fail = std::function<void(const std::string&, const std::string&)>;
+// fail(key, what) with the other keys of the norm the message depends on (NormError::related_keys).
+using FailRelated = std::function<void(const std::string&, const std::string&, std::vector<std::string>)>;
 
 // A GroupNorm weight or bias given as values must have the shape affine_per asks for; the
 // message names both readings, since a port between ONNX opsets 18 (G) and 21 (C) is the
@@ -130,7 +132,8 @@ Axes without_axes(const Axes& all, const Axes& some) {
 // The canonical axes a layernorm's or rmsnorm's param_axes name (sorted: the weight holds
 // the data's dims in axis order), each one of the normalized axes r.reduction_axes. An
 // entry at fault is named by its index ("param_axes/1"), so that the config can point at it.
-Axes resolve_param_axes(const NormDef& d, const Resolution& r, bool affine, const Fail& fail) {
+Axes resolve_param_axes(const NormDef& d, const Resolution& r, bool affine, const FailRelated& fail_related) {
+    auto fail = [&](const std::string& key, const std::string& what) { fail_related(key, what, {}); };
     const std::vector<long long>& given = *d.param_axes;
     if (!affine) fail("param_axes", "param_axes given but affine is false (there is no weight or bias to place)");
     if (given.empty())
@@ -154,11 +157,13 @@ Axes resolve_param_axes(const NormDef& d, const Resolution& r, bool affine, cons
             const std::string from = d.normalized_shape ? "normalized_shape " + list_text(*d.normalized_shape)
                                                         : "axes " + list_text(d.axes.value_or(std::vector<long long>{}));
             const std::string of = " of input shape " + format_shape(xs);
-            fail(key, "param_axes: axis " + std::to_string(given[i]) +
-                          (given[i] < 0 ? " (axis " + std::to_string(a) + of + ")" : of) + " is not normalized: the normalized " +
-                          (r.reduction_axes.size() == 1 ? "axis is " : "axes are ") + axes_words(r.reduction_axes) +
-                          " (" + from + "), and the weight and bias span some of them (parameters on an axis the "
-                          "statistics are not taken over, one per channel: instancenorm or batchnorm)");
+            fail_related(key,
+                         "param_axes: axis " + std::to_string(given[i]) +
+                             (given[i] < 0 ? " (axis " + std::to_string(a) + of + ")" : of) + " is not normalized: the normalized " +
+                             (r.reduction_axes.size() == 1 ? "axis is " : "axes are ") + axes_words(r.reduction_axes) +
+                             " (" + from + "), and the weight and bias span some of them (parameters on an axis the "
+                             "statistics are not taken over, one per channel: instancenorm or batchnorm)",
+                         {d.normalized_shape ? "normalized_shape" : "axes"});
         }
         out.push_back(a);
     }
@@ -259,9 +264,10 @@ bool NormLayer::has_running_stats() const { return keeps_running_stats(m_def); }
 Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
                               const std::string& data_name) const {
     const NormDef& d = m_def;
-    auto fail = [&](const std::string& key, const std::string& what) {
-        throw NormError(d.name, key, pair_msg(d, data_name, what), data_name, what);
+    auto fail_related = [&](const std::string& key, const std::string& what, std::vector<std::string> related) {
+        throw NormError(d.name, key, pair_msg(d, data_name, what), data_name, what, std::move(related));
     };
+    auto fail = [&](const std::string& key, const std::string& what) { fail_related(key, what, {}); };
     Resolution r;
     r.input_shape = xs;
     r.view_shape = xs;
@@ -362,7 +368,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             fail("", "needs normalized_shape or axes");
         }
         spec.reduction_axes = r.reduction_axes;
-        spec.param_axes = d.param_axes ? resolve_param_axes(d, r, affine, fail) : r.reduction_axes;
+        spec.param_axes = d.param_axes ? resolve_param_axes(d, r, affine, fail_related) : r.reduction_axes;
         r.param_shape = select_dims(xs, spec.param_axes);
         r.param_axes = spec.param_axes;
         spec.center = d.type == NormType::layernorm;

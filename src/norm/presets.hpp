@@ -68,16 +68,20 @@ bool keeps_running_stats(const NormDef& d);
 class NormError : public InputError {
 public:
     NormError(std::string norm, std::string key, const std::string& what, std::string data = {},
-              std::string reason = {})
+              std::string reason = {}, std::vector<std::string> related_keys = {})
         : InputError(what), m_norm(std::move(norm)), m_key(std::move(key)), m_data(std::move(data)),
-          m_reason(reason.empty() ? what : std::move(reason)) {}
+          m_reason(reason.empty() ? what : std::move(reason)), m_related(std::move(related_keys)) {}
     const std::string& norm() const { return m_norm; }  ///< NormDef::name
     const std::string& key() const { return m_key; }
     const std::string& data() const { return m_data; }  ///< the data's name, or ""
     const std::string& reason() const { return m_reason; }
+    /// Other keys of the norm the message depends on: the axes a param_axes entry was
+    /// checked against, so that an override of those is named for it.
+    const std::vector<std::string>& related_keys() const { return m_related; }
 
 private:
     std::string m_norm, m_key, m_data, m_reason;
+    std::vector<std::string> m_related;
 };
 
 /// How a weight, bias or running statistic is initialised.

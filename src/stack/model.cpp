@@ -99,7 +99,8 @@ void Stack::check(const StackDef& def, const Shape& data_shape, std::size_t chan
         NormLayer(def.norm, dtype).resolve(data_shape, rank - 1, data_name);
     } catch (const NormError& e) {
         // The fault is the norm's key, but the norm may be used by this stack alone: say so.
-        throw NormError(e.norm(), e.key(), "stack \"" + def.name + "\": " + e.what(), e.data(), e.reason());
+        throw NormError(e.norm(), e.key(), "stack \"" + def.name + "\": " + e.what(), e.data(), e.reason(),
+                        e.related_keys());
     }
 }
 
