@@ -515,13 +515,11 @@ TEST_CASE("the one-pass forward gives the bits of compute_moments plus the norma
 TEST_CASE("streamed outputs give the bits of compute_moments plus the formula") {
     // Outputs of 8 MiB and more are streamed past the caches. Channels first, the walk's
     // writer cuts runs into blocks that start on the output's cache lines (GroupNorm in one
-    // pass; BatchNorm's output pass). Channels last on the float path, two threads (2
-    // samples each) take the next sample's moments step by step between the steps of this
-    // one's output; one thread takes a sample's moments, then its output. GroupNorm on 64
-    // channels; InstanceNorm on 20 channels (steps that end mid-row), on 4 channels with
-    // 136900 rows (3 blocks of rows per sample, the sums carried across steps and blocks),
-    // on 2400 channels (2 blocks of channels, steps of one row), and without centring
-    // (RMSNorm-like sums of squares).
+    // pass; BatchNorm's output pass). Channels last, each thread takes its samples' moments,
+    // then their output, on one and two threads (2 samples each). GroupNorm on 64 channels;
+    // InstanceNorm on 20 channels (rows that are not whole cache lines), on 4 channels with
+    // 136900 rows (3 blocks of rows per sample, merged), on 2400 channels (2 blocks of
+    // channels), and without centring (RMSNorm-like sums of squares).
     xt::random::seed(16);
     const std::vector<OnePassCase> cases = {{{4, 32, 2, 96, 96}, {2, 3, 4}, {1, 2}, true},
                                             {{4, 64, 96, 96}, {0, 2, 3}, {1}, true},

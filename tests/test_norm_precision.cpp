@@ -186,8 +186,8 @@ struct Summary {
 };
 
 /// Layouts whose output is 8 MiB or more (kStreamBytes), written with streaming stores past
-/// the caches, and on two threads the channels-last forward with each thread taking two
-/// samples or more: kernels the smaller layouts above do not reach.
+/// the caches (the register writers on AVX-512): writers the smaller layouts above do not
+/// reach. Run on two threads, each taking its share of the samples.
 std::vector<Layout> streamed_layouts() {
     return {
         {"layernorm 2752 rows of 768, streamed", {2752, 768}, {1}, {1}},

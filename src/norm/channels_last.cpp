@@ -191,7 +191,7 @@ NORMLAB_INLINE inline void put(T* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 
-// The float path over n elements at x, x[0] of channel ph0: y = fma(x - hi, a, c) per
+// The float path over n elements at x, x[0] of channel 0: y = fma(x - hi, a, c) per
 // element, the same expression as normalize_chunk_f32, in vectors of 2W floats whose
 // channels start at phase ph.
 NORMLAB_INLINE inline float f32_value(float x, const GroupConstants& k, std::size_t c) {
@@ -244,7 +244,7 @@ NORMLAB_INLINE inline void rows_f32(const float* x, float* y, std::size_t rows, 
 }
 
 template <int W, bool Stream>
-NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, std::size_t C, std::size_t ph0,
+NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, std::size_t C,
                                      const GroupConstants& k) {
     typedef typename FloatLanes<W>::F F;
     constexpr std::size_t WF = 2 * W;
@@ -253,20 +253,20 @@ NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, st
         // Up to the first aligned element one at a time, then whole spans of C from there.
         if (Stream)
             for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % sizeof(F) != 0; ++i)
-                y[i] = f32_value(x[i], k, (ph0 + i) % C);
-        const std::size_t rows = (n - i) / C, ph = (ph0 + i) % C;
+                y[i] = f32_value(x[i], k, i % C);
+        const std::size_t rows = (n - i) / C, ph = i % C;
         if (ph <= kWrap) {
             if (C == WF) rows_f32<W, 1, Stream>(x + i, y + i, rows, ph, k);
             else if (C == 2 * WF) rows_f32<W, 2, Stream>(x + i, y + i, rows, ph, k);
             else if (C == 3 * WF) rows_f32<W, 3, Stream>(x + i, y + i, rows, ph, k);
             else rows_f32<W, 4, Stream>(x + i, y + i, rows, ph, k);
-            for (i += rows * C; i < n; ++i) y[i] = f32_value(x[i], k, (ph0 + i) % C);
+            for (i += rows * C; i < n; ++i) y[i] = f32_value(x[i], k, i % C);
             return;
         }
     }
     const float *hi = k.hi.data(), *a = k.a.data(), *c = k.c.data();
     const std::size_t step = WF % C;
-    std::size_t ph = (ph0 + i) % C;
+    std::size_t ph = i % C;
     if (Stream)
         for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % sizeof(F) != 0; ++i) {
             y[i] = f32_value(x[i], k, ph);
@@ -290,7 +290,7 @@ NORMLAB_INLINE inline void range_f32(const float* x, float* y, std::size_t n, st
     }
 }
 
-// Double arithmetic over n elements at x, x[0] of channel ph0: y = ((x - mean) - mean_lo) *
+// Double arithmetic over n elements at x, x[0] of channel 0: y = ((x - mean) - mean_lo) *
 // (rstd * scale) + shift rounded once to T, as normalize_chunk, in pairs of registers of W
 // doubles.
 template <class T>
@@ -299,14 +299,14 @@ NORMLAB_INLINE inline T double_value(T x, const GroupConstants& k, std::size_t c
 }
 
 template <int W, bool Stream, class T>
-NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::size_t C, std::size_t ph0,
+NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::size_t C,
                                         const GroupConstants& k) {
     using V = typename Lanes<W>::D;
     typedef float H __attribute__((vector_size(4 * W)));
     constexpr std::size_t WF = 2 * W;
     const double *m = k.mean.data(), *ml = k.mlo.data(), *a = k.da.data(), *b = k.db.data();
     const std::size_t step = WF % C;
-    std::size_t i = 0, ph = ph0;
+    std::size_t i = 0, ph = 0;
     if (Stream)
         for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % (8 * W) != 0; ++i) {
             y[i] = double_value(x[i], k, ph);
@@ -344,18 +344,18 @@ NORMLAB_INLINE inline void range_double(const T* x, T* y, std::size_t n, std::si
 }
 
 template <int W, class T>
-NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_t C, std::size_t ph0,
+NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_t C,
                                      const GroupConstants& k, bool f32, bool stream) {
     bool done = false;
     if constexpr (std::is_same_v<T, float>) {
         if (f32) {
-            if (stream) range_f32<W, true>(x, y, n, C, ph0, k);
-            else range_f32<W, false>(x, y, n, C, ph0, k);
+            if (stream) range_f32<W, true>(x, y, n, C, k);
+            else range_f32<W, false>(x, y, n, C, k);
             done = true;
         }
     }
-    if (!done && stream) range_double<W, true>(x, y, n, C, ph0, k);
-    else if (!done) range_double<W, false>(x, y, n, C, ph0, k);
+    if (!done && stream) range_double<W, true>(x, y, n, C, k);
+    else if (!done) range_double<W, false>(x, y, n, C, k);
 }
 
 // One instance of each kernel per register width, compiled for its instruction set. The
@@ -371,12 +371,12 @@ NORMLAB_INLINE inline void range_any(const T* x, T* y, std::size_t n, std::size_
 template <class T>
 struct Kernels {
     void (*moments)(const T*, std::size_t, std::size_t, std::size_t, bool, double*, double*, double*);
-    void (*range)(const T*, T*, std::size_t, std::size_t, std::size_t, const GroupConstants&, bool, bool);
+    void (*range)(const T*, T*, std::size_t, std::size_t, const GroupConstants&, bool, bool);
 };
 
 // The kernels' signatures: a moments chunk (x, C, channels, rows, centre, mean, mean_lo,
-// m2) and an output range (x, y, elements, C, the channel of x[0], constants, float path,
-// streaming).
+// m2) and an output range (x, y, elements from the start of a row of C channels, C,
+// constants, float path, streaming).
 #define NORMLAB_CL_MOMENTS(name, W, attrs)                                                                   \
     template <class T>                                                                                       \
     attrs NORMLAB_HAND_VECTORISED void name(const T* x, std::size_t C, std::size_t cw, std::size_t n,        \
@@ -385,9 +385,9 @@ struct Kernels {
     }
 #define NORMLAB_CL_RANGE(name, W, attrs)                                                                     \
     template <class T>                                                                                       \
-    attrs NORMLAB_HAND_VECTORISED void name(const T* x, T* y, std::size_t n, std::size_t C, std::size_t ph0, \
+    attrs NORMLAB_HAND_VECTORISED void name(const T* x, T* y, std::size_t n, std::size_t C,                  \
                                             const GroupConstants& k, bool f32, bool stream) {                \
-        range_any<W>(x, y, n, C, ph0, k, f32, stream);                                                       \
+        range_any<W>(x, y, n, C, k, f32, stream);                                                            \
     }
 NORMLAB_CL_MOMENTS(moments_generic, 2, )
 NORMLAB_CL_RANGE(range_generic, 2, )
@@ -539,7 +539,7 @@ void normalize_impl(const T* x, T* y, const ChannelsLast& l, const NormalizeArgs
                 cache.epoch = epoch, cache.group = o;
             }
             const std::size_t at = (o * l.rows + r0) * C;
-            kern.range(x + at, y + at, n * C, C, 0, cache.k, f32, stream);
+            kern.range(x + at, y + at, n * C, C, cache.k, f32, stream);
         }
         fence_streams(stream);
     });
@@ -570,7 +570,7 @@ void forward_impl(const T* x, T* y, const ChannelsLast& l, bool center, const Ra
             merge_group(l, p, o, parts.data(), center, fine, raw);
             finish(o * l.stats, l.stats);
             build_constants(l, o, a, f32, k);
-            kern.range(x + o * R * C, y + o * R * C, R * C, C, 0, k, f32, stream);
+            kern.range(x + o * R * C, y + o * R * C, R * C, C, k, f32, stream);
         }
         fence_streams(stream);
     });

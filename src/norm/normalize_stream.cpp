@@ -26,8 +26,9 @@ static_assert(kBlock * sizeof(float) % 64 == 0, "blocks of whole cache lines");
 // (stream_run).
 constexpr std::size_t kBlockMax = kBlock + 16;
 // Rows and planes this long and longer are streamed straight from the registers
-// (stream_row_avx512, stream_plane_avx512): on shorter ones the generic arithmetic at a
-// run's two ends costs more than the copy it saves (rows of 64 took longer).
+// (stream_row_avx512, stream_plane_avx512, stream_double_avx512): on shorter ones the
+// generic arithmetic at a run's two ends costs more than the copy it saves (float32 rows of
+// 64 took longer; the double writer takes the same threshold, not measured apart).
 constexpr std::size_t kDirectRow = 256;
 
 #if NORMLAB_LANE_DISPATCH
@@ -142,10 +143,11 @@ LineSplit line_split(const T* y, std::size_t n) {
 
 // The register writers below form runs in AVX-512 registers and stream them straight to y,
 // without the block in L1 and the copy out of it (15% of a LayerNorm (64,128,768)
-// forward's samples), with normalize_stat_run_f32's operations element by element, so the
-// same bits. The ends outside whole lines of y take the generic arithmetic with plain
-// stores. Its uncentred form fma(x, a, c) is fma(x - hi, a, c) with hi = +0 (x - (+0) is x,
-// -0 and NaN included), so the loops take the centred form alone.
+// forward's samples), with the generic arithmetic's operations element by element
+// (normalize_stat_run_f32; normalize_run_double for the last one), so the same bits. The
+// ends outside whole lines of y take the generic arithmetic with plain stores. The float
+// path's uncentred form fma(x, a, c) is fma(x - hi, a, c) with hi = +0 (x - (+0) is x, -0
+// and NaN included), so its loops take the centred form alone.
 
 // A LayerNorm/RMSNorm row with its weight and bias along the row (r.db == 1): a = fl(rstd *
 // scale) in double, c = fma(-lo, a, b), y = fma(x - hi, a, c). LayerNorm (8,512,4096) on a
@@ -196,19 +198,20 @@ NORMLAB_TARGET_AVX512 void stream_plane_avx512(const float* xp, float* yp, const
 // (r.da == 0) and whose parameters are fixed (r.db == 0: planes) or step by one (r.db == 1:
 // LayerNorm/RMSNorm rows, with or without a weight): ((x - mean) - mean_lo) * (rstd * scale)
 // + shift, rounded once to T, normalize_run_double's operations one by one on the same
-// operands (the module contracts no FMA), so the same bits. Float data only with float32
-// outputs: the half formats round a second time. Float64, 2-core Xeon, the two writers
+// operands (the module contracts no FMA), so the same bits. Not for float16/bfloat16
+// outputs: those are rounded once from double to that format, which this writer does not
+// do. Float64, 2-core Xeon, the two writers
 // alternating, 5 rounds: LayerNorm (64,128,768) 9.49 against 11.1 ms on one thread, 3.98
 // against 4.50 on two; BatchNorm (32,64,56,56) 9.78 against 11.6 and 4.22 against 5.07
 // (scripts/PERFORMANCE.md).
 bool double_direct(const Run& r, bool half) { return !half && r.n >= kDirectRow && r.da == 0 && r.db <= 1; }
 
-// 8 values of x as doubles (exact).
-NORMLAB_TARGET_AVX512 inline __m512d load_pd(const double* p) { return _mm512_loadu_pd(p); }
-NORMLAB_TARGET_AVX512 inline __m512d load_pd(const float* p) {
-    F8 f;  // GCC's conversion: _mm512_cvtps_pd trips -Wmaybe-uninitialized in GCC 12's headers
-    std::memcpy(&f, p, sizeof f);
-    return static_cast<__m512d>(__builtin_convertvector(f, D8));
+// 8 values of x as doubles (exact; load_lanes: one conversion per register).
+template <class T>
+NORMLAB_TARGET_AVX512 inline __m512d load_pd(const T* p) {
+    Lanes<8>::D v;
+    load_lanes<8>(p, 0, v);
+    return static_cast<__m512d>(v);
 }
 
 // The part [from, from + n) of run r (r.da == 0) with the generic double arithmetic.
@@ -252,7 +255,9 @@ template <class T>
 void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {
     alignas(64) T out[kBlockMax];
     const int width = active_lane_width();
+#if NORMLAB_LANE_DISPATCH
     const bool half = args.dtype == DType::float16 || args.dtype == DType::bfloat16;
+#endif
     w.chunk(c, [&](const Run& r) {
 #if NORMLAB_LANE_DISPATCH
         if (width == 8 && double_direct(r, half)) {

@@ -33,7 +33,10 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
                                std::size_t pstep, const NormalizeArgs& a);
 
 /// normalize_chunk (the double arithmetic, normalize.hpp) with streaming stores: the same
-/// bits, each block of a run formed in an L1 buffer and streamed out, a fence at the end.
+/// bits. On AVX-512, runs of 256 values or more with a fixed statistic (planes,
+/// LayerNorm/RMSNorm rows; not float16/bfloat16 outputs) are formed in registers and
+/// streamed from there; other runs a block at a time in an L1 buffer, then streamed out. A
+/// fence at the end.
 void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 void normalize_chunk_stream(const double* x, double* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
