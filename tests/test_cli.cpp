@@ -188,6 +188,47 @@ TEST_CASE("param_axes: validate refuses each bad input with the entry's JSON poi
                   csv);
 }
 
+TEST_CASE("a weight and bias of several dims as nested lists: the same output as from npy files") {
+    // LayerNorm over (T, D) with a (T, D) weight and bias, as nested lists and as npy files.
+    const fs::path dir = fresh_dir("nested_params");
+    const xt::xarray<double> w{{1.5, -2.0}, {0.25, 3.0}, {-1.0, 0.5}}, b{{0.1, 0.2}, {0.3, 0.4}, {0.5, 0.6}};
+    normlab::write_npy(dir / "w.npy", normlab::Tensor::from_double(w, normlab::DType::float64));
+    normlab::write_npy(dir / "b.npy", normlab::Tensor::from_double(b, normlab::DType::float64));
+    const std::string data = R"({"source": "values", "values": [[[1, 4], [2, 8], [3, -1]], [[0, 1], [5, 5], [9, 2]]]})";
+    const std::string norms = R"("ln_list": {"type": "layernorm", "normalized_shape": [3, 2],
+                                   "weight": [[1.5, -2.0], [0.25, 3.0], [-1.0, 0.5]],
+                                   "bias": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]},
+                               "ln_npy": {"type": "layernorm", "normalized_shape": [3, 2],
+                                   "weight": {"npy": "w.npy"}, "bias": {"npy": "b.npy"}})";
+    write_text(dir / "cfg.json", R"({"name": "nested", "dtype": "float64", "data": {"x": )" + data +
+                                     R"(}, "norms": {)" + norms +
+                                     R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln_list", "ln_npy"],
+                                     "save": ["output"]}]})");
+    const CliResult r = run_normlab("run " + (dir / "cfg.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto from_list = normlab::read_npy(dir / "out/arrays/x/ln_list/output.npy");
+    const auto from_npy = normlab::read_npy(dir / "out/arrays/x/ln_npy/output.npy");
+    REQUIRE(from_list.values.shape() == from_npy.values.shape());
+    CHECK(from_list.values == from_npy.values);
+    // A ragged list is refused at the sublist that differs.
+    write_text(dir / "ragged.json", one_norm(R"({"source": "gaussian", "shape": [2, 3, 2]})",
+                                             R"({"type": "layernorm", "normalized_shape": [3, 2], "weight": [[1, 2], [3, 4, 5], [6, 7]]})"));
+    const CliResult ragged = run_normlab("validate " + (dir / "ragged.json").string());
+    CHECK(ragged.exit_code == 2);
+    CHECK_MESSAGE(ragged.err.find("ragged.json: /norms/n/weight/1: ragged nested list: this list has 3 elements, but "
+                                  "/norms/n/weight/0 has 2") != std::string::npos,
+                  ragged.err);
+    // The right count, flat: the message says how to nest it.
+    write_text(dir / "flat.json", one_norm(R"({"source": "gaussian", "shape": [2, 3, 2]})",
+                                           R"({"type": "layernorm", "normalized_shape": [3, 2], "weight": [1, 2, 3, 4, 5, 6]})"));
+    const CliResult flat = run_normlab("validate " + (dir / "flat.json").string());
+    CHECK(flat.exit_code == 2);
+    CHECK_MESSAGE(flat.err.find("weight: expected shape [3, 2] (the dims at normalized axes 1 and 2 of input shape "
+                                "[2, 3, 2]), but got [6] (the right count, flat: as a list, nest it: a list of 3 "
+                                "lists of 2 values)") != std::string::npos,
+                  flat.err);
+}
+
 TEST_CASE("--set overrides any config value; --out folder rules") {
     const std::string cfg = one_norm(R"({"source": "values", "values": [[1, 2, 3, 4]]})",
                                      R"({"type": "layernorm", "normalized_shape": [4]})");

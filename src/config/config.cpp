@@ -33,6 +33,10 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
     }
     if (j.is_array()) {
         p.kind = ParamInit::Kind::values;
+        if (!j.empty() && j[0].is_array()) {  // (D1, D2, ...): the weight of LayerNorm over several axes
+            p.values = nested_numbers(j, loc);
+            return p;
+        }
         std::vector<double> v = read_numbers(j, loc);
         p.values = xt::adapt(v, Shape{v.size()});
         return p;

@@ -1,6 +1,7 @@
 // The "values" source: an inline nested list of numbers, for the small examples people
-// reason about by hand. Shape = nesting. NaN and infinities are written "nan", "inf",
-// "-inf", as the reports write them.
+// reason about by hand (nested_numbers, which also reads a parameter given as a nested
+// list). Shape = nesting. NaN and infinities are written "nan", "inf", "-inf", as the
+// reports write them.
 #include "data/source_impl.hpp"
 
 namespace normlab {
@@ -16,7 +17,7 @@ Shape nesting_shape(const Json& j, const JsonLocation& loc) {
     const Json* node = &j;
     JsonLocation at = loc;
     while (node->is_array()) {
-        if (node->empty()) at.fail("empty list: every list in \"values\" needs at least one element");
+        if (node->empty()) at.fail("empty list: every list of a nested list needs at least one element");
         shape.push_back(node->size());
         node = &(*node)[0];
         at = at.child(std::size_t{0});
@@ -48,14 +49,17 @@ void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, con
 
 }  // namespace
 
-SourceData build_values(const std::string&, ObjectReader& r, const DataContext&) {
-    const Json& j = r.required("values");
-    const JsonLocation loc = r.at("values");
+xt::xarray<double> nested_numbers(const Json& j, const JsonLocation& loc) {
     const Shape shape = nesting_shape(j, loc);
-    SourceData d;
-    d.values = xt::xarray<double>::from_shape(shape);
-    double* out = d.values.data();
+    xt::xarray<double> values = xt::xarray<double>::from_shape(shape);
+    double* out = values.data();
     fill(j, loc, loc, shape, 0, out);
+    return values;
+}
+
+SourceData build_values(const std::string&, ObjectReader& r, const DataContext&) {
+    SourceData d;
+    d.values = nested_numbers(r.required("values"), r.at("values"));
     return d;
 }
 

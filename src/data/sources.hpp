@@ -39,6 +39,12 @@ std::vector<std::string> data_shape_pointers(const JsonLocation& entry);
 /// rank-1 data; nullopt for an unknown source. Not canonicalised.
 std::optional<long long> default_channel_axis(const std::string& source, std::size_t rank);
 
+/// A rectangular nested list of numbers ("nan", "inf" and "-inf" for the non-finite ones) as
+/// an array whose shape is the nesting: [[1, 2, 3], [4, 5, 6]] has shape (2, 3). Throws
+/// InputError at the offending pointer under `loc` for anything else: not a list, an empty
+/// list, a ragged list (at the sublist that differs from the first), a non-number.
+xt::xarray<double> nested_numbers(const Json& j, const JsonLocation& loc);
+
 /// Builds the batch described by `spec` (the object under /data/<name>). Reads its own keys
 /// with an ObjectReader (unknown keys rejected) and throws InputError naming the file and
 /// JSON pointer for any problem: bad shape, missing file, bad npy, mask of the wrong shape.

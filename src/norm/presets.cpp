@@ -196,8 +196,16 @@ void check_param_values(const NormDef& d, const std::optional<ParamInit>& p, con
     if (!p || p->kind != ParamInit::Kind::values) return;
     const Shape got(p->values.shape().begin(), p->values.shape().end());
     if (got == expected) return;
+    // The right count of values, flat, for a parameter of several dims: say how to shape it
+    // (a list nests one level per dim; an npy file takes the shape itself).
+    std::string nesting;
+    if (got.size() == 1 && expected.size() > 1 && got[0] == num_elements(expected)) {
+        nesting = " (the right count, flat: as a list, nest it: a list of " + std::to_string(expected[0]);
+        for (std::size_t i = 1; i < expected.size(); ++i) nesting += " lists of " + std::to_string(expected[i]);
+        nesting += " values)";
+    }
     fail(key, key + ": expected shape " + format_shape(expected) + " (" + param_shape_reason(d, r) + "), but got " +
-                  format_shape(got));
+                  format_shape(got) + nesting);
 }
 
 // BatchNorm's replicas: slices of axis 0 that must cover the batch. Unsynchronised in
