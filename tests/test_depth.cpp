@@ -37,7 +37,7 @@ const std::map<std::string, std::string>& row(const std::vector<std::map<std::st
 
 const char* kHeader =
     "data,stack,placement,norm,layers,draws,layer,resid_rms,resid_growth,branch_rms,norm_in_rms,grad_x_rms,grad_w_norm,"
-    "grad_w1_norm,grad_gamma_norm,eval_train_ratio";
+    "grad_w1_norm,grad_gamma_norm,grad_gamma2_norm,eval_train_ratio";
 
 }  // namespace
 
@@ -63,8 +63,9 @@ TEST_CASE("configs/depth.json: pre vs post on (10, 512) with a 512 x 512 block, 
 
 TEST_CASE("depth: block columns a row does not have are empty cells (\"\" in report.json), not nan") {
     // Row 0 has no block; norm_only has no branch and no weights; none has no norm; linear
-    // has no W1; identity no weights; a norm without affine no weight gradient; without
-    // train_steps there is no eval/train ratio. Each is not applicable, never a computed nan.
+    // has no W1; identity no weights; a norm without affine no weight gradient; only
+    // sandwich has a second norm N2; without train_steps there is no eval/train ratio. Each
+    // is not applicable, never a computed nan.
     const fs::path dir = fresh_dir("depth_na");
     write_text(dir / "na.json", R"({"name": "na", "dtype": "float64",
       "data": {"x": {"source": "gaussian", "shape": [4, 6]}},
@@ -73,13 +74,14 @@ TEST_CASE("depth: block columns a row does not have are empty cells (\"\" in rep
                  "ffn": {"layers": 2, "placement": "post", "norm": "ln0", "block": "ffn", "hidden": 3},
                  "ident": {"layers": 2, "placement": "pre", "norm": "ln", "block": "identity"},
                  "only": {"layers": 2, "placement": "norm_only", "norm": "ln"},
-                 "none": {"layers": 2, "placement": "none"}},
-      "analyses": [{"type": "depth", "data": ["x"], "stacks": ["pre", "ffn", "ident", "only", "none"], "draws": 2}]})");
+                 "none": {"layers": 2, "placement": "none"},
+                 "sand": {"layers": 2, "placement": "sandwich", "norm": "ln"}},
+      "analyses": [{"type": "depth", "data": ["x"], "stacks": ["pre", "ffn", "ident", "only", "none", "sand"], "draws": 2}]})");
     auto r = run_normlab("run " + (dir / "na.json").string() + " --out " + (dir / "out").string() + " -q");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     const auto rows = read_csv(dir / "out" / "depth.csv");
     const auto rep = report_rows(dir / "out", "depth");
-    REQUIRE(rows.size() == 5 * 3);
+    REQUIRE(rows.size() == 6 * 3);
     REQUIRE(rep.size() == rows.size());
     // stack -> the block columns it has (layer >= 1).
     const std::map<std::string, std::vector<std::string>> has = {
@@ -87,12 +89,14 @@ TEST_CASE("depth: block columns a row does not have are empty cells (\"\" in rep
         {"ffn", {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_w1_norm"}},
         {"ident", {"branch_rms", "norm_in_rms", "grad_gamma_norm"}},
         {"only", {"norm_in_rms", "grad_gamma_norm"}},
-        {"none", {"branch_rms", "grad_w_norm"}}};
+        {"none", {"branch_rms", "grad_w_norm"}},
+        {"sand", {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_gamma_norm", "grad_gamma2_norm"}}};
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& row = rows[i];
         INFO(row.at("stack") << " layer " << row.at("layer"));
         const auto& cols = has.at(row.at("stack"));
-        for (const char* c : {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_w1_norm", "grad_gamma_norm"}) {
+        for (const char* c :
+             {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "grad_gamma2_norm"}) {
             INFO(c);
             const bool applies = row.at("layer") != "0" && std::find(cols.begin(), cols.end(), c) != cols.end();
             CHECK(row.at(c).empty() == !applies);

@@ -172,6 +172,15 @@ TEST_CASE("stack forward and backward match the PyTorch golden for every placeme
                     for (double v : row) ss += v * v;
                     CHECK(gr.grad_gamma_norm[l] == doctest::Approx(std::sqrt(ss)).epsilon(1e-12));
                 }
+                // Sandwich's N2: its weight gradient's norm, NaN where there is no N2.
+                if (gr.dgamma2.size()) {
+                    xt::xarray<double> row = xt::view(gr.dgamma2, l);
+                    double ss = 0;
+                    for (double v : row) ss += v * v;
+                    CHECK(gr.grad_gamma2_norm[l] == doctest::Approx(std::sqrt(ss)).epsilon(1e-12));
+                } else {
+                    CHECK(std::isnan(gr.grad_gamma2_norm[l]));
+                }
             }
         }
         MESSAGE("stack golden " << dn << ": " << compared << " tensors, worst relative error forward "

@@ -178,7 +178,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 // The number columns of one stack's rows (resid_rms ... eval_train_ratio), per layer; absent
 // where the value does not apply (row 0 has no block; a block without that part; no
 // train_steps), which the table writes as an empty cell.
-using LayerValues = std::array<std::optional<double>, 9>;
+using LayerValues = std::array<std::optional<double>, 10>;
 
 // One draw of stack `def` on batch b: its weights and the projection from `seed`.
 std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContext& ctx, const Options& o,
@@ -208,6 +208,7 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
     const bool branch = def.placement != Placement::norm_only, norm = def.has_norm();
     const bool has_w = branch && def.block != BlockKind::identity, has_w1 = branch && def.block == BlockKind::ffn;
     const bool gamma = norm && !tr.blocks.empty() && tr.blocks.front().norm.res.has_weight;
+    const bool sandwich = def.placement == Placement::sandwich;
     auto part = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
     std::vector<LayerValues> out(def.layers + 1);
     for (std::size_t l = 0; l <= def.layers; ++l) {
@@ -216,7 +217,8 @@ std::vector<LayerValues> one_draw(const AnalysisSpec& spec, const AnalysisContex
         out[l] = {x_rms, x_rms / rms0, part(bt && branch, bt ? bt->branch_rms : kNaN),
                   part(bt && norm, bt ? bt->norm_in_rms : kNaN), g.grad_x_rms[l],
                   part(bt && has_w, bt ? g.grad_w_norm[l - 1] : kNaN), part(bt && has_w1, bt ? g.grad_w1_norm[l - 1] : kNaN),
-                  part(bt && gamma, bt ? g.grad_gamma_norm[l - 1] : kNaN), ratio[l]};
+                  part(bt && gamma, bt ? g.grad_gamma_norm[l - 1] : kNaN),
+                  part(bt && gamma && sandwich, bt ? g.grad_gamma2_norm[l - 1] : kNaN), ratio[l]};
     }
     if (o.save_activations) ctx.save(dn, sn, "activations", stacked(tr.x), ctx.dtype);
     if (o.save_weights)
@@ -279,7 +281,8 @@ AnalysisType depth_analysis() {
                 "and the norm weight; eval/train drift after training passes";
     a.columns = {"data",        "stack",       "placement",    "norm",         "layers",      "draws",
                  "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
-                 "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "eval_train_ratio"};
+                 "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "grad_gamma2_norm",
+                 "eval_train_ratio"};
     a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "layer";

@@ -118,6 +118,7 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
     g.grad_w_norm.assign(L, kNaN);
     g.grad_w1_norm.assign(L, kNaN);
     g.grad_gamma_norm.assign(L, kNaN);
+    g.grad_gamma2_norm.assign(L, kNaN);
     g.dx.resize(opts.keep_dx ? L + 1 : 0);
     const bool keep = opts.keep_params;
     auto zeros = [&](Tensor& t, const Shape& s, bool want) {
@@ -180,8 +181,8 @@ void Stack::backward_impl(const StackTrace& tr, const Tensor& dy, StackGrads& g,
                 break;
             }
             case Placement::sandwich: {
-                double unused;
-                const Tensor& df = norm_backward<T>(bt.s, bt.norm2, gp, unused, &g.dgamma2, &g.dbeta2, l);
+                const Tensor& df =
+                    norm_backward<T>(bt.s, bt.norm2, gp, g.grad_gamma2_norm[l], &g.dgamma2, &g.dbeta2, l);
                 T* dfp = shaped<T>(m_f, m_shape, m_dtype);
                 std::copy(values<T>(df).begin(), values<T>(df).end(), dfp);
                 branch_backward<T>(l, bt.norm.fwd.y, bt, dfp, m_dz, g, keep);

@@ -53,6 +53,7 @@ struct StackGrads {
     std::vector<double> grad_w_norm;    ///< L: Frobenius norm of d loss / d W (W2 for ffn); NaN without weights
     std::vector<double> grad_w1_norm;   ///< L: ffn's W1; NaN otherwise
     std::vector<double> grad_gamma_norm;///< L: Frobenius norm of d loss / d weight of N; NaN without
+    std::vector<double> grad_gamma2_norm;///< L: the same for sandwich's N2; NaN for other placements
     std::vector<Tensor> dx;             ///< keep_dx: d loss / d x_l, l = 0 ... L, data shape, run dtype
     /// keep_params: d loss / d w, w1, w2 in the weights' shapes (L, fan_in, fan_out), run dtype.
     Tensor dw, dw1, dw2;
