@@ -488,16 +488,50 @@ TEST_CASE("the figures the docs quote come from the shipped configs") {
     }
 }
 
-TEST_CASE("results/README.md's figure table has a row for every analysis normlab list names") {
+namespace {
+
+// The analyses `normlab list` names, in its order, each with the columns it lists.
+std::vector<std::pair<std::string, std::vector<std::string>>> listed_analyses() {
     CliResult list = run_normlab("list");
     REQUIRE(list.exit_code == 0);
-    std::vector<std::string> analyses;
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
     bool in = false;
+    const std::string columns = "    columns: ";
     for (const auto& line : lines_of(list.out)) {
         if (line.rfind("analyses", 0) == 0) in = true;
         else if (line.rfind("conventions", 0) == 0 || (line.rfind("  ", 0) != 0 && !line.empty())) in = false;
-        else if (in && line.rfind("  ", 0) == 0 && line[2] != ' ') analyses.push_back(line.substr(2, line.find(':') - 2));
+        else if (in && line.rfind("  ", 0) == 0 && line[2] != ' ') out.push_back({line.substr(2, line.find(':') - 2), {}});
+        else if (in && !out.empty() && line.rfind(columns, 0) == 0) {
+            std::istringstream words(line.substr(columns.size()));
+            for (std::string w; words >> w;) out.back().second.push_back(w);
+        }
     }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("results/README.md's section on each analysis names every column normlab list gives it") {
+    const std::string text = read_text(kSrc + "/results/README.md");
+    const auto analyses = listed_analyses();
+    REQUIRE(analyses.size() >= 13);
+    for (const auto& [name, cols] : analyses) {
+        CAPTURE(name);
+        REQUIRE(!cols.empty());
+        // The section: from its heading to the next heading of its level.
+        const auto start = text.find("### `" + name + "`");
+        REQUIRE(start != std::string::npos);
+        const std::string section = text.substr(start, text.find("\n### ", start + 1) - start);
+        for (const auto& c : cols) {
+            CAPTURE(c);
+            CHECK(section.find("`" + c + "`") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("results/README.md's figure table has a row for every analysis normlab list names") {
+    std::vector<std::string> analyses;
+    for (const auto& a : listed_analyses()) analyses.push_back(a.first);
     REQUIRE(analyses.size() >= 13);
     // The table of the section "report.html and normlab show": from its header to the first
     // line that is not a table row.
