@@ -129,6 +129,15 @@ inline void fence_streams() {
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
 
+// Two registers of 8 doubles rounded to floats, as one register of 16 (lo first). GCC's
+// vector conversions: its _mm512_cvtpd_ps and _mm512_castps256_ps512 trip
+// -Wmaybe-uninitialized in GCC 12's own headers.
+NORMLAB_TARGET_AVX512 inline __m512 narrow(__m512d lo, __m512d hi) {
+    const F8 f0 = __builtin_convertvector(static_cast<D8>(lo), F8);
+    const F8 f1 = __builtin_convertvector(static_cast<D8>(hi), F8);
+    return static_cast<__m512>(__builtin_shufflevector(f0, f1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+
 // A run of n values at y split for streaming stores: `head` values before y's first 64-byte
 // line, then `body` values in whole lines (one 64-byte register each); the rest after them.
 struct LineSplit {
@@ -163,12 +172,7 @@ NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const R
     const __m512 hi = _mm512_set1_ps(m.hi), neg_lo = _mm512_set1_ps(-m.lo);
     const bool lo_zero = m.lo == 0;
     for (std::size_t k = head; k < head + body; k += 16) {
-        // GCC's vector conversions: its _mm512_cvtpd_ps and _mm512_castps256_ps512 trip
-        // -Wmaybe-uninitialized in GCC 12's own headers.
-        const F8 a0 = __builtin_convertvector(static_cast<D8>(_mm512_mul_pd(rs, _mm512_loadu_pd(sc + k))), F8);
-        const F8 a1 = __builtin_convertvector(static_cast<D8>(_mm512_mul_pd(rs, _mm512_loadu_pd(sc + k + 8))), F8);
-        const __m512 a =
-            static_cast<__m512>(__builtin_shufflevector(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        const __m512 a = narrow(_mm512_mul_pd(rs, _mm512_loadu_pd(sc + k)), _mm512_mul_pd(rs, _mm512_loadu_pd(sc + k + 8)));
         const __m512 b = _mm512_loadu_ps(sh + k);
         const __m512 c = lo_zero ? b : _mm512_fmadd_ps(neg_lo, a, b);
         _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), a, c));
@@ -238,14 +242,8 @@ NORMLAB_TARGET_AVX512 void stream_double_avx512(const T* xp, T* yp, const Run& r
             const __m512d b = Fixed ? fb : _mm512_loadu_pd(sh + e);
             v[h] = _mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(_mm512_sub_pd(load_pd(xp + e), mu), ml), a), b);
         }
-        if constexpr (std::is_same_v<T, double>) {
-            _mm512_stream_pd(yp + k, v[0]);
-        } else {  // GCC's vector conversions, as in stream_row_avx512
-            const F8 f0 = __builtin_convertvector(static_cast<D8>(v[0]), F8);
-            const F8 f1 = __builtin_convertvector(static_cast<D8>(v[1]), F8);
-            _mm512_stream_ps(yp + k, static_cast<__m512>(__builtin_shufflevector(f0, f1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                                                                 10, 11, 12, 13, 14, 15)));
-        }
+        if constexpr (std::is_same_v<T, double>) _mm512_stream_pd(yp + k, v[0]);
+        else _mm512_stream_ps(yp + k, narrow(v[0], v[1]));
     }
     if (head + body < r.n) double_part(xp, yp, r, head + body, r.n - head - body, args);
 }
