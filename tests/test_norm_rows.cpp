@@ -423,6 +423,26 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
             for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, dw, c, *dc.args);
         });
     }
+
+    // The register writers bring x + prefetch into L2 as they go (the one-pass forwards' next
+    // chunk): past x's end for the last chunk, here by a chunk and by far more. No fault, no
+    // read under ASan, and not a bit changed: rows, planes, the double arithmetic.
+    for (std::size_t ahead : {total, std::size_t{1} << 40}) {
+        CAPTURE(ahead);
+        NormalizeArgs p = dl;
+        p.prefetch = ahead;
+        std::vector<float> want(total), want_planes(total), want_double(total);
+        normalize_rows_f32(xf.data(), want.data(), rows_n, n, 0, 1, dl);
+        check_every_offset<float>(16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, p); });
+        for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32(xf.data(), want_planes.data(), planes, c, dl);
+        check_every_offset<float>(16, want_planes, [&](float* y) {
+            for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, planes, c, p);
+        });
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), want_double.data(), w, c, dl);
+        check_every_offset<float>(16, want_double, [&](float* y) {
+            for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, w, c, p);
+        });
+    }
 }
 
 TEST_CASE("the channels-last forward gives the same bits on one and two threads wherever y starts in a cache line") {

@@ -21,6 +21,11 @@ struct NormalizeArgs {
     bool uniform_scale = false;     ///< every scale is 1 (no weight)
     bool uniform_shift = false;     ///< every shift is 0 (no bias)
     DType dtype = DType::float32;   ///< float16/bfloat16: outputs rounded once to that format
+    /// Streaming writers (normalize_stream.hpp) on AVX-512: while writing x + i, bring x + i +
+    /// prefetch into L2, one cache line per line written; 0: none. The one-pass forwards set
+    /// it to their chunk's length, so the next chunk's input is read while this chunk's
+    /// output streams out. No effect on the bits.
+    std::size_t prefetch = 0;
 };
 
 /// Double arithmetic: y = ((x - mean) - mean_lo) * (rstd * scale) + shift formed in double

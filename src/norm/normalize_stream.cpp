@@ -126,6 +126,15 @@ inline void fence_streams() {
 }
 
 #if NORMLAB_LANE_DISPATCH
+// The line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch), where ahead > 0.
+// The address is formed as an integer: it may lie past the end of x (the last chunk), which
+// a prefetch, unlike a load, may touch.
+template <class T>
+inline void prefetch_ahead(const T* p, std::size_t ahead) {
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(T);
+    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+}
+
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
 
@@ -175,6 +184,7 @@ NORMLAB_TARGET_AVX512 void stream_row_avx512(const float* xp, float* yp, const R
         const __m512 a = narrow(_mm512_mul_pd(rs, _mm512_loadu_pd(sc + k)), _mm512_mul_pd(rs, _mm512_loadu_pd(sc + k + 8)));
         const __m512 b = _mm512_loadu_ps(sh + k);
         const __m512 c = lo_zero ? b : _mm512_fmadd_ps(neg_lo, a, b);
+        if (args.prefetch) prefetch_ahead(xp + k, args.prefetch);
         _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), a, c));
     }
     if (head + body < r.n)
@@ -193,8 +203,10 @@ NORMLAB_TARGET_AVX512 void stream_plane_avx512(const float* xp, float* yp, const
     const float c = offset(m.lo, a, args.shift_f[r.b]);
     if (head) normalize_run_f32(xp, yp, head, m, a, c);
     const __m512 av = _mm512_set1_ps(a), cv = _mm512_set1_ps(c), hi = _mm512_set1_ps(m.hi);
-    for (std::size_t k = head; k < head + body; k += 16)
+    for (std::size_t k = head; k < head + body; k += 16) {
+        if (args.prefetch) prefetch_ahead(xp + k, args.prefetch);
         _mm512_stream_ps(yp + k, _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(xp + k), hi), av, cv));
+    }
     if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
 }
 
@@ -235,6 +247,7 @@ NORMLAB_TARGET_AVX512 void stream_double_avx512(const T* xp, T* yp, const Run& r
     const __m512d rs = _mm512_set1_pd(args.rstd[r.a]);
     const __m512d fa = _mm512_set1_pd(args.rstd[r.a] * sc[0]), fb = _mm512_set1_pd(sh[0]);
     for (std::size_t k = head; k < head + body; k += line) {
+        if (args.prefetch) prefetch_ahead(xp + k, args.prefetch);
         __m512d v[line / 8];
         for (std::size_t h = 0; h < line / 8; ++h) {
             const std::size_t e = k + 8 * h;
