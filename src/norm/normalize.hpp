@@ -24,7 +24,8 @@ struct NormalizeArgs {
     /// Streaming writers (normalize_stream.hpp) on AVX-512: while writing x + i, bring x + i +
     /// prefetch into L2, one cache line per line written; 0: none. The one-pass forwards set
     /// it to their chunk's length, so the next chunk's input is read while this chunk's
-    /// output streams out. No effect on the bits.
+    /// output streams out; float64 outputs of the other forwards to kWholeChunk. No effect
+    /// on the bits.
     std::size_t prefetch = 0;
 };
 

@@ -126,13 +126,13 @@ inline void fence_streams() {
 }
 
 #if NORMLAB_LANE_DISPATCH
-// The line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch), where ahead > 0.
-// The address is formed as an integer: it may lie past the end of x (the last chunk), which
-// a prefetch, unlike a load, may touch.
+// Brings the line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch; prefetcht1).
+// The address is formed as an integer: it may lie past the end of x (the last chunk's),
+// which a prefetch, unlike a load, may name.
 template <class T>
 inline void prefetch_ahead(const T* p, std::size_t ahead) {
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(T);
-    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
 }
 
 typedef double D8 __attribute__((vector_size(64)));
