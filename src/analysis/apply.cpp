@@ -121,11 +121,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const Batch& b = ctx.batch(dn);
         check_upstream(o.upstream, b, "apply");
         for (std::size_t i = 0; i < o.save.size(); ++i)
-            if (o.save[i] == "mask" && !b.has_mask())
-                spec.loc.child("save").child(i).fail("apply on data \"" + dn +
-                                                         "\": cannot save its padding mask, it has none (lengths or mask "
-                                                         "on its source)",
-                                                     data_related(dn));
+            if (o.save[i] == "mask") require_mask_to_save(spec.loc.child("save").child(i), "apply", dn, b);
         for (const auto& nn : spec.norms) {
             const NormLayer layer(ctx.norm(nn), ctx.dtype);
             check_saves(spec, o, layer, check_pair(layer.def(), ctx.dtype, shape_of(b), dn));

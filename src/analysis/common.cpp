@@ -7,7 +7,17 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "config/config.hpp"
+
 namespace normlab {
+
+void require_mask_to_save(const JsonLocation& at, const std::string& analysis, const std::string& data,
+                          const Batch& b) {
+    if (!b.has_mask())
+        at.fail(analysis + " on data \"" + data +
+                    "\": cannot save its padding mask, it has none (lengths or mask on its source)",
+                data_related(data));
+}
 
 double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
     if (a.shape() != b.shape()) throw std::logic_error("max_abs_diff: shapes differ");

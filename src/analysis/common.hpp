@@ -1,15 +1,24 @@
 #pragma once
-// Small measurements several analyses share.
+// Small measurements and checks several analyses share.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "data/batch.hpp"
+#include "json/reader.hpp"
 #include "analysis/output_pool.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
+
+/// For an analysis asked to save data entry `data`'s padding mask (`save: "mask"`; `at` is
+/// that entry of the save list): throws JsonError at `at`, naming the data entry as
+/// related, when batch b has no mask ("<analysis> on data "<data>": cannot save its padding
+/// mask, it has none ...").
+void require_mask_to_save(const JsonLocation& at, const std::string& analysis, const std::string& data,
+                          const Batch& b);
 
 /// max |a - b| over all elements (NaN if either holds a NaN at the same place). Shapes must
 /// match (std::logic_error otherwise: a programming error, not an input error).

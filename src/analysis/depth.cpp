@@ -15,6 +15,7 @@
 #include <limits>
 #include <optional>
 
+#include "analysis/common.hpp"
 #include "analysis/stack_weights.hpp"
 #include "analysis/types.hpp"
 #include "data/npy.hpp"
@@ -168,10 +169,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const Batch& b = ctx.batch(dn);
         for (const auto& sn : spec.stacks) check_pair(ctx, b, ctx.stack(sn), dn);
         if (o.loss == Options::Loss::npy) projection(spec, ctx.seed, o, dn, b.x.shape());
-        if (o.save_mask && !b.has_mask())
-            spec.loc.child("save").child(o.save_mask_index)
-                .fail("depth on data \"" + dn + "\": cannot save its padding mask, it has none (lengths or mask on its source)",
-                      data_related(dn));
+        if (o.save_mask) require_mask_to_save(spec.loc.child("save").child(o.save_mask_index), "depth", dn, b);
     }
 }
 
