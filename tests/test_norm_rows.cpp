@@ -424,11 +424,15 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
         });
     }
 
-    // The register writers bring x + prefetch into L2 as they go (the one-pass forwards' next
+    // The streaming writers bring x + prefetch into L2 as they go (the one-pass forwards' next
     // chunk): past x's end for the last chunk, here by a chunk and by far more. No fault, no
-    // read under ASan, and not a bit changed: rows, planes, the double arithmetic.
+    // read under ASan, and not a bit changed: rows, planes, the double arithmetic, with the
+    // register writers (AVX-512) and the block writer (AVX2, SSE2).
+    for (int width : {0, 4, 2})
     for (std::size_t ahead : {total, std::size_t{1} << 40}) {
+        CAPTURE(width);
         CAPTURE(ahead);
+        set_lane_width(width);
         NormalizeArgs p = dl;
         p.prefetch = ahead;
         std::vector<float> want(total), want_planes(total), want_double(total);
@@ -442,6 +446,7 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
         check_every_offset<float>(16, want_double, [&](float* y) {
             for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, w, c, p);
         });
+        set_lane_width(0);
     }
 }
 

@@ -31,6 +31,15 @@ constexpr std::size_t kBlockMax = kBlock + 16;
 // 64 took longer; the double writer takes the same threshold, not measured apart).
 constexpr std::size_t kDirectRow = 256;
 
+// Brings the line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch; prefetcht1).
+// The address is formed as an integer: it may lie past the end of x (the last chunk's),
+// which a prefetch, unlike a load, may name.
+template <class T>
+inline void prefetch_ahead(const T* p, std::size_t ahead) {
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(T);
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
+}
+
 #if NORMLAB_LANE_DISPATCH
 // dst[k] = src[k] for k < n (float or double), the aligned middle with streaming stores of
 // the widest register.
@@ -45,20 +54,22 @@ NORMLAB_TARGET_AVX512 void stream_avx512(T* dst, const T* src, std::size_t n) {
     for (; k < n; ++k) dst[k] = src[k];
 }
 template <class T>
-NORMLAB_TARGET_AVX2 void stream_avx2(T* dst, const T* src, std::size_t n) {
+NORMLAB_TARGET_AVX2 void stream_avx2(T* dst, const T* src, std::size_t n, const T* xp, std::size_t ahead) {
     std::size_t k = 0;
     for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 32; ++k) dst[k] = src[k];
     for (; k + 32 / sizeof(T) <= n; k += 32 / sizeof(T)) {
+        if (ahead && reinterpret_cast<std::uintptr_t>(dst + k) % 64 == 0) prefetch_ahead(xp + k, ahead);
         if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
         else _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
     }
     for (; k < n; ++k) dst[k] = src[k];
 }
 template <class T>
-void stream_sse(T* dst, const T* src, std::size_t n) {
+void stream_sse(T* dst, const T* src, std::size_t n, const T* xp, std::size_t ahead) {
     std::size_t k = 0;
     for (; k < n && reinterpret_cast<std::uintptr_t>(dst + k) % 16; ++k) dst[k] = src[k];
     for (; k + 16 / sizeof(T) <= n; k += 16 / sizeof(T)) {
+        if (ahead && reinterpret_cast<std::uintptr_t>(dst + k) % 64 == 0) prefetch_ahead(xp + k, ahead);
         if constexpr (std::is_same_v<T, float>) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
         else _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
     }
@@ -66,15 +77,19 @@ void stream_sse(T* dst, const T* src, std::size_t n) {
 }
 #endif
 
-// `width`: active_lane_width(), read once per chunk by the caller.
+// `width`: active_lane_width(), read once per chunk by the caller. xp: the input at dst's
+// place, whose line `ahead` values on is prefetched per line streamed (0: none), on AVX2
+// and SSE2, where the block writer serves every run. On AVX-512 it serves only runs shorter
+// than kDirectRow, whose arithmetic limits them: rows of 64 ((4096,16,64)) were no faster
+// with the prefetch (2.76 -> 2.83 ms on one thread, 1.84 -> 1.93 on two).
 template <class T>
-void stream_out(int width, T* dst, const T* src, std::size_t n) {
+void stream_out(int width, T* dst, const T* src, std::size_t n, const T* xp, std::size_t ahead) {
 #if NORMLAB_LANE_DISPATCH
     if (width == 8) return stream_avx512(dst, src, n);
-    if (width == 4) return stream_avx2(dst, src, n);
-    return stream_sse(dst, src, n);
+    if (width == 4) return stream_avx2(dst, src, n, xp, ahead);
+    return stream_sse(dst, src, n, xp, ahead);
 #else
-    (void)width;
+    (void)width, (void)xp, (void)ahead;
     std::memcpy(dst, src, n * sizeof(T));
 #endif
 }
@@ -105,16 +120,16 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
 // a line joins the last block rather than make one more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at
 // lines, LayerNorm (8,512,4096) on one thread ran 6.9 to 8.0 ms against 6.45 to 7.0 in
 // alternating builds, though its output pass alone got faster (0.54 to 0.59 ns per element
-// against 0.56 to 0.62); the cause was not found.
+// against 0.56 to 0.62); the cause was not found. `ahead`: stream_out's prefetch distance.
 template <class T, class Block>
-void stream_run(const T* x, T* y, const Run& r, T* out, int width, bool at_lines, Block&& block) {
+void stream_run(const T* x, T* y, const Run& r, T* out, int width, bool at_lines, std::size_t ahead, Block&& block) {
     constexpr std::size_t line = 64 / sizeof(T);
     const std::size_t skew = at_lines ? line_offset(y + r.x) : 0;
     for (std::size_t k = 0, len = kBlock - skew; k < r.n; k += len, len = kBlock) {
         if (r.n - k < len + line) len = r.n - k;
         const Run b{r.x + k, r.a + k * r.da, r.b + k * r.db, len, r.da, r.db};
         block(x + b.x, out, b);
-        stream_out(width, y + b.x, out, b.n);
+        stream_out(width, y + b.x, out, b.n, x + b.x, ahead);
     }
 }
 
@@ -126,15 +141,6 @@ inline void fence_streams() {
 }
 
 #if NORMLAB_LANE_DISPATCH
-// Brings the line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch; prefetcht1).
-// The address is formed as an integer: it may lie past the end of x (the last chunk's),
-// which a prefetch, unlike a load, may name.
-template <class T>
-inline void prefetch_ahead(const T* p, std::size_t ahead) {
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(T);
-    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
-}
-
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
 
@@ -277,7 +283,7 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
             return;
         }
 #endif
-        stream_run(x, y, r, out, width, true,
+        stream_run(x, y, r, out, width, true, args.prefetch,
                    [&](const T* xp, T* o, const Run& b) { normalize_block_double(xp, o, b, args); });
     });
     fence_streams();
@@ -303,14 +309,14 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
 #endif
     if (n > kBlock) {  // long rows: a block of a row at a time
         for (std::size_t i = 0; i < rows; ++i)
-            stream_run(x, y, Run{i * n, first + i, 0, n, 0, pstep}, out, width, false,
+            stream_run(x, y, Run{i * n, first + i, 0, n, 0, pstep}, out, width, false, args.prefetch,
                        [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, nullptr, nullptr); });
     } else {  // short rows: as many whole rows as fill a block, streamed out together
         const std::size_t per = kBlock / n;
         for (std::size_t i = 0; i < rows; i += per) {
             const std::size_t m = std::min(per, rows - i);
             normalize_rows_f32(x + i * n, out, m, n, first + i, pstep, args);
-            stream_out(width, y + i * n, out, m * n);
+            stream_out(width, y + i * n, out, m * n, x + i * n, args.prefetch);
         }
     }
     fence_streams();
@@ -326,7 +332,7 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
             return;
         }
 #endif
-        stream_run(x, y, r, out, width, true,
+        stream_run(x, y, r, out, width, true, args.prefetch,
                    [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, c_buf); });
     });
     fence_streams();
