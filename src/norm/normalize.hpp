@@ -23,10 +23,10 @@ struct NormalizeArgs {
     DType dtype = DType::float32;   ///< float16/bfloat16: outputs rounded once to that format
     /// Streaming writers (normalize_stream.hpp; the register writers on AVX-512, the block
     /// writer on AVX2 and SSE2): while writing x + i, bring x + i + prefetch into L2, one
-    /// cache line per line written; 0: none. The one-pass forwards set
-    /// it to their chunk's length, so the next chunk's input is read while this chunk's
-    /// output streams out; float64 outputs of the other forwards to kWholeChunk. No effect
-    /// on the bits.
+    /// cache line per line written; 0: none. The one-pass forwards set it to their chunk's
+    /// length, so the next chunk's input is read while this chunk's output streams out;
+    /// the other forwards to kWholeChunk for float64 outputs, 0 for the rest. No effect on
+    /// the bits.
     std::size_t prefetch = 0;
 };
 
