@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include <xtensor/xrandom.hpp>
 #include <xtensor/xview.hpp>
@@ -281,6 +283,33 @@ void check_every_offset(std::size_t lanes, const std::vector<T>& ref, Write&& wr
     }
 }
 
+
+// The n values of y from every chunk of walk wk over x: the cached writer with `ref_args`,
+// against the streaming writer with `args` at every offset of y (check_every_offset); on
+// the float path (`f32`, float data only) or the double arithmetic.
+template <class T>
+void check_stream_chunks(const std::vector<T>& x, std::size_t n, const Walk& wk, bool f32, const NormalizeArgs& ref_args,
+                         const NormalizeArgs& args) {
+    std::vector<T> want(n);
+    for (std::size_t c = 0; c < wk.num_chunks(); ++c) {
+        if constexpr (std::is_same_v<T, float>) {
+            if (f32) normalize_chunk_f32(x.data(), want.data(), wk, c, ref_args);
+            else normalize_chunk(x.data(), want.data(), wk, c, ref_args);
+        } else {
+            normalize_chunk(x.data(), want.data(), wk, c, ref_args);
+        }
+    }
+    check_every_offset<T>(64 / sizeof(T), want, [&](T* y) {
+        for (std::size_t c = 0; c < wk.num_chunks(); ++c) {
+            if constexpr (std::is_same_v<T, float>) {
+                if (f32) normalize_chunk_f32_stream(x.data(), y, wk, c, args);
+                else normalize_chunk_stream(x.data(), y, wk, c, args);
+            } else {
+                normalize_chunk_stream(x.data(), y, wk, c, args);
+            }
+        }
+    });
+}
 }  // namespace
 
 TEST_CASE("the streaming writers give the cached writers' bits wherever y starts in a cache line") {
@@ -308,11 +337,9 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     a.mean = mean.data(), a.mean_lo = lo.data(), a.rstd = rstd.data();
     a.scale = scale.data(), a.shift = shift.data(), a.shift_f = shift_f.data();
 
+    check_stream_chunks(xf, total, w, true, a, a);
     std::vector<float> ref(total);
     for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref.data(), w, c, a);
-    check_every_offset<float>(16, ref, [&](float* y) {
-        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w, c, a);
-    });
     check_every_offset<float>(16, ref, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, a); });
     std::vector<float> ref768(rows_n * 768);
     normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
@@ -344,11 +371,7 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     const Shape xs1030{rows_n, 1030};
     const Walk w1030(xs1030, broadcast_strides(xs1030, keepdims_shape(xs1030, reduced)), param_strides(xs1030, params),
                      kChunk);
-    std::vector<float> ref1030(rows_n * 1030);
-    for (std::size_t c = 0; c < w1030.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref1030.data(), w1030, c, a);
-    check_every_offset<float>(16, ref1030, [&](float* y) {
-        for (std::size_t c = 0; c < w1030.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w1030, c, a);
-    });
+    check_stream_chunks(xf, rows_n * 1030, w1030, true, a, a);
     // Planes: one parameter per run (along the kept axis 0, as a channel's), which the walk's
     // writer streams from the registers on AVX-512; centred, and uncentred (mean +0).
     const Walk planes(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, Axes{0}), kChunk);
@@ -359,31 +382,16 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
             for (std::size_t r = 0; r < rows_n; ++r) pmean[r] = 7.0 + 0.1 * r, plo[r] = 1e-9 * (r + 1.0);
         NormalizeArgs pa = a;
         pa.mean = pmean.data(), pa.mean_lo = plo.data();
-        std::vector<float> ref_planes(total);
-        for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref_planes.data(), planes, c, pa);
-        check_every_offset<float>(16, ref_planes, [&](float* y) {
-            for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, planes, c, pa);
-        });
+        check_stream_chunks(xf, total, planes, true, pa, pa);
     }
     // Runs along which the parameters step but none is given (uniform): one a and one c, as
     // planes.
     NormalizeArgs u = a;
     u.uniform_scale = u.uniform_shift = true;
-    std::vector<float> ref_u(total);
-    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref_u.data(), w, c, u);
-    check_every_offset<float>(16, ref_u, [&](float* y) {
-        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, w, c, u);
-    });
+    check_stream_chunks(xf, total, w, true, u, u);
 
-    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), ref.data(), w, c, a);
-    check_every_offset<float>(16, ref, [&](float* y) {
-        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, w, c, a);
-    });
-    std::vector<double> refd(total);
-    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xd.data(), refd.data(), w, c, a);
-    check_every_offset<double>(8, refd, [&](double* y) {
-        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, w, c, a);
-    });
+    check_stream_chunks(xf, total, w, false, a, a);
+    check_stream_chunks(xd, total, w, false, a, a);
     // The double arithmetic's writer forms runs of 256 values or more with a fixed statistic
     // in registers on AVX-512: rows with a weight and bias, rows without them, planes, each
     // with the mean's low part, for float and double data; float16 and bfloat16 outputs
@@ -411,17 +419,9 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
         const std::string name = dc.name;
         CAPTURE(name);
         const Walk& dw = *dc.walk;
-        std::vector<float> want_f(total);
-        for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk(xf.data(), want_f.data(), dw, c, *dc.args);
-        check_every_offset<float>(16, want_f, [&](float* y) {
-            for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, dw, c, *dc.args);
-        });
+        check_stream_chunks(xf, total, dw, false, *dc.args, *dc.args);
         if (dc.args->dtype != DType::float32) continue;
-        std::vector<double> want_d(total);
-        for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk(xd.data(), want_d.data(), dw, c, *dc.args);
-        check_every_offset<double>(8, want_d, [&](double* y) {
-            for (std::size_t c = 0; c < dw.num_chunks(); ++c) normalize_chunk_stream(xd.data(), y, dw, c, *dc.args);
-        });
+        check_stream_chunks(xd, total, dw, false, *dc.args, *dc.args);
     }
 
     // The streaming writers bring x + prefetch into L2 as they go (the one-pass forwards' next
@@ -435,17 +435,11 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
         set_lane_width(width);
         NormalizeArgs p = dl;
         p.prefetch = ahead;
-        std::vector<float> want(total), want_planes(total), want_double(total);
+        std::vector<float> want(total);
         normalize_rows_f32(xf.data(), want.data(), rows_n, n, 0, 1, dl);
         check_every_offset<float>(16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, p); });
-        for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32(xf.data(), want_planes.data(), planes, c, dl);
-        check_every_offset<float>(16, want_planes, [&](float* y) {
-            for (std::size_t c = 0; c < planes.num_chunks(); ++c) normalize_chunk_f32_stream(xf.data(), y, planes, c, p);
-        });
-        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk(xf.data(), want_double.data(), w, c, dl);
-        check_every_offset<float>(16, want_double, [&](float* y) {
-            for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_stream(xf.data(), y, w, c, p);
-        });
+        check_stream_chunks(xf, total, planes, true, dl, p);
+        check_stream_chunks(xf, total, w, false, dl, p);
         set_lane_width(0);
     }
 }
