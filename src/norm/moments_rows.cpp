@@ -296,4 +296,29 @@ void planes_moments(const float* x, const Planes& l, bool center, double* count,
     });
 }
 
+Partial plane_stat_moments(const float* x, const Planes& l, const Walk&, std::size_t k, bool center) {
+    double count = 0, mean = 0, lo = 0, m2 = 0, pm, plo, pm2;
+    const double pc = static_cast<double>(l.plane);
+    for (std::size_t o = 0; o < l.outer; ++o) {
+        row_moments(x + (o * l.stats + k) * l.plane, 1, l.plane, center, RowSums{&pm, &plo, &pm2});
+        merge_partial(&count, &mean, &lo, &m2, 0, pc, pm, plo, pm2, center);
+    }
+    return {k, count, mean, lo, m2};
+}
+
+Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std::size_t k, bool center) {
+    thread_local std::vector<Partial> parts;
+    double count = 0, mean = 0, lo = 0, m2 = 0;
+    for (std::size_t o = 0; o < l.outer; ++o) {
+        parts.clear();
+        chunk_moments(x, nullptr, w, o * l.stats + k, center, l.stats, parts);
+        for (const Partial& p : parts) merge_partial(&count, &mean, &lo, &m2, 0, p.count, p.mean, p.mean_lo, p.m2, center);
+    }
+    return {k, count, mean, lo, m2};
+}
+
+bool planes_one_pass(const Planes& l, std::size_t threads) {
+    return l.outer * l.plane <= kPlaneStatValues && l.stats >= 4 * threads;
+}
+
 }  // namespace normlab

@@ -66,4 +66,25 @@ constexpr std::size_t kPlaneMin = 512;
 void planes_moments(const float* x, const Planes& l, bool center, double* count, double* mean, double* mean_lo,
                     double* m2);
 
+/// Statistic k of a Planes reduction without a mask, as compute_moments merges it: the
+/// moments of each plane (o, k), merged in outer order. Float data: row_moments per plane,
+/// the arithmetic of planes_moments. Double data: chunk_moments over `w`, the walk of x
+/// against the statistics cut into chunks of one plane each, as compute_moments cuts float64
+/// planes (`w` is not read for float data). The same bits as compute_moments, a statistic at
+/// a time: the one-pass BatchNorm forward reads each statistic's planes once.
+Partial plane_stat_moments(const float* x, const Planes& l, const Walk& w, std::size_t k, bool center);
+Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std::size_t k, bool center);
+
+/// Values per statistic up to which the forward reads BatchNorm's planes once: 128 Ki, 512
+/// KiB of float32 or 1 MiB of float64, so that a statistic and the next one, read while
+/// this one streams out, stay within a 2 MiB L2.
+constexpr std::size_t kPlaneStatValues = 2 * kWholeChunk;
+
+/// Whether the forward (no mask, no given statistics) takes statistics of layout `l` one at
+/// a time, reading each once, on `threads` threads: statistics of up to kPlaneStatValues
+/// values, and at least 4 per thread, as the statistics are what the threads share out
+/// (BatchNorm (32,3,64,64) float32 on two threads, 3 statistics: 0.071 -> 0.092 ms). Else
+/// compute_moments, then the output: x read twice. Either way the same bits.
+bool planes_one_pass(const Planes& l, std::size_t threads);
+
 }  // namespace normlab

@@ -286,10 +286,12 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
         stream_run(x, y, r, out, width, true, args.prefetch,
                    [&](const T* xp, T* o, const Run& b) { normalize_block_double(xp, o, b, args); });
     });
-    fence_streams();
+    if (args.fence) fence_streams();
 }
 
 }  // namespace
+
+void fence_stream_stores() { fence_streams(); }
 
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& args) {
@@ -335,7 +337,7 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
         stream_run(x, y, r, out, width, true, args.prefetch,
                    [&](const float* xp, float* o, const Run& b) { normalize_block(xp, o, b, args, a_buf, c_buf); });
     });
-    fence_streams();
+    if (args.fence) fence_streams();
 }
 
 void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {

@@ -24,7 +24,8 @@ std::size_t line_offset(const T* p) {
 /// normalize_chunk_f32 for walks whose runs each lie in one statistic (r.da == 0: the
 /// one-pass forward's walks), the same bits, written to y with streaming stores. Each block
 /// of a run is formed in a small buffer that stays in L1, then streamed out; a fence at the
-/// end of the chunk makes the stores visible before the caller's threads join.
+/// end of the chunk (unless a.fence is false) makes the stores visible before the caller's
+/// threads join.
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
 /// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. Short rows are
@@ -36,8 +37,12 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
 /// bits. On AVX-512, runs of 256 values or more with a fixed statistic (planes,
 /// LayerNorm/RMSNorm rows; not float16/bfloat16 outputs) are formed in registers and
 /// streamed from there; other runs a block at a time in an L1 buffer, then streamed out. A
-/// fence at the end.
+/// fence at the end, unless a.fence is false.
 void normalize_chunk_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 void normalize_chunk_stream(const double* x, double* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
+
+/// Orders the calling thread's streamed stores before whatever follows (sfence): for
+/// writers called with NormalizeArgs::fence false, before the thread's work is handed on.
+void fence_stream_stores();
 
 }  // namespace normlab
