@@ -2,9 +2,10 @@
 // median time of a bare read of the batch (a sum, as a normalisation's moments read it), a
 // write with streaming stores, a streaming copy (y = 1.5 x: a read and a write, what any
 // normalisation's output pass moves) and memcpy (the bench's copy yardstick), on 1 thread
-// and on `threads`, each share a contiguous slice. A BatchNorm forward reads the batch twice
-// and writes it once, so it takes at least the read plus the streaming copy; GroupNorm and
-// InstanceNorm, one sample at a time, at least the streaming copy. scripts/PERFORMANCE.md
+// and on `threads`, each share a contiguous slice. A BatchNorm forward with channels last (or
+// with channels too large for L2) reads the batch twice and writes it once, so it takes at
+// least the read plus the streaming copy; GroupNorm and InstanceNorm, one sample at a time,
+// and BatchNorm in (N, C, H, W), one channel at a time, at least the streaming copy. scripts/PERFORMANCE.md
 // sets these floors against the targets. Repeated calls read a batch that may sit in part
 // in L3 (32 MiB on the development VM), so the read is a lower bound.
 //

@@ -102,9 +102,9 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
 // fused_impl for BatchNorm's planes in (N, C, ...) (planes_layout), where the statistics
 // span the batch and no chunk holds a whole one: statistic by statistic, the moments of its
 // planes (plane_stat_moments: compute_moments' arithmetic), then its output while they are
-// in cache. Plane (o, k + 1) is the next in memory after (o, k), so each plane's streamed
-// output brings in the next statistic's plane: x is read once, where compute_moments
-// followed by normalize_impl read it twice. `wm` and `wn` are cut into chunks of one plane.
+// in cache: x is read once, where compute_moments followed by normalize_impl read it twice.
+// Plane (o, k + 1) is the next in memory after (o, k), so where the output is streamed
+// (8 MiB and more), each plane's output brings in the next statistic's plane. `wm` and `wn` are cut into chunks of one plane.
 template <class T>
 void planes_impl(const T* x, T* y, const Planes& pl, const Walk& wm, const Walk& wn, const NormSpec& spec,
                  NormalizeArgs args, bool f32, ForwardResult& out) {
@@ -403,8 +403,9 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     Walk w(xs, sn, sb, kChunk);
     // Float64 output streamed from the registers gains from reading 512 KiB ahead into L2
     // (BatchNorm (32,64,56,56), a scratch build alternating, 5 rounds: 13.0 -> 10.6 ms on
-    // one thread, 6.09 -> 4.42 on two); float32 output lost with it (3.75 -> 4.14 ms at
-    // 512 KiB ahead, 3.40 -> 3.63 at 256 KiB), so it has none.
+    // one thread, 6.09 -> 4.42 on two, measured before that batch took planes_impl; the
+    // two passes now serve larger batches and given statistics); float32 output lost with
+    // it (3.75 -> 4.14 ms at 512 KiB ahead, 3.40 -> 3.63 at 256 KiB), so it has none.
     if (x.dtype == DType::float64) {
         args.prefetch = kWholeChunk;
         normalize_impl(x.f64.data(), out.y.f64.data(), w, args, false, x.size());

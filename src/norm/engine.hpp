@@ -120,7 +120,8 @@ unsigned engine_threads();
 
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
-/// walked in cache-sized chunks; within a chunk each statistic gets its mean and sum of
+/// walked in cache-sized chunks (float64 BatchNorm planes whose channel holds at most 128 Ki
+/// values: a plane a chunk, as the one-pass forward reads them); within a chunk each statistic gets its mean and sum of
 /// squared deviations in double, and chunks are merged with the pairwise update of Chan,
 /// Golub and LeVeque (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever x's dtype;
 /// the mean is kept to about 100 bits (mean + mean_lo). Within a chunk, float data whose
@@ -155,8 +156,9 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// InstanceNorm, GroupNorm) and there is no mask or given statistics, each cache-sized
 /// chunk gets its statistics and its output in one pass over memory - the same bits as
 /// compute_moments followed by the same formula; so do channels-last InstanceNorm and
-/// GroupNorm, one sample at a time (on two or more threads with a streamed float-path
-/// output, each sample's output interleaved with the next one's moments). Results are
+/// GroupNorm, one sample at a time, and BatchNorm's planes in (N, C, ...) where a channel
+/// holds at most 128 Ki values and there are 4 channels a thread or more, one channel at a
+/// time (planes_one_pass, moments_rows.hpp). Results are
 /// bit-identical for every
 /// thread count, and a value depends only on its own input, statistic and parameters.
 /// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh

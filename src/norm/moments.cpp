@@ -202,11 +202,11 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
     }
 
     Strides mt = mask ? mask_strides(xs, *mask) : Strides(xs.size(), 0);
-    // Float64 planes (BatchNorm in (N, C, ...)): a chunk per plane, whose partials
-    // plane_stat_moments merges a statistic at a time in the one-pass forward.
+    // Float64 planes (BatchNorm in (N, C, ...)) whose statistics fit L2: a chunk per plane,
+    // whose partials plane_stat_moments merges a statistic at a time in the one-pass forward.
     std::size_t per = whole_stat_chunk(xs, reduced);
     if (!per && !mask && std::is_same_v<T, double>)
-        if (const auto pl = planes_layout(xs, reduced)) per = pl->plane;
+        if (const auto pl = planes_layout(xs, reduced); pl && planes_fit(*pl)) per = pl->plane;
     Walk w(xs, broadcast_strides(xs, ss), mt, per ? per : kChunk);
     const std::uint8_t* m = mask ? mask->data() : nullptr;
     const std::size_t stats = num_elements(ss);

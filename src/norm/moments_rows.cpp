@@ -317,8 +317,8 @@ Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std:
     return {k, count, mean, lo, m2};
 }
 
-bool planes_one_pass(const Planes& l, std::size_t threads) {
-    return l.outer * l.plane <= kPlaneStatValues && l.stats >= 4 * threads;
-}
+bool planes_fit(const Planes& l) { return l.outer * l.plane <= kPlaneStatValues; }
+
+bool planes_one_pass(const Planes& l, std::size_t threads) { return planes_fit(l) && l.stats >= 4 * threads; }
 
 }  // namespace normlab

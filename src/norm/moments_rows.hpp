@@ -70,8 +70,9 @@ void planes_moments(const float* x, const Planes& l, bool center, double* count,
 /// moments of each plane (o, k), merged in outer order. Float data: row_moments per plane,
 /// the arithmetic of planes_moments. Double data: chunk_moments over `w`, the walk of x
 /// against the statistics cut into chunks of one plane each, as compute_moments cuts float64
-/// planes (`w` is not read for float data). The same bits as compute_moments, a statistic at
-/// a time: the one-pass BatchNorm forward reads each statistic's planes once.
+/// planes when planes_fit (`w` is not read for float data). The same bits as
+/// compute_moments, a statistic at a time: the one-pass BatchNorm forward reads each
+/// statistic's planes once.
 Partial plane_stat_moments(const float* x, const Planes& l, const Walk& w, std::size_t k, bool center);
 Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std::size_t k, bool center);
 
@@ -80,11 +81,17 @@ Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std:
 /// this one streams out, stay within a 2 MiB L2.
 constexpr std::size_t kPlaneStatValues = 2 * kWholeChunk;
 
+/// Whether a statistic of layout `l` holds at most kPlaneStatValues values: compute_moments
+/// then cuts float64 data a plane per chunk, as the one-pass forward reads it (larger
+/// planes keep chunks of kChunk values, whose two passes stay in L2). Fixed by the shape,
+/// never by the thread count, so that the bits are too.
+bool planes_fit(const Planes& l);
+
 /// Whether the forward (no mask, no given statistics) takes statistics of layout `l` one at
-/// a time, reading each once, on `threads` threads: statistics of up to kPlaneStatValues
-/// values, and at least 4 per thread, as the statistics are what the threads share out
-/// (BatchNorm (32,3,64,64) float32 on two threads, 3 statistics: 0.071 -> 0.092 ms). Else
-/// compute_moments, then the output: x read twice. Either way the same bits.
+/// a time, reading each once, on `threads` threads: planes_fit, and at least 4 statistics
+/// per thread, as the statistics are what the threads share out (BatchNorm (32,3,64,64)
+/// float32 on two threads, 3 statistics: 0.071 -> 0.092 ms). Else compute_moments, then
+/// the output: x read twice. Either way the same bits.
 bool planes_one_pass(const Planes& l, std::size_t threads);
 
 }  // namespace normlab

@@ -87,6 +87,8 @@ double copy_ms(std::size_t bytes, unsigned threads, unsigned repeat, double min_
 // The two phases of a forward timed on their own: the batch moments (compute_moments, one
 // read of x), and the normalize pass with those statistics given (one read of x, one write
 // of y). Both take the forward's kernels for rows and channels last, the walk elsewhere.
+// Where the forward takes one pass (whole statistics, BatchNorm's planes one channel at a
+// time), the phases are what two passes would cost, not a split of the forward's time.
 struct Phases {
     double moments_ms = 0, normalize_ms = 0;
 };
