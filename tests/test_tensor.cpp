@@ -2,9 +2,16 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "json/reader.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/huge_pages.hpp"
 #include "tensor/order_stats.hpp"
 #include "tensor/tensor.hpp"
 
@@ -77,4 +84,56 @@ TEST_CASE("ObjectReader: types, unknown keys with did-you-mean, pointer paths") 
                          InputError);
     ObjectReader r2(j, loc);
     CHECK_THROWS_WITH_AS(r2.choice("eps", {"a", "b"}, "a"), doctest::Contains("unknown value"), InputError);
+}
+
+namespace {
+
+// Kilobytes of AnonHugePages in the mapping of /proc/self/smaps that holds address p; -1
+// when no mapping does (or smaps is unreadable).
+long huge_kib_at(const void* p) {
+    std::ifstream smaps("/proc/self/smaps");
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    std::string line;
+    bool inside = false;
+    while (std::getline(smaps, line)) {
+        std::uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+            inside = lo <= at && at < hi;
+            continue;
+        }
+        if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("allocations of 2 MiB and more are aligned to 2 MiB and advised onto huge pages") {
+#if defined(__linux__)
+    const bool sanitized =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+        true;
+#else
+        false;
+#endif
+    CHECK(huge_page_allocation() == !sanitized);
+#endif
+    if (!huge_page_allocation()) return;
+    // Through std::allocator and operator new, as xtensor's containers allocate.
+    std::vector<float> big(kHugePageBytes);  // 8 MiB
+    CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % kHugePageBytes == 0);
+    auto arr = std::make_unique<double[]>(kHugePageBytes / 4);  // 4 MiB, the array form
+    CHECK(reinterpret_cast<std::uintptr_t>(arr.get()) % kHugePageBytes == 0);
+    xt::xarray<float> t = xt::xarray<float>::from_shape({1024, 1024});  // 4 MiB
+    CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % kHugePageBytes == 0);
+    // Whether the kernel gave huge pages depends on its setting and free memory, not on
+    // normlab: reported, not asserted.
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+    for (std::size_t i = 0; i < big.size(); i += 1024) big[i] = 1.0f;
+    const long huge = huge_kib_at(big.data());
+    MESSAGE("transparent huge pages: " << mode << "AnonHugePages of an 8 MiB vector: " << huge << " kB");
+    if (mode.find("[never]") == std::string::npos) WARN(huge > 0);
 }
