@@ -114,7 +114,8 @@ NORMLAB_VECTOR_CLONES void normalize_block_double(const double* xp, double* out,
 // first block ends where a cache line of y starts, so every later block starts on one and
 // only the run's two ends take scalar stores: blocks cut from the run's start put a line
 // shared by two blocks, written in part by scalar stores and in part streamed, at every
-// block's end wherever y is not 64-byte aligned (as malloc's large blocks are not):
+// block's end wherever y is not 64-byte aligned (as malloc's large blocks were not before
+// operator new aligned those of 2 MiB and more to 2 MiB; smaller ones and views still are not):
 // GroupNorm (32,64,56,56) on one thread, alternating builds, 2.32 to 2.49 -> 2.04 to 2.11 ms
 // (2.04 to 2.09 with the tensors allocated 64-byte aligned, as a test). A rest shorter than
 // a line joins the last block rather than make one more. The rows' writer keeps blocks cut from each row's start (`at_lines` false): cut at

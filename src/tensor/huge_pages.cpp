@@ -1,31 +1,23 @@
 // operator new for the whole program: allocations of 2 MiB and more (batches, outputs,
-// statistics of large batches) are aligned to 2 MiB and advised MADV_HUGEPAGE before
-// their first touch, so that the kernel backs them with 2 MiB pages where transparent
-// huge pages are set to "madvise" (Debian's default) or "always"; "never" leaves them on
-// 4 KiB pages. A pass over a 25 MiB batch then crosses 13 pages instead of 6400, each a
-// TLB miss and a page walk. PyTorch's CPU allocator does the same for allocations of 2 MiB
-// and more under THP_MEM_ALLOC_ENABLE=1 (c10/core/alloc_cpu.cpp), off by default there.
+// products of the residual stacks) are aligned to 2 MiB and advised MADV_HUGEPAGE before
+// their first touch, so that the kernel backs them with 2 MiB pages where transparent huge
+// pages are set to "madvise" (Debian's default) or "always"; "never" leaves them on 4 KiB
+// pages (the alignment and the advice stay, and do nothing). A pass over a 25 MiB batch then
+// crosses 13 pages instead of 6400, each a TLB miss and a page walk. PyTorch's CPU
+// allocator does the same for allocations of 2 MiB and more under THP_MEM_ALLOC_ENABLE=1
+// (c10/core/alloc_cpu.cpp), off by default there.
 // Memory comes from posix_memalign and malloc, so libstdc++'s operator delete (free)
-// releases it. glibc is told to map every allocation of 2 MiB and more on its own and to
-// unmap it when freed (M_MMAP_THRESHOLD, which also stops the threshold from rising as
-// large blocks are freed): else a freed batch stays in the heap, advised, and the small
-// allocations that reuse it fault in 2 MiB pages each (a sweep over six batch shapes
-// peaked at 131 MiB against 82 without huge pages).
+// releases it. At start-up glibc is told to serve requests of 2 MiB and more that its heap
+// has no free block for by a mapping of their own, unmapped when freed (M_MMAP_THRESHOLD,
+// which also stops the threshold from rising as large blocks are freed): else a freed batch
+// stays in the heap, advised, and the small allocations that reuse it fault in 2 MiB pages
+// each (a sweep over six batch shapes peaked at 131 MiB against 82 without huge pages).
 #include "tensor/huge_pages.hpp"
 
 #include <cstdlib>
 #include <new>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define NORMLAB_SANITIZED_NEW 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define NORMLAB_SANITIZED_NEW 1
-#endif
-#if defined(__linux__) && !defined(NORMLAB_SANITIZED_NEW)
-#define NORMLAB_HUGE_NEW 1
+#ifdef NORMLAB_HUGE_NEW
 #include <malloc.h>
 #include <sys/mman.h>
 #endif
@@ -45,10 +37,12 @@ bool huge_page_allocation() {
 #ifdef NORMLAB_HUGE_NEW
 namespace {
 
+// Before main, while one thread runs: glibc's mallopt is not safe against other threads'
+// malloc and free.
+const bool g_own_maps = mallopt(M_MMAP_THRESHOLD, static_cast<int>(normlab::kHugePageBytes)) == 1;
+
 void* try_allocate(std::size_t n) {
     if (n < normlab::kHugePageBytes) return std::malloc(n ? n : 1);
-    static const bool own_maps = mallopt(M_MMAP_THRESHOLD, static_cast<int>(normlab::kHugePageBytes)) == 1;
-    (void)own_maps;
     void* p = nullptr;
     if (posix_memalign(&p, normlab::kHugePageBytes, n) != 0) return nullptr;
     // Advice only: where the kernel declines, the memory stays on 4 KiB pages.
@@ -59,7 +53,8 @@ void* try_allocate(std::size_t n) {
 }  // namespace
 
 // The replaceable operator new ([new.delete.single]): the new-handler loop the standard
-// asks for, then std::bad_alloc. libstdc++'s nothrow and array forms call this one.
+// asks for, then std::bad_alloc. libstdc++'s nothrow and array forms call this one; its
+// aligned forms (over-aligned types) call aligned_alloc and keep 4 KiB pages.
 void* operator new(std::size_t n) {
     for (;;) {
         if (void* p = try_allocate(n)) return p;
