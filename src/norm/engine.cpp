@@ -104,7 +104,8 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec
 // planes (plane_stat_moments: compute_moments' arithmetic), then its output while they are
 // in cache: x is read once, where compute_moments followed by normalize_impl read it twice.
 // Plane (o, k + 1) is the next in memory after (o, k), so where the output is streamed
-// (8 MiB and more), each plane's output brings in the next statistic's plane. `wm` and `wn` are cut into chunks of one plane.
+// (8 MiB and more), each plane's output brings in the next statistic's plane. `wm` and `wn`
+// are cut into chunks of one plane.
 template <class T>
 void planes_impl(const T* x, T* y, const Planes& pl, const Walk& wm, const Walk& wn, const NormSpec& spec,
                  NormalizeArgs args, bool f32, ForwardResult& out) {

@@ -312,7 +312,8 @@ Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std:
     for (std::size_t o = 0; o < l.outer; ++o) {
         parts.clear();
         chunk_moments(x, nullptr, w, o * l.stats + k, center, l.stats, parts);
-        for (const Partial& p : parts) merge_partial(&count, &mean, &lo, &m2, 0, p.count, p.mean, p.mean_lo, p.m2, center);
+        for (const Partial& p : parts)
+            merge_partial(&count, &mean, &lo, &m2, 0, p.count, p.mean, p.mean_lo, p.m2, center);
     }
     return {k, count, mean, lo, m2};
 }
