@@ -97,7 +97,8 @@ TEST_CASE("BatchNorm's one-pass forward over planes has the two-pass forward's b
         const Tensor x = Tensor::from_double(v, c.dtype);
         Shape ps;
         for (auto a : c.params) ps.push_back(c.xs[a]);
-        const xt::xarray<double> w = norm_test::gaussian(ps, 1.0, 0.5, seed++), b = norm_test::gaussian(ps, 0.0, 3.0, seed++);
+        const xt::xarray<double> w = norm_test::gaussian(ps, 1.0, 0.5, seed++);
+        const xt::xarray<double> b = norm_test::gaussian(ps, 0.0, 3.0, seed++);
         ForwardInputs in;
         if (c.affine) in.weight = &w, in.bias = &b;
 

@@ -283,7 +283,6 @@ void check_every_offset(std::size_t lanes, const std::vector<T>& ref, Write&& wr
     }
 }
 
-
 // The n values of y from every chunk of walk wk over x: the cached writer with `ref_args`,
 // against the streaming writer with `args` at every offset of y (check_every_offset); on
 // the float path (`f32`, float data only) or the double arithmetic.

@@ -120,24 +120,24 @@ unsigned engine_threads();
 
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
-/// walked in cache-sized chunks (float64 BatchNorm planes whose channel holds at most 128 Ki
-/// values: a plane a chunk, as the one-pass forward reads them); within a chunk each statistic gets its mean and sum of
-/// squared deviations in double, and chunks are merged with the pairwise update of Chan,
-/// Golub and LeVeque (1979) - no E[x^2]-E[x]^2 cancellation (case B08), whatever x's dtype;
-/// the mean is kept to about 100 bits (mean + mean_lo). Within a chunk, float data whose
-/// runs each lie in one statistic (reductions over trailing axes, BatchNorm planes) take
-/// one read, shifted by the statistic's first element (moments_rows.hpp); the rest a
-/// corrected two-pass (Chan, Golub and LeVeque 1983). Both are within a few units of
-/// double's rounding of the exact moments, not bit for bit the same. Statistics that vary
-/// along the innermost axes (channels last: BatchNorm, InstanceNorm and GroupNorm in (N, H,
-/// W, C)), without a mask, take kernels across channels (channels_last.hpp): one read with
-/// per-channel sums shifted by the mean of each block's first rows, channels of a GroupNorm
-/// group merged the same way; with a mask, GroupNorm with channels last also takes
-/// moments per channel first and merges them per group. BatchNorm's planes in (N, C, ...)
-/// of 512 values or more, without a mask, take the same one read per plane (its own shift)
-/// and merge each channel's planes in batch order. A statistic with
-/// count 0 (fully masked) gets mean and var NaN. Throws InputError on a mask whose shape
-/// does not broadcast to `shape`.
+/// walked in cache-sized chunks (float64 BatchNorm planes whose channel holds at most 128
+/// Ki values: a plane a chunk, as the one-pass forward reads them); within a chunk each
+/// statistic gets its mean and sum of squared deviations in double, and chunks are merged
+/// with the pairwise update of Chan, Golub and LeVeque (1979) - no E[x^2]-E[x]^2
+/// cancellation (case B08), whatever x's dtype; the mean is kept to about 100 bits (mean +
+/// mean_lo). Within a chunk, float data whose runs each lie in one statistic (reductions
+/// over trailing axes, BatchNorm planes) take one read, shifted by the statistic's first
+/// element (moments_rows.hpp); the rest a corrected two-pass (Chan, Golub and LeVeque
+/// 1983). Both are within a few units of double's rounding of the exact moments, not bit
+/// for bit the same. Statistics that vary along the innermost axes (channels last:
+/// BatchNorm, InstanceNorm and GroupNorm in (N, H, W, C)), without a mask, take kernels
+/// across channels (channels_last.hpp): one read with per-channel sums shifted by the mean
+/// of each block's first rows, channels of a GroupNorm group merged the same way; with a
+/// mask, GroupNorm with channels last also takes moments per channel first and merges them
+/// per group. BatchNorm's planes in (N, C, ...) of 512 values or more, without a mask, take
+/// the same one read per plane (its own shift) and merge each channel's planes in batch
+/// order. A statistic with count 0 (fully masked) gets mean and var NaN. Throws InputError
+/// on a mask whose shape does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
                         bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
 /// compute_moments over x's own shape.
@@ -158,9 +158,8 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// compute_moments followed by the same formula; so do channels-last InstanceNorm and
 /// GroupNorm, one sample at a time, and BatchNorm's planes in (N, C, ...) where a channel
 /// holds at most 128 Ki values and there are 4 channels a thread or more, one channel at a
-/// time (planes_one_pass, moments_rows.hpp). Results are
-/// bit-identical for every
-/// thread count, and a value depends only on its own input, statistic and parameters.
+/// time (planes_one_pass, moments_rows.hpp). Results are bit-identical for every thread
+/// count, and a value depends only on its own input, statistic and parameters.
 /// Reuses out's buffers when their shapes fit, so repeated calls do not touch fresh
 /// memory. Float-path outputs of 8 MiB and more are written with streaming stores, past the
 /// caches (the same bits; normalize_stream.hpp). var + eps = 0 gives rstd = inf and a non-finite y, reported by the caller (never
