@@ -47,6 +47,17 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
     return m;
 }
 
+// Normal values of std 3 about 0, and about 1e3 where the first index is odd or the last
+// index a multiple of 5: statistics, blocks and registers of channels that are all centred
+// (the moments' shift 0), all far from 0 (a shift), and mixed.
+xt::xarray<double> mixed_offsets(const Shape& shape) {
+    xt::xarray<double> v = xt::random::randn<double>(shape) * 3.0;
+    const std::size_t last = shape.back(), first = v.size() / shape[0];
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if ((i / first) % 2 == 1 || (i % last) % 5 == 0) v.data()[i] += 1e3;
+    return v;
+}
+
 }  // namespace
 
 TEST_CASE("layernorm: the row [1,2,3,4]") {
@@ -329,45 +340,48 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
                                // one element per statistic (GroupNorm with num_groups = C and
                                // spatial size 1): rows longer than a chunk
                                {{3, 10000, 1}, {2}, {1, 2}}, {{5, 5000, 1}, {2}, {1, 2}}};
-    for (const auto& c : cases) {
-        CAPTURE(format_shape(c.shape));
-        xt::xarray<double> x = xt::random::randn<double>(c.shape) * 3.0 + 1e3;
-        Tensor t = Tensor::from_double(x, DType::float32);
-        NormSpec spec;
-        spec.reduction_axes = c.reduced;
-        spec.param_axes = c.params;
-        xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
-        ForwardInputs in;
-        in.weight = &w;
-        const unsigned saved = engine_threads();
-        ForwardResult r1;
-        for (Compute compute : {Compute::float64, Compute::float32}) {  // the default last: r1 below
-            CAPTURE(compute == Compute::float32);
-            spec.compute = compute;
-            set_engine_threads(1);
-            r1 = forward(t, spec, in);
-            for (unsigned th : {2u, 3u, 8u}) {
-                set_engine_threads(th);
-                ForwardResult rt = forward(t, spec, in);
-                CHECK(rt.y.f32 == r1.y.f32);
-                CHECK(rt.mean == r1.mean);
-                CHECK(rt.mean_lo == r1.mean_lo);
-                CHECK(rt.var == r1.var);
+    for (const auto& c : cases)
+        for (bool mixed : {false, true}) {
+            CAPTURE(format_shape(c.shape));
+            CAPTURE(mixed);
+            xt::xarray<double> x = mixed ? mixed_offsets(c.shape)
+                                         : xt::xarray<double>(xt::random::randn<double>(c.shape) * 3.0 + 1e3);
+            Tensor t = Tensor::from_double(x, DType::float32);
+            NormSpec spec;
+            spec.reduction_axes = c.reduced;
+            spec.param_axes = c.params;
+            xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+            ForwardInputs in;
+            in.weight = &w;
+            const unsigned saved = engine_threads();
+            ForwardResult r1;
+            for (Compute compute : {Compute::float64, Compute::float32}) {  // the default last: r1 below
+                CAPTURE(compute == Compute::float32);
+                spec.compute = compute;
+                set_engine_threads(1);
+                r1 = forward(t, spec, in);
+                for (unsigned th : {2u, 3u, 8u}) {
+                    set_engine_threads(th);
+                    ForwardResult rt = forward(t, spec, in);
+                    CHECK(rt.y.f32 == r1.y.f32);
+                    CHECK(rt.mean == r1.mean);
+                    CHECK(rt.mean_lo == r1.mean_lo);
+                    CHECK(rt.var == r1.var);
+                }
             }
+            set_engine_threads(saved);
+            // and the chunked merge agrees with a float64 two-pass reference
+            xt::xarray<double> xd = t.to_double();
+            xt::xarray<double> mu = xt::mean(xd, c.reduced, xt::keep_dims);
+            xt::xarray<double> var = xt::mean(xt::square(xd - mu), c.reduced, xt::keep_dims);
+            CHECK(max_abs_diff(r1.mean, mu) < 1e-9);
+            CHECK(xt::all(xt::abs(r1.var - var) <= 1e-12 * var + 1e-12));  // var 0 (one value), 9 to 2e5
+            Shape ws = c.shape;
+            for (std::size_t d = 0; d < ws.size(); ++d)
+                if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
+            xt::xarray<double> ref = (xd - mu) / xt::sqrt(var + spec.eps) * xt::reshape_view(w, ws);
+            CHECK(max_abs_diff(r1.y.to_double(), ref) < 1e-4);
         }
-        set_engine_threads(saved);
-        // and the chunked merge agrees with a float64 two-pass reference
-        xt::xarray<double> xd = t.to_double();
-        xt::xarray<double> mu = xt::mean(xd, c.reduced, xt::keep_dims);
-        xt::xarray<double> var = xt::mean(xt::square(xd - mu), c.reduced, xt::keep_dims);
-        CHECK(max_abs_diff(r1.mean, mu) < 1e-9);
-        CHECK(max_abs_diff(r1.var, var) < 1e-9);
-        Shape ws = c.shape;
-        for (std::size_t d = 0; d < ws.size(); ++d)
-            if (std::find(c.params.begin(), c.params.end(), d) == c.params.end()) ws[d] = 1;
-        xt::xarray<double> ref = (xd - mu) / xt::sqrt(var + spec.eps) * xt::reshape_view(w, ws);
-        CHECK(max_abs_diff(r1.y.to_double(), ref) < 1e-4);
-    }
 }
 
 TEST_CASE("every layout gives the same bits with every register width") {
@@ -376,7 +390,8 @@ TEST_CASE("every layout gives the same bits with every register width") {
     // after an outlier first (LayerNorm rows short, long, larger than a chunk, masked, and
     // streamed; RMSNorm), the walk (GroupNorm and BatchNorm channels first, axes that are not
     // trailing), and the channels-last kernels on 64 channels, on 20 and 3 (registers that
-    // end mid-row).
+    // end mid-row); data far from 0, and mixed_offsets (the moments' shift 0 and their
+    // shifted sums side by side).
     xt::random::seed(15);
     struct Case { Shape shape; Axes reduced, params; bool center, masked; };
     const std::vector<Case> cases = {
@@ -390,39 +405,42 @@ TEST_CASE("every layout gives the same bits with every register width") {
         {{5, 30, 30, 3}, {1, 2}, {3}, true, false}};
     for (const auto& c : cases)
         for (DType dtype : {DType::float32, DType::float64})
-            for (Compute compute : {Compute::float32, Compute::float64}) {
-                if (dtype == DType::float64 && c.shape[0] == 1500) continue;
-                CAPTURE(format_shape(c.shape));
-                CAPTURE(dtype_name(dtype));
-                CAPTURE(compute == Compute::float32);
-                xt::xarray<double> xd = xt::random::randn<double>(c.shape) * 3.0 + 1e3;
-                xd.data()[0] = 1e3 + 1e4;  // an outlier first: the rows' second pass
-                Tensor t = Tensor::from_double(xd, dtype);
-                xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
-                xt::xarray<std::uint8_t> m = xt::cast<std::uint8_t>(xt::random::rand<double>(c.shape) < 0.8);
-                ForwardInputs in;
-                in.weight = &w;
-                in.bias = &w;
-                if (c.masked) in.mask = &m;
-                NormSpec spec;
-                spec.reduction_axes.assign(c.reduced.begin(), c.reduced.end());
-                spec.param_axes.assign(c.params.begin(), c.params.end());
-                spec.center = c.center;
-                spec.compute = compute;
-                set_lane_width(0);
-                const ForwardResult ref = forward(t, spec, in);
-                for (int width : {4, 2}) {
-                    CAPTURE(width);
-                    set_lane_width(width);
-                    const ForwardResult r = forward(t, spec, in);
-                    if (dtype == DType::float32) CHECK(r.y.f32 == ref.y.f32);
-                    else CHECK(r.y.f64 == ref.y.f64);
-                    CHECK(r.mean == ref.mean);
-                    CHECK(r.mean_lo == ref.mean_lo);
-                    CHECK(r.var == ref.var);
+            for (Compute compute : {Compute::float32, Compute::float64})
+                for (bool mixed : {false, true}) {
+                    if (dtype == DType::float64 && c.shape[0] == 1500) continue;
+                    CAPTURE(format_shape(c.shape));
+                    CAPTURE(dtype_name(dtype));
+                    CAPTURE(compute == Compute::float32);
+                    CAPTURE(mixed);
+                    xt::xarray<double> xd = mixed ? mixed_offsets(c.shape)
+                                                  : xt::xarray<double>(xt::random::randn<double>(c.shape) * 3.0 + 1e3);
+                    xd.data()[0] = 1e3 + 1e4;  // an outlier first: the rows' second pass
+                    Tensor t = Tensor::from_double(xd, dtype);
+                    xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
+                    xt::xarray<std::uint8_t> m = xt::cast<std::uint8_t>(xt::random::rand<double>(c.shape) < 0.8);
+                    ForwardInputs in;
+                    in.weight = &w;
+                    in.bias = &w;
+                    if (c.masked) in.mask = &m;
+                    NormSpec spec;
+                    spec.reduction_axes.assign(c.reduced.begin(), c.reduced.end());
+                    spec.param_axes.assign(c.params.begin(), c.params.end());
+                    spec.center = c.center;
+                    spec.compute = compute;
+                    set_lane_width(0);
+                    const ForwardResult ref = forward(t, spec, in);
+                    for (int width : {4, 2}) {
+                        CAPTURE(width);
+                        set_lane_width(width);
+                        const ForwardResult r = forward(t, spec, in);
+                        if (dtype == DType::float32) CHECK(r.y.f32 == ref.y.f32);
+                        else CHECK(r.y.f64 == ref.y.f64);
+                        CHECK(r.mean == ref.mean);
+                        CHECK(r.mean_lo == ref.mean_lo);
+                        CHECK(r.var == ref.var);
+                    }
+                    set_lane_width(0);
                 }
-                set_lane_width(0);
-            }
 }
 
 namespace {
