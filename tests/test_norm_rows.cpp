@@ -62,7 +62,8 @@ NormSpec row_spec(bool center) {
 }  // namespace
 
 TEST_CASE("one-pass moments: an outlier as the first element (the shift) keeps mean and variance") {
-    // The shift K is the row's first element. Where it lies more than 4 std from the mean,
+    // The shift K is 0, or the row's first element where its first values look far from 0
+    // (moments_rows.cpp, pilot_shift). Where it lies more than 4 std from the mean,
     // the row is summed again about its mean rounded to float, so s2 <= 17 m2 and m2 loses
     // a few bits to cancellation, never the factor n an outlier first would cost. Bounds:
     // the variance within 8 n 2^-53 of itself, the mean within 8 2^-53 (|mean| + std).
@@ -70,7 +71,9 @@ TEST_CASE("one-pass moments: an outlier as the first element (the shift) keeps m
     // element 1e4 std out, n = 5000: variance off by 1.7e-11, twice the bound).
     xt::random::seed(31);
     struct Row { double mu, sd; };
-    for (Row row : {Row{1e4, 1}, Row{0, 1}, Row{5, 1e-3}, Row{-300, 30}, Row{1e3, 1e-2}})
+    // Means of 3 and 6 std take the shift 0 (their first values do not look far from 0): 3 std
+    // keeps it, 6 std is summed again about the mean.
+    for (Row row : {Row{1e4, 1}, Row{0, 1}, Row{5, 1e-3}, Row{-300, 30}, Row{1e3, 1e-2}, Row{3, 1}, Row{-6, 1}})
         for (double outlier : {0.0, 50.0, 1e4, -1e6})
             for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{16}, std::size_t{17},
                                   std::size_t{768}, std::size_t{5000}, std::size_t{40000}}) {
@@ -518,7 +521,9 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
                     CAPTURE(conv);
                     const bool big = c.xs[0] > 1000;
                     if (big && (width != 8 || conv)) continue;  // the large cases check the streamed output once
-                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 40.0;
+                    // rows about 0 (the moments' shift 0) and about 40 (their first value) in turn
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0;
+                    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] += (i / c.xs.back()) % 2 ? 40.0 : 0.0;
                     for (std::size_t i = 0; i < v.size(); i += 7 * c.xs.back()) v.data()[i] = 1e5;  // outliers first
                     const Tensor x = Tensor::from_double(v, DType::float32);
                     NormSpec spec;
@@ -576,7 +581,8 @@ TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the 
                     CAPTURE(center);
                     CAPTURE(width);
                     CAPTURE(threads);
-                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 0.5 + 300.0;
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 0.5;  // about 0 and 300 in turn
+                    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] += (i / c.xs.back()) % 2 ? 300.0 : 0.0;
                     std::size_t n = 1;  // values per statistic
                     for (std::size_t a : c.reduced) n *= c.xs[a];
                     for (std::size_t i = 0; i < v.size(); i += 3 * n) v.data()[i] = -2e4;  // outliers first

@@ -126,13 +126,14 @@ unsigned engine_threads();
 /// with the pairwise update of Chan, Golub and LeVeque (1979) - no E[x^2]-E[x]^2
 /// cancellation (case B08), whatever x's dtype; the mean is kept to about 100 bits (mean +
 /// mean_lo). Within a chunk, float data whose runs each lie in one statistic (reductions
-/// over trailing axes, BatchNorm planes) take one read, shifted by the statistic's first
-/// element (moments_rows.hpp); the rest a corrected two-pass (Chan, Golub and LeVeque
+/// over trailing axes, BatchNorm planes) take one read, shifted by 0 or by the statistic's
+/// first element (moments_rows.hpp); the rest a corrected two-pass (Chan, Golub and LeVeque
 /// 1983). Both are within a few units of double's rounding of the exact moments, not bit
 /// for bit the same. Statistics that vary along the innermost axes (channels last:
 /// BatchNorm, InstanceNorm and GroupNorm in (N, H, W, C)), without a mask, take kernels
 /// across channels (channels_last.hpp): one read with per-channel sums shifted by the mean
-/// of each block's first rows, channels of a GroupNorm group merged the same way; with a
+/// of each block's first rows (or 0 where it lies near 0), channels of a GroupNorm group
+/// merged the same way; with a
 /// mask, GroupNorm with channels last also takes moments per channel first and merges them
 /// per group. BatchNorm's planes in (N, C, ...) of 512 values or more, without a mask, take
 /// the same one read per plane (its own shift) and merge each channel's planes in batch

@@ -31,35 +31,53 @@ RowScratch& row_scratch(std::size_t stats) {
     return s;
 }
 
-// One block of kDoubleLanes elements at p into the lane accumulators.
-template <int W, bool Center>
+// What a run's sums take: sum((x - k)^2) alone (no centring), sum(x) and sum(x^2) (shift 0),
+// or sum(x - k) and sum((x - k)^2).
+enum class Sums { squares, plain, shifted };
+
+// One block of kDoubleLanes elements at p into the lane accumulators. With shift 0, x - 0 is
+// x and s2 + x * x rounds once either way (square_step): the shifted step's bits with k = 0,
+// in four operations per register instead of six.
+template <int W, Sums S>
 NORMLAB_INLINE inline void shifted_block(const float* p, double k, typename Lanes<W>::D* a1,
                                          typename Lanes<W>::D* a2) {
     constexpr int R = kDoubleLanes / W;
     for (int r = 0; r < R; ++r) {
         typename Lanes<W>::D d;
         load_lanes<W>(p, r, d);
-        if constexpr (Center) plain_deviation_step(d, k, a1[r], a2[r]);
-        else square_step<W>(d, a2[r]);
+        if constexpr (S == Sums::shifted) {
+            plain_deviation_step(d, k, a1[r], a2[r]);
+        } else {
+            if constexpr (S == Sums::plain) a1[r] += d;
+            square_step<W>(d, a2[r]);
+        }
     }
 }
 
-// s1 += sum(x - k), s2 += sum((x - k)^2) over a contiguous run (k = 0 without centring).
-template <int W, bool Center>
+// s1 += sum(x - k), s2 += sum((x - k)^2) over a contiguous run (k = 0 unless S is shifted; s1
+// untouched for squares).
+template <int W, Sums S>
 NORMLAB_INLINE inline void shifted_sums(const float* x, std::size_t n, float k, double& s1, double& s2) {
     constexpr int R = kDoubleLanes / W;
     typename Lanes<W>::D a1[R] = {}, a2[R] = {};
     const double kd = static_cast<double>(k);
     std::size_t i = 0;
-    for (; i + kDoubleLanes <= n; i += kDoubleLanes) shifted_block<W, Center>(x + i, kd, a1, a2);
+    for (; i + kDoubleLanes <= n; i += kDoubleLanes) shifted_block<W, S>(x + i, kd, a1, a2);
     if (i < n) {  // the short last block, padded with k: its lanes add exact zeros
         float tail[kDoubleLanes];
         std::fill(tail, tail + kDoubleLanes, k);
         std::memcpy(tail, x + i, (n - i) * sizeof(float));
-        shifted_block<W, Center>(tail, kd, a1, a2);
+        shifted_block<W, S>(tail, kd, a1, a2);
     }
-    if constexpr (Center) s1 += fold_registers<W>(a1);
+    if constexpr (S != Sums::squares) s1 += fold_registers<W>(a1);
     s2 += fold_registers<W>(a2);
+}
+
+// shifted_sums about k, taking the shift-0 sums where k is 0.
+template <int W>
+NORMLAB_INLINE inline void centred_sums(const float* x, std::size_t n, float k, double& s1, double& s2) {
+    if (k == 0.0f) shifted_sums<W, Sums::plain>(x, n, 0.0f, s1, s2);
+    else shifted_sums<W, Sums::shifted>(x, n, k, s1, s2);
 }
 
 // The same sums over the real elements of a masked run (mask m, stride dm), element k of the
@@ -79,6 +97,40 @@ NORMLAB_INLINE inline void shifted_sums_masked(const float* x, std::size_t n, co
     if (center) s1 += fold_lanes(l1, kDoubleLanes);
     s2 += fold_lanes(l2, kDoubleLanes);
     count += cnt;
+}
+
+// Values a statistic's shift looks at: the first real values of its first run with one.
+constexpr std::size_t kPilotValues = 4;
+// Runs shorter than this take their first real value as the shift: on rows of 64 the pilot
+// cost more than the shift 0 saved (LayerNorm (4096,16,64), one thread: 2.49 -> 2.73 ms).
+constexpr std::size_t kPilotRun = 128;
+
+// The shift of a statistic's sums from its pilot values v[0, p): 0, whose sums take four
+// operations per register instead of six (shifted_block), unless the values look far from 0
+// (one sign, and a spread under half their smallest magnitude: a mean some 8 or more spreads
+// away), where the first value is the shift and the sums about it lose nothing; a single
+// value is the shift. A wrong guess costs time, not bits of the result: a shift more than 4
+// standard deviations from the mean is summed again (far_shift).
+NORMLAB_INLINE inline float pilot_shift(const float* v, std::size_t p) {
+    if (p == 1) return v[0];
+    float lo = v[0], hi = v[0];
+    for (std::size_t i = 1; i < p; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+    // & not &&: one branch, which centred data mispredicts less often.
+    const bool one_sign = (lo > 0) | (hi < 0);
+    return one_sign & (2 * (hi - lo) < std::min(std::abs(lo), std::abs(hi))) ? v[0] : 0.0f;
+}
+
+// pilot_shift over the first kPilotValues real values of a run of n values from x (mask m of
+// stride dm, all real without one), over its first real value for runs under kPilotRun; p = 0
+// when it has none.
+NORMLAB_INLINE inline float run_shift(const float* x, std::size_t n, const std::uint8_t* m, std::size_t dm,
+                                      std::size_t& p) {
+    float v[kPilotValues];
+    p = 0;
+    const std::size_t want = n < kPilotRun ? 1 : kPilotValues;
+    for (std::size_t i = 0; i < n && p < want; ++i)
+        if (!m || m[i * dm]) v[p++] = x[i];
+    return p ? pilot_shift(v, p) : 0.0f;
 }
 
 // The moments of statistic a from its shifted sums (moments_rows.hpp).
@@ -118,29 +170,29 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
             }
             if (m && r.db == 0 && !m[r.b]) return;  // the whole run is padding
             const bool masked = m && r.db != 0;
-            if (s.state[a] == 1) {  // the shift: the statistic's first real element
-                std::size_t first = 0;
-                if (masked)
-                    while (first < r.n && !m[r.b + first * r.db]) ++first;
-                if (first == r.n) return;
-                s.shift[a] = center ? xp[first] : 0.0f;
+            if (s.state[a] == 1) {  // the statistic's first run with a real element: the shift
+                std::size_t p = 0;
+                const float k = run_shift(xp, r.n, masked ? m + r.b : nullptr, r.db, p);
+                if (!p) return;
+                s.shift[a] = center ? k : 0.0f;
                 s.state[a] = 2;
             }
             if (masked) {
                 shifted_sums_masked(xp, r.n, m + r.b, r.db, center, s.shift[a], s.s1[a], s.s2[a], s.count[a]);
                 return;
             }
-            if (center) shifted_sums<W, true>(xp, r.n, s.shift[a], s.s1[a], s.s2[a]);
-            else shifted_sums<W, false>(xp, r.n, 0.0f, s.s1[a], s.s2[a]);
+            if (center) centred_sums<W>(xp, r.n, s.shift[a], s.s1[a], s.s2[a]);
+            else shifted_sums<W, Sums::squares>(xp, r.n, 0.0f, s.s1[a], s.s2[a]);
             s.count[a] += static_cast<double>(r.n);
         });
     };
     walk(false);
     if (center) {
-        // A first element far out (an outlier) makes a poor shift: those statistics are
-        // summed once more about their mean rounded to float, as the corrected two-pass does
-        // (moments.cpp). A deterministic choice, so every thread count and instruction set
-        // takes it alike.
+        // A shift more than 4 standard deviations from the mean (0 for data far from 0, an
+        // outlier first) makes the sums lose more than log2(17) of double's 53 bits to
+        // cancellation: those statistics are summed once more about their mean rounded to
+        // float, as the corrected two-pass does (moments.cpp). A deterministic choice, so
+        // every thread count and instruction set takes it alike.
         bool again = false;
         for (std::size_t a : s.touched) {
             if (s.state[a] != 2 || !far_shift(s.s1[a], s.s2[a], s.count[a])) continue;
@@ -162,7 +214,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
 }
 
 // The moments of unmasked rows that are whole statistics: the steps chunk_rows_impl takes
-// for each (shift = first element, a second sum about the mean where far_shift, finish),
+// for each (run_shift, a second sum about the mean where far_shift, finish),
 // with the per-row arithmetic after the sums run over arrays, where the compiler vectorises
 // its divisions (finish's two per row, far_shift's one cost a tenth of a LayerNorm on rows
 // of 64). The out arrays hold the shift, s1 and s2 until the last loop.
@@ -175,7 +227,7 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     if (!center) {
         for (std::size_t i = 0; i < rows; ++i) {
             double a = 0, b = 0;
-            shifted_sums<W, false>(x + i * n, n, 0.0f, a, b);
+            shifted_sums<W, Sums::squares>(x + i * n, n, 0.0f, a, b);
             k[i] = s1[i] = 0.0;
             s2[i] = b;
         }
@@ -183,8 +235,10 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     }
     for (std::size_t i = 0; i < rows; ++i) {
         double a = 0, b = 0;
-        shifted_sums<W, true>(x + i * n, n, x[i * n], a, b);
-        k[i] = static_cast<double>(x[i * n]);
+        std::size_t p = 0;
+        const float k0 = run_shift(x + i * n, n, nullptr, 0, p);
+        centred_sums<W>(x + i * n, n, k0, a, b);
+        k[i] = static_cast<double>(k0);
         s1[i] = a;
         s2[i] = b;
     }
@@ -197,7 +251,7 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
         const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
         if (static_cast<double>(k2) == k[i]) continue;
         double a = 0, b = 0;
-        shifted_sums<W, true>(x + i * n, n, k2, a, b);
+        centred_sums<W>(x + i * n, n, k2, a, b);
         k[i] = static_cast<double>(k2);
         s1[i] = a;
         s2[i] = b;

@@ -12,16 +12,19 @@ namespace normlab {
 
 /// chunk_moments for float storage (float32, float16 and bfloat16 data) when operand A's
 /// stride along the runs of w is 0, so each run belongs to one statistic. One read of the
-/// data, shifted by K, the first real element of the statistic in the chunk ("shifted data",
-/// Chan, Golub and LeVeque 1983, "Algorithms for computing the sample variance", Am. Stat.
-/// 37(3); Welford 1962 for the shift):
+/// data, shifted by K ("shifted data", Chan, Golub and LeVeque 1983, "Algorithms for
+/// computing the sample variance", Am. Stat. 37(3); Welford 1962 for the shift). K is 0,
+/// unless the first real values of the statistic's first run in the chunk (4 of them in runs
+/// of 128 or more, else 1) look far from 0, when it is the first of them: with K = 0, x - K
+/// is x and the sums take four operations per register instead of six.
 ///   s1 = sum(x - K), s2 = sum((x - K)^2)   in double, 16 fixed logical lanes
 ///   mean = K + s1/n (to about 100 bits: mean + mean_lo), m2 = s2 - s1^2/n
 /// x - K is a difference of two floats, exact in double unless their exponents differ by
-/// more than 28. Where K lies more than 4 standard deviations from the mean (an outlier
-/// first), the statistic is summed once more about its mean rounded to float, as in the
-/// corrected two-pass: then s2 <= 17 m2, and the cancellation in m2 costs a few bits of
-/// double's 53, where an outlier kept as the shift would cost up to a factor n. The
+/// more than 28. Where K lies more than 4 standard deviations from the mean (data far from 0
+/// that did not look it, an outlier first), the statistic is summed once more about its mean
+/// rounded to float, as in the corrected two-pass: then s2 <= 17 m2, and the cancellation in
+/// m2 costs a few bits of double's 53, where an outlier kept as the shift would cost up to a
+/// factor n. The
 /// division s1/n keeps its remainder (fma(-q, n, s1), exact), so the mean has the digits
 /// of s1 to about 100 bits (mean + mean_lo).
 /// Without centring (RMSNorm) K = 0 and m2 = s2, the plain sum of squares. A run's element
