@@ -2,6 +2,7 @@
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "run/safety.hpp"
 #include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 using namespace normlab;
 
@@ -63,6 +65,22 @@ long long integer_option(const std::string& name, const std::string& text, long 
         throw InputError(name + " " + text + ": expected " + range + hint);
     }
     if (v < lo || v > hi) throw InputError(name + " " + text + ": expected " + range + hint);
+    return v;
+}
+
+// A finite number option of magnitude at most `limit`, checked as integer_option checks
+// integers.
+double number_option(const std::string& name, const std::string& text, double limit) {
+    const std::string range = "a number from " + format_number(-limit) + " to " + format_number(limit);
+    double v = 0;
+    try {
+        std::size_t used = 0;
+        v = std::stod(text, &used);
+        if (used != text.size()) throw std::invalid_argument(text);
+    } catch (const std::exception&) {
+        throw InputError(name + " " + text + ": expected " + range);
+    }
+    if (!(std::abs(v) <= limit)) throw InputError(name + " " + text + ": expected " + range);
     return v;
 }
 
@@ -255,7 +273,7 @@ int main(int argc, char** argv) {
 
     BenchOptions bench;
     std::vector<std::string> bench_shapes;
-    std::string bench_norms, bench_threads, bench_repeat, bench_min_time, bench_groups, bench_channel_axis;
+    std::string bench_norms, bench_threads, bench_repeat, bench_min_time, bench_groups, bench_channel_axis, bench_mean;
     auto* bench_cmd = app.add_subcommand("bench", "forward-pass throughput against a plain copy of the same bytes; "
                                          "--stack: a residual stack's forward and backward against plain products");
     bench_cmd->add_option("--norm", bench_norms, "comma-separated norm types (default: all five)");
@@ -273,6 +291,10 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--channel-axis", bench_channel_axis,
                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)")
         ->type_name("INT");
+    bench_cmd->add_option("--data-mean", bench_mean,
+                          "mean of the data timed, uniform over mean - 2 to mean + 2 (default 0); a mean more than 4 "
+                          "standard deviations from 0 takes a second sum per statistic")
+        ->type_name("NUMBER");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case (channel_axis and num_groups: those the norm used, "
                         "null for a norm that takes none)");
     bool bench_stack = false;
@@ -350,7 +372,7 @@ int main(int argc, char** argv) {
             if (bench_stack) {
                 // The norm benchmark's options say nothing about a stack: refused, not ignored.
                 for (const char* opt : {"--norm", "--shape", "--compute", "--threads", "--min-time-ms", "--num-groups",
-                                        "--channel-axis"})
+                                        "--channel-axis", "--data-mean"})
                     if (bench_cmd->count(opt))
                         throw InputError(std::string("bench --stack: ") + opt + " does not apply to the stack benchmark" +
                                          (std::string(opt) == "--norm" ? " (its norm: --stack-norm)" : ""));
@@ -383,6 +405,7 @@ int main(int argc, char** argv) {
                 throw InputError("bench --compute: expected float or double, but got \"\"");
             if (bench_cmd->count("--channel-axis"))
                 bench.channel_axis = integer_option("bench --channel-axis", bench_channel_axis, kNoMin, kNoMax);
+            if (bench_cmd->count("--data-mean")) bench.data_mean = number_option("bench --data-mean", bench_mean, 1e30);
             if (bench_cmd->count("--num-groups"))
                 bench.num_groups = static_cast<unsigned>(integer_option("bench --num-groups", bench_groups, 1, 1u << 30));
             if (bench_cmd->count("--threads") && split(bench_threads).empty())

@@ -214,7 +214,7 @@ std::string run_bench(const BenchOptions& o) {
         const std::size_t channel_axis = c.channel_axis;
         xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
         Rng rng(1);
-        for (auto& e : v) e = rng.uniform() * 4.0 - 2.0;
+        for (auto& e : v) e = o.data_mean + (rng.uniform() * 4.0 - 2.0);
         const Tensor x = Tensor::from_double(v, dtype);
         v = xt::xarray<double>();
         const std::size_t bytes = x.size() * (dtype == DType::float64 ? 8 : 4);
@@ -248,6 +248,7 @@ std::string run_bench(const BenchOptions& o) {
                     << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
                     << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(channel_axis))
                     << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
+                    << ", \"data_mean\": " << o.data_mean
                     << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"q1_ms\": " << fwd.q1
                     << ", \"q3_ms\": " << fwd.q3 << ", \"timed_calls\": " << fwd.calls
                     << ", \"ns_per_elem\": " << med * per_el

@@ -25,6 +25,10 @@ struct BenchOptions {
     /// batchnorm/instancenorm/groupnorm; < 0 counts from the end; unset: 1 (0 for rank 1)
     std::optional<long long> channel_axis;
     bool json = false;                           ///< one JSON object per line instead of a table
+    /// mean of the data timed: values uniform in [data_mean - 2, data_mean + 2]. Data whose mean
+    /// lies more than 4 standard deviations from 0 take a second sum per statistic
+    /// (scripts/PERFORMANCE.md); finite, at most 1e30 in magnitude
+    double data_mean = 0;
 };
 
 /// Runs every (norm, shape, threads) case and returns the printable result: per case the
