@@ -432,9 +432,10 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
         CAPTURE(j.dump());
         for (const char* k : {"norm", "shape", "dtype", "compute", "threads", "median_ms", "q1_ms", "q3_ms", "timed_calls", "ns_per_elem", "gb_per_s",
                               "copy_gb_per_s", "fraction_of_copy", "moments_ns_per_elem", "moments_of_copy",
-                              "normalize_ns_per_elem", "normalize_of_copy", "state", "cold_ms", "peak_rss_mib"})
+                              "normalize_ns_per_elem", "normalize_of_copy", "state", "cold_ms", "peak_rss_mib", "data_mean"})
             CHECK(j.contains(k));
         CHECK(j["state"] == "steady");
+        CHECK(j["data_mean"] == 0);
         CHECK(j["timed_calls"] == 3);  // --repeat alone
         CHECK(j["dtype"] == "float32");
         CHECK(j["compute"] == (normlab::default_compute() == normlab::Compute::float32 ? "float" : "double"));
@@ -506,6 +507,9 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
         CHECK(by_norm[n]["num_groups"].is_null());
     }
 
+    CliResult far = run_normlab("bench --norm layernorm --shape 4,256 --threads 1 --repeat 1 --data-mean -1e3 --json");
+    REQUIRE_MESSAGE(far.exit_code == 0, far.err);
+    CHECK(nlohmann::json::parse(far.out)["data_mean"] == -1000);
     CliResult text = run_normlab("bench --norm rmsnorm --shape 3,7 --threads 1 --repeat 1");
     REQUIRE(text.exit_code == 0);
     CHECK(text.out.rfind("norm ", 0) == 0);
@@ -534,6 +538,9 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm layernorm --shape 2,3 --compute half", "bench --compute: expected float or double"},
                          Bad{"--norm layernorm --shape 2,3 --compute ''", "bench --compute: expected float or double, but got \"\""},
                          Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""},
+                         Bad{"--norm layernorm --shape 2,3 --data-mean x", "bench --data-mean x: expected a number from -1e+30 to 1e+30"},
+                         Bad{"--norm layernorm --shape 2,3 --data-mean inf", "bench --data-mean inf: expected a number from -1e+30"},
+                         Bad{"--stack --data-mean 3", "bench --stack: --data-mean does not apply to the stack benchmark"},
                          Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},
                          Bad{"--norm layernorm --shape 100000,100000,100", "bench --shape 100000,100000,100 (the batch, its output and the copy) needs about 10.9 TiB, more than half of this machine's memory"},
