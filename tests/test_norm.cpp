@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include <xtensor/xrandom.hpp>
 #include <xtensor/xreducer.hpp>
@@ -47,14 +48,17 @@ double max_abs_diff(const xt::xarray<double>& a, const xt::xarray<double>& b) {
     return m;
 }
 
-// Normal values of std 3 about 0, and about 1e3 where the first index is odd or the last
-// index a multiple of 5: statistics, blocks and registers of channels that are all centred
-// (the moments' shift 0), all far from 0 (a shift), and mixed.
+// Normal values of std 3 about 0 or about 1e3, by the first index i: i % 4 of 0 or 3, all
+// about 0 (channels last: every block of channels at the moments' shift 0, the short loop);
+// 1, all about 1e3 (shifts about 1e3); 2, about 1e3 in channels (last index) 16 to 23, 40 to
+// 47, ... (blocks with both). Rows, planes and walks get statistics of each kind and mixed.
 xt::xarray<double> mixed_offsets(const Shape& shape) {
     xt::xarray<double> v = xt::random::randn<double>(shape) * 3.0;
     const std::size_t last = shape.back(), first = v.size() / shape[0];
-    for (std::size_t i = 0; i < v.size(); ++i)
-        if ((i / first) % 2 == 1 || (i % last) % 5 == 0) v.data()[i] += 1e3;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::size_t kind = (i / first) % 4, c = i % last;
+        if (kind == 1 || (kind == 2 && (c / 8) % 3 == 2)) v.data()[i] += 1e3;
+    }
     return v;
 }
 
@@ -382,6 +386,47 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
             xt::xarray<double> ref = (xd - mu) / xt::sqrt(var + spec.eps) * xt::reshape_view(w, ws);
             CHECK(max_abs_diff(r1.y.to_double(), ref) < 1e-4);
         }
+}
+
+TEST_CASE("channels last: first rows unlike the rest of a block are summed again about the block's mean") {
+    // InstanceNorm over (H, W) in (N, H, W, C): a sample's 1600 rows are one block of the
+    // moments. Its first 16 rows (the pilot) alternate -1 and 1, so every channel's shift is
+    // 0, and the rest lie at 1e3 + 1e-2 z: the shift sits about 10 standard deviations from
+    // the mean, where the sums about it lose bits of the variance (6e-13 of it, against 1e-16
+    // about the mean), and is taken again.
+    // Against a long double two-pass, at every register width.
+    xt::random::seed(41);
+    const std::size_t N = 2, H = 40, W = 40, C = 64, R = H * W;
+    xt::xarray<double> v = xt::random::randn<double>({N, H, W, C}) * 1e-2 + 1e3;
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t r = 0; r < 16; ++r)
+            for (std::size_t c = 0; c < C; ++c) v.data()[(n * R + r) * C + c] = r % 2 ? 1.0 : -1.0;
+    const Tensor t = Tensor::from_double(v, DType::float32);
+    NormSpec spec;
+    spec.reduction_axes = {1, 2};
+    spec.param_axes = {3};
+    for (int width : {8, 4, 2}) {
+        CAPTURE(width);
+        set_lane_width(width);
+        const ForwardResult r = forward(t, spec, ForwardInputs{});
+        set_lane_width(0);
+        double worst = 0;
+        for (std::size_t n = 0; n < N; ++n)
+            for (std::size_t c = 0; c < C; ++c) {
+                long double mean = 0, var = 0;
+                for (std::size_t i = 0; i < R; ++i) mean += t.f32.data()[(n * R + i) * C + c];
+                mean /= R;
+                for (std::size_t i = 0; i < R; ++i) {
+                    const long double d = t.f32.data()[(n * R + i) * C + c] - mean;
+                    var += d * d;
+                }
+                var /= R;
+                const double got = r.var.data()[n * C + c];
+                worst = std::max(worst, static_cast<double>(std::fabs(got - var) / var));
+            }
+        CHECK(worst <= 8 * R * std::numeric_limits<double>::epsilon() / 16);
+        MESSAGE("width " << width << ": worst relative error of the variance " << worst);
+    }
 }
 
 TEST_CASE("every layout gives the same bits with every register width") {

@@ -49,10 +49,10 @@ NORMLAB_INLINE inline double shift_of(double mu) {
 template <class T>
 constexpr bool kExactSquares = !std::is_same_v<T, double>;
 // A channel's pilot mean within sqrt(kCentredSpread) pilot standard deviations of 0 makes its
-// shift 0: its sums then lose at most log2(1 + kCentredSpread) bits more to cancellation than
-// about the mean, and a block whose shifts are all 0 takes them in four operations per
-// register instead of six (BatchNorm (32,56,56,64) float32, one thread, alternating builds:
-// 2.78 -> 2.62 ms; GroupNorm 2.46 -> 2.33).
+// shift 0, and a block whose shifts are all 0 takes its sums in four operations per register
+// instead of six (BatchNorm (32,56,56,64) float32, one thread, alternating builds: 2.84 ->
+// 2.44 ms). A shift that ends up more than 4 standard deviations from the mean is taken again
+// (block_moments), so the cancellation costs at most log2(17) bits, as in the row moments.
 constexpr double kCentredSpread = 4.0;
 
 // The first n < W values at p as doubles, the other lanes 0.
@@ -65,9 +65,10 @@ NORMLAB_INLINE inline void load_part(const T* p, std::size_t n, typename Lanes<W
 
 // Moments of NR registers of W channels (and, when Tail, one register of `tail` < W more)
 // of a block of n rows of stride C starting at x: sums shifted by K (the mean of the block's
-// first kPilotRows rows, or 0 where that mean lies near 0: kCentredSpread), then mean,
-// mean_lo and m2 per channel. Each channel's sums are one chain over the rows in order, and
-// its shift depends on its own values, so any W gives the same bits.
+// first kPilotRows rows, or 0 where that mean lies near 0: kCentredSpread; where K lies more
+// than 4 standard deviations from the block's mean, far_shift, the block's mean, summed
+// again), then mean, mean_lo and m2 per channel. Each channel's sums are one chain over the
+// rows in order, and its shifts depend on its own values, so any W gives the same bits.
 template <int W, int NR, bool Tail, class T>
 NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t n, std::size_t tail, bool center,
                                          double* mean, double* lo, double* m2) {
@@ -99,31 +100,49 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
             s2[j] = V{};
         }
     }
-    if (zero) {
-        // x - 0 is x and s2 + x * x rounds once either way (square_step): the same sums as
-        // the loop below, in four operations per register instead of six.
-        for (std::size_t r = 0; r < n; ++r)
-#pragma GCC unroll 16
-            for (int j = 0; j < R; ++j) {
-                V d;
-                load(x + r * C, j, d);
-                s1[j] += d;
-                if constexpr (kExactSquares<T>) square_step<W>(d, s2[j]);
-                else s2[j] += d * d;
-            }
-    } else {
-        // Unrolled, or GCC keeps k, s1 and s2 on the stack and each sum waits on a store and a
-        // load (moments 14% slower on (8, 56, 56, 64) float32, in cache).
-        for (std::size_t r = 0; r < n; ++r)
-#pragma GCC unroll 16
-            for (int j = 0; j < R; ++j) {
-                V d;
-                load(x + r * C, j, d);
-                deviation_step<W>(d, k[j], s1[j], s2[j]);
-            }
-    }
     const double cnt = static_cast<double>(n);
     const std::size_t lanes = static_cast<std::size_t>(NR * W) + (Tail ? tail : 0);
+    // A second pass where a shift lies more than 4 standard deviations from its channel's
+    // mean in the block (pilot rows unlike the rest): those channels are summed again about
+    // that mean rounded to float, the others to the same sums, as the row moments do.
+    for (int pass = 0; pass < 2; ++pass) {
+        if (zero) {
+            // x - 0 is x and s2 + x * x rounds once either way (square_step): the same sums
+            // as the loop below, in four operations per register instead of six.
+            for (std::size_t r = 0; r < n; ++r)
+#pragma GCC unroll 16
+                for (int j = 0; j < R; ++j) {
+                    V d;
+                    load(x + r * C, j, d);
+                    s1[j] += d;
+                    if constexpr (kExactSquares<T>) square_step<W>(d, s2[j]);
+                    else s2[j] += d * d;
+                }
+        } else {
+            // Unrolled, or GCC keeps k, s1 and s2 on the stack and each sum waits on a store
+            // and a load (moments 14% slower on (8, 56, 56, 64) float32, in cache).
+            for (std::size_t r = 0; r < n; ++r)
+#pragma GCC unroll 16
+                for (int j = 0; j < R; ++j) {
+                    V d;
+                    load(x + r * C, j, d);
+                    deviation_step<W>(d, k[j], s1[j], s2[j]);
+                }
+        }
+        if (!center || pass == 1) break;
+        bool again = false;
+        for (int j = 0; j < R; ++j)
+            for (int e = 0; e < W; ++e) {
+                if (static_cast<std::size_t>(j * W + e) >= lanes || !far_shift(s1[j][e], s2[j][e], cnt)) continue;
+                const double m = shift_of(k[j][e] + s1[j][e] / cnt);
+                if (m == k[j][e]) continue;
+                k[j][e] = m;
+                again = true;
+            }
+        if (!again) break;
+        zero = false;
+        for (int j = 0; j < R; ++j) s1[j] = s2[j] = V{};
+    }
     for (int j = 0; j < R; ++j)
         for (int e = 0; e < W; ++e) {
             const std::size_t c = static_cast<std::size_t>(j * W + e);

@@ -75,6 +75,15 @@ NORMLAB_INLINE inline void shifted_moments(double k, double s1, double s2, doubl
     m2 = v < 0 ? 0.0 : v;
 }
 
+/// Whether shifted sums over n values (s1 = sum(x - K), s2 = sum((x - K)^2)) were taken about
+/// a shift K more than 4 standard deviations from their mean: s1 q = n (K - mean)^2 against
+/// m2 = n var. Then s2 is mostly n (K - mean)^2, its rounding and that of s1 grow with it, and
+/// m2 = s2 - s1 q loses more than log2(17) bits to cancellation. False for NaN sums.
+NORMLAB_INLINE inline bool far_shift(double s1, double s2, double n) {
+    const double q = s1 / n;
+    return s1 * q > 16 * (s2 - s1 * q);
+}
+
 /// Merges partial moments (count pc, mean pmean + plo, sum of squared deviations pm2; the
 /// plain sum of squares when not centring) into statistic j of the running arrays (Chan,
 /// Golub and LeVeque 1979, "Updating formulae and a pairwise algorithm for computing sample

@@ -107,10 +107,11 @@ constexpr std::size_t kPilotRun = 128;
 
 // The shift of a statistic's sums from its pilot values v[0, p): 0, whose sums take four
 // operations per register instead of six (shifted_block), unless the values look far from 0
-// (one sign, and a spread under half their smallest magnitude: a mean some 8 or more spreads
-// away), where the first value is the shift and the sums about it lose nothing; a single
-// value is the shift. A wrong guess costs time, not bits of the result: a shift more than 4
-// standard deviations from the mean is summed again (far_shift).
+// (one sign, and all more than twice their range from 0: for four normal values, a mean
+// about 4 or more standard deviations from 0), where the first value is the shift, close
+// to the mean; a single value is the shift. A wrong guess costs time, not bits of the
+// result: a shift more than 4 standard deviations from the mean is summed again
+// (far_shift).
 NORMLAB_INLINE inline float pilot_shift(const float* v, std::size_t p) {
     if (p == 1) return v[0];
     float lo = v[0], hi = v[0];
@@ -139,13 +140,6 @@ Partial finish(std::size_t a, double n, float k, double s1, double s2, bool cent
     Partial p{a, n, 0.0, 0.0, 0.0};
     shifted_moments(static_cast<double>(k), s1, s2, n, p.mean, p.mean_lo, p.m2);
     return p;
-}
-
-// The shift lies more than 4 standard deviations from the mean: s1 q = n (K - mean)^2 against
-// m2 = n var. Then s2 is mostly n (K - mean)^2, and its rounding and that of s1 grow with it.
-bool far_shift(double s1, double s2, double n) {
-    const double q = s1 / n;
-    return s1 * q > 16 * (s2 - s1 * q);
 }
 
 // Where far_shift: the shift to sum about again, the mean K + s1/n rounded to float; k itself
