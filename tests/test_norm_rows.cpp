@@ -51,6 +51,18 @@ Tensor rows(std::size_t count, std::size_t n, double mu, double sd, double outli
     return Tensor::from_double(v, DType::float32);
 }
 
+/// Standard normal values v, in rows of `last`, turned into rows of three kinds in turn: std
+/// sd about 0 (the moments' shift 0), std sd about `far` (the first value as the shift), and
+/// std 0.2 about 1 starting with 0, whose first values do not look far from 0 though the
+/// mean lies 5 std away (shift 0, then the second sum about the mean).
+void mix_rows(xt::xarray<double>& v, std::size_t last, double sd, double far) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        double& e = v.data()[i];
+        const std::size_t kind = (i / last) % 3;
+        e = kind == 0 ? e * sd : kind == 1 ? e * sd + far : (i % last == 0 ? 0.0 : 1.0 + 0.2 * e);
+    }
+}
+
 NormSpec row_spec(bool center) {
     NormSpec s;
     s.reduction_axes = {1};
@@ -490,7 +502,8 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
     // Both must agree to the bit: y and every statistic, with the row sums at each register
     // width set_lane_width chooses (the output and the statistics' finish are compiled per
     // instruction set and follow the CPU), centred or not, with and without parameters,
-    // with outliers first (the second sum), rows that fill no whole block of 16 lanes, and
+    // rows of mix_rows' three kinds (shift 0, a shift, shift 0 then the second sum) and
+    // outliers first, rows that fill no whole block of 16 lanes, and
     // outputs large enough to be streamed (short rows and rows longer than the 1024-value
     // block the streamed output is formed in). Parameters over part of the row, or along a
     // kept axis, take the walk in both forwards.
@@ -521,9 +534,8 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
                     CAPTURE(conv);
                     const bool big = c.xs[0] > 1000;
                     if (big && (width != 8 || conv)) continue;  // the large cases check the streamed output once
-                    // rows about 0 (the moments' shift 0) and about 40 (their first value) in turn
-                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0;
-                    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] += (i / c.xs.back()) % 2 ? 40.0 : 0.0;
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs);
+                    mix_rows(v, c.xs.back(), 3.0, 40.0);
                     for (std::size_t i = 0; i < v.size(); i += 7 * c.xs.back()) v.data()[i] = 1e5;  // outliers first
                     const Tensor x = Tensor::from_double(v, DType::float32);
                     NormSpec spec;
@@ -556,8 +568,9 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
 TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the walk, for any thread count") {
     // Without a mask, statistics that are contiguous rows of up to 16 Ki values take the row
     // kernels; a mask of ones sends the same call through the walk. Row lengths around the
-    // 16-lane blocks, outliers first (the second sum), LayerNorm, InstanceNorm and GroupNorm
-    // layouts, float16 data (float storage), each register width, one and two threads.
+    // 16-lane blocks, mix_rows' three kinds of rows and outliers first, LayerNorm,
+    // InstanceNorm and GroupNorm layouts, float16 data (float storage), each register
+    // width, one and two threads.
     xt::random::seed(37);
     struct Case {
         Shape xs;
@@ -581,8 +594,8 @@ TEST_CASE("compute_moments over trailing axes (row kernels) has the bits of the 
                     CAPTURE(center);
                     CAPTURE(width);
                     CAPTURE(threads);
-                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 0.5;  // about 0 and 300 in turn
-                    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] += (i / c.xs.back()) % 2 ? 300.0 : 0.0;
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs);
+                    mix_rows(v, c.xs.back(), 0.5, 300.0);
                     std::size_t n = 1;  // values per statistic
                     for (std::size_t a : c.reduced) n *= c.xs[a];
                     for (std::size_t i = 0; i < v.size(); i += 3 * n) v.data()[i] = -2e4;  // outliers first

@@ -2,6 +2,7 @@
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -75,6 +76,7 @@ double number_option(const std::string& name, const std::string& text, double li
     double v = 0;
     try {
         std::size_t used = 0;
+        if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) throw std::invalid_argument(text);
         v = std::stod(text, &used);
         if (used != text.size()) throw std::invalid_argument(text);
     } catch (const std::exception&) {
@@ -292,8 +294,8 @@ int main(int argc, char** argv) {
                           "channel axis for batchnorm/instancenorm/groupnorm (default 1; -1: channels last)")
         ->type_name("INT");
     bench_cmd->add_option("--data-mean", bench_mean,
-                          "mean of the data timed, uniform over mean - 2 to mean + 2 (default 0); a mean more than 4 "
-                          "standard deviations from 0 takes a second sum per statistic")
+                          "mean of the data timed, uniform over mean - 2 to mean + 2 (default 0): statistics far from 0 "
+                          "take their moments about a shift, a little more arithmetic")
         ->type_name("NUMBER");
     bench_cmd->add_flag("--json", bench.json, "one JSON object per case (channel_axis and num_groups: those the norm used, "
                         "null for a norm that takes none)");

@@ -13,10 +13,11 @@ namespace normlab {
 /// chunk_moments for float storage (float32, float16 and bfloat16 data) when operand A's
 /// stride along the runs of w is 0, so each run belongs to one statistic. One read of the
 /// data, shifted by K ("shifted data", Chan, Golub and LeVeque 1983, "Algorithms for
-/// computing the sample variance", Am. Stat. 37(3); Welford 1962 for the shift). K is 0,
-/// unless the first real values of the statistic's first run in the chunk (4 of them in runs
-/// of 128 or more, else 1) look far from 0, when it is the first of them: with K = 0, x - K
-/// is x and the sums take four operations per register instead of six.
+/// computing the sample variance", Am. Stat. 37(3); Welford 1962 for the shift). In runs of
+/// 128 values or more K is 0, unless the first four real values of the statistic's first run
+/// in the chunk look far from 0, when it is the first of them: with K = 0, x - K is x and
+/// the sums take four operations per register instead of six. Shorter runs take their first
+/// real value.
 ///   s1 = sum(x - K), s2 = sum((x - K)^2)   in double, 16 fixed logical lanes
 ///   mean = K + s1/n (to about 100 bits: mean + mean_lo), m2 = s2 - s1^2/n
 /// x - K is a difference of two floats, exact in double unless their exponents differ by

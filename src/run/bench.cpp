@@ -248,7 +248,7 @@ std::string run_bench(const BenchOptions& o) {
                     << o.dtype << "\", \"compute\": \"" << compute << "\", \"channel_axis\": "
                     << (def.type == NormType::layernorm || def.type == NormType::rmsnorm ? "null" : std::to_string(channel_axis))
                     << ", \"num_groups\": " << (def.type == NormType::groupnorm ? std::to_string(def.num_groups) : "null")
-                    << ", \"data_mean\": " << o.data_mean
+                    << ", \"data_mean\": " << format_number(o.data_mean)
                     << ", \"threads\": " << th << ", \"median_ms\": " << med << ", \"q1_ms\": " << fwd.q1
                     << ", \"q3_ms\": " << fwd.q3 << ", \"timed_calls\": " << fwd.calls
                     << ", \"ns_per_elem\": " << med * per_el

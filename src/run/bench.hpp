@@ -25,8 +25,8 @@ struct BenchOptions {
     /// batchnorm/instancenorm/groupnorm; < 0 counts from the end; unset: 1 (0 for rank 1)
     std::optional<long long> channel_axis;
     bool json = false;                           ///< one JSON object per line instead of a table
-    /// mean of the data timed: values uniform in [data_mean - 2, data_mean + 2]. Data whose mean
-    /// lies more than 4 standard deviations from 0 take a second sum per statistic
+    /// mean of the data timed: values uniform in [data_mean - 2, data_mean + 2]. Statistics far
+    /// from 0 take their moments about a shift, a little more arithmetic than about 0
     /// (scripts/PERFORMANCE.md); finite, at most 1e30 in magnitude
     double data_mean = 0;
 };
