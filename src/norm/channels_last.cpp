@@ -64,11 +64,12 @@ NORMLAB_INLINE inline void load_part(const T* p, std::size_t n, typename Lanes<W
 }
 
 // Moments of NR registers of W channels (and, when Tail, one register of `tail` < W more)
-// of a block of n rows of stride C starting at x: sums shifted by K (the mean of the block's
-// first kPilotRows rows, or 0 where that mean lies near 0: kCentredSpread; where K lies more
-// than 4 standard deviations from the block's mean, far_shift, the block's mean, summed
-// again), then mean, mean_lo and m2 per channel. Each channel's sums are one chain over the
-// rows in order, and its shifts depend on its own values, so any W gives the same bits.
+// of a block of n rows of stride C starting at x: per channel, sums shifted by K, then mean,
+// mean_lo and m2. K is the mean of the block's first kPilotRows rows rounded to float, or 0
+// where that mean lies near 0 (kCentredSpread); a channel whose K ends up more than 4
+// standard deviations from its mean (far_shift) is summed again about that mean. Each
+// channel's sums are one chain over the rows in order, and its shifts depend on its own
+// values, so any W gives the same bits.
 template <int W, int NR, bool Tail, class T>
 NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t n, std::size_t tail, bool center,
                                          double* mean, double* lo, double* m2) {

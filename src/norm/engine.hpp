@@ -133,12 +133,11 @@ unsigned engine_threads();
 /// BatchNorm, InstanceNorm and GroupNorm in (N, H, W, C)), without a mask, take kernels
 /// across channels (channels_last.hpp): one read with per-channel sums shifted by the mean
 /// of each block's first rows (or 0 where it lies near 0), channels of a GroupNorm group
-/// merged the same way; with a
-/// mask, GroupNorm with channels last also takes moments per channel first and merges them
-/// per group. BatchNorm's planes in (N, C, ...) of 512 values or more, without a mask, take
-/// the same one read per plane (its own shift) and merge each channel's planes in batch
-/// order. A statistic with count 0 (fully masked) gets mean and var NaN. Throws InputError
-/// on a mask whose shape does not broadcast to `shape`.
+/// merged the same way; with a mask, GroupNorm with channels last also takes moments per
+/// channel first and merges them per group. BatchNorm's planes in (N, C, ...) of 512 values
+/// or more, without a mask, take the same one read per plane (its own shift) and merge each
+/// channel's planes in batch order. A statistic with count 0 (fully masked) gets mean and
+/// var NaN. Throws InputError on a mask whose shape does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
                         bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
 /// compute_moments over x's own shape.

@@ -21,13 +21,12 @@ namespace normlab {
 ///   s1 = sum(x - K), s2 = sum((x - K)^2)   in double, 16 fixed logical lanes
 ///   mean = K + s1/n (to about 100 bits: mean + mean_lo), m2 = s2 - s1^2/n
 /// x - K is a difference of two floats, exact in double unless their exponents differ by
-/// more than 28. Where K lies more than 4 standard deviations from the mean (data far from 0
-/// that did not look it, an outlier first), the statistic is summed once more about its mean
-/// rounded to float, as in the corrected two-pass: then s2 <= 17 m2, and the cancellation in
-/// m2 costs a few bits of double's 53, where an outlier kept as the shift would cost up to a
-/// factor n. The
-/// division s1/n keeps its remainder (fma(-q, n, s1), exact), so the mean has the digits
-/// of s1 to about 100 bits (mean + mean_lo).
+/// more than 28. Where K lies more than 4 standard deviations from the mean (data far from
+/// 0 that did not look it, an outlier first), the statistic is summed once more about its
+/// mean rounded to float, as in the corrected two-pass: then s2 <= 17 m2, and the
+/// cancellation in m2 costs a few bits of double's 53, where an outlier kept as the shift
+/// would cost up to a factor n. The division s1/n keeps its remainder (fma(-q, n, s1),
+/// exact), so the mean has the digits of s1 to about 100 bits (mean + mean_lo).
 /// Without centring (RMSNorm) K = 0 and m2 = s2, the plain sum of squares. A run's element
 /// k + j of each block of 16 goes to logical lane j on every instruction set (lanes.hpp), a
 /// short block is padded with K (adding exact zeros), and a masked run takes the same lanes
