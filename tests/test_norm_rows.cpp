@@ -836,3 +836,62 @@ TEST_CASE("BatchNorm's planes in (N, C, ...): each plane by the row kernels, mer
                 }
             }
 }
+
+namespace {
+
+// Values about 3 with an infinity every 97 elements from `at`: of sign `sign`, or (sign 0) +inf
+// followed by -inf.
+xt::xarray<double> with_infinities(const Shape& xs, std::size_t at, double sign) {
+    const double inf = std::numeric_limits<double>::infinity();
+    xt::xarray<double> v = xt::xarray<double>::from_shape(xs);
+    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = 3.0 + 0.001 * static_cast<double>(i % 7);
+    for (std::size_t i = at; i + 1 < v.size(); i += 97) {
+        v.data()[i] = sign == 0 ? inf : sign * inf;
+        if (sign == 0) v.data()[i + 1] = -inf;
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("a statistic with an infinity has that infinity as its mean on every path") {
+    // float64 numpy (and PyTorch): mean([inf, 1, 2]) = inf, var = nan; mean([inf, -inf]) =
+    // nan. The shift of the one-pass sums must then be finite, or x - K gives inf - inf = nan
+    // for the mean too, and so must the merges of partial means.
+    struct Case {
+        Shape xs;
+        Axes reduced;
+    };
+    // Short rows, long rows (the pilot), BatchNorm's planes, channels last, and each of
+    // those over several chunks or blocks, whose partial means are merged.
+    const std::vector<Case> cases = {{{3, 17}, {1}},           {{3, 300}, {1}},           {{2, 3, 8, 8}, {0, 2, 3}},
+                                     {{2, 8, 8, 3}, {0, 1, 2}}, {{4, 40, 64}, {1}},        {{2, 150000}, {1}},
+                                     {{8, 2, 64, 64}, {0, 2, 3}}, {{16, 32, 32, 16}, {0, 1, 2}}};
+    for (const Case& c : cases)
+        for (std::size_t at : {std::size_t{0}, std::size_t{5}})
+            for (double sign : {1.0, -1.0, 0.0}) {
+                const xt::xarray<double> v = with_infinities(c.xs, at, sign), want = xt::mean(v, c.reduced);
+                const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
+                for (DType dt : {DType::float32, DType::float64, DType::float16, DType::bfloat16})
+                    for (bool masked : {false, true})
+                        for (int width : {8, 4, 2}) {
+                            CAPTURE(format_shape(c.xs));
+                            CAPTURE(static_cast<int>(dt));
+                            CAPTURE(at);
+                            CAPTURE(sign);
+                            CAPTURE(masked);
+                            CAPTURE(width);
+                            set_lane_width(width);
+                            const Moments m =
+                                compute_moments(Tensor::from_double(v, dt), c.reduced, true, masked ? &ones : nullptr);
+                            set_lane_width(0);
+                            for (std::size_t i = 0; i < want.size(); ++i) {
+                                CAPTURE(i);
+                                const double a = m.mean.data()[i], b = want.data()[i];
+                                if (std::isinf(b)) CHECK_MESSAGE(a == b, a << " against " << b);
+                                if (std::isnan(b)) CHECK_MESSAGE(std::isnan(a), a << " against nan");
+                                if (!std::isfinite(b)) CHECK(std::isnan(m.var.data()[i]));
+                            }
+                        }
+            }
+}

@@ -39,10 +39,12 @@ constexpr std::size_t kWrap = 16;
 
 // The shift K of a block: its pilot mean rounded to float, so that for float data x - K is
 // a difference of two floats, exact in double; the double mean where float's range ends
-// (the same choice as the corrected two-pass in moments.cpp).
+// (the same choice as the corrected two-pass in moments.cpp); 0 where the mean is not finite
+// (an infinite K would make the mean NaN where numpy's is infinite).
 NORMLAB_INLINE inline double shift_of(double mu) {
+    if (!std::isfinite(mu)) return 0.0;
     const double f = static_cast<double>(static_cast<float>(mu));
-    return std::isfinite(f) || !std::isfinite(mu) ? f : mu;
+    return std::isfinite(f) ? f : mu;
 }
 
 // Whether the squares of T's values are exact in double (float and narrower formats).

@@ -93,11 +93,12 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
         // difference of two floats, exact in double unless their exponents differ by more
         // than 29, so the correction s1/n restores the mean's digits even for rows whose
         // mean is near 0 next to their spread, and whatever error the sum had. float64 data
-        // take the same steps, with the double mu where it lies beyond float's range.
+        // take the same steps, with the double mu where it lies beyond float's range, and
+        // about 0 where mu is not finite (x - inf would make the mean NaN, not numpy's inf).
         for (std::size_t a : s.touched) {
             const double mu = s.count[a] > 0 ? s.sum[a] / s.count[a] : 0.0;
             const double muf = static_cast<double>(static_cast<float>(mu));
-            s.sum[a] = std::isfinite(muf) || !std::isfinite(mu) ? muf : mu;
+            s.sum[a] = !std::isfinite(mu) ? 0.0 : std::isfinite(muf) ? muf : mu;
         }
         w.chunk(c, [&](const Run& r) NORMLAB_INLINE {
             const T* xp = x + r.x;
@@ -130,7 +131,9 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
             double mean, lo;
             two_sum(s.sum[a], corr, mean, lo);
             // s2 >= s1^2/n exactly; rounding may undercut it by an ulp (NaN passes through).
-            const double m2 = s.m2[a] - s.dev[a] * corr;
+            double m2 = s.m2[a] - s.dev[a] * corr;
+            // An infinite mean as numpy's, where the error term is inf - inf (shifted_moments).
+            if (!std::isfinite(s.sum[a] + corr)) mean = s.sum[a] + corr, lo = 0.0, m2 = std::nan("");
             out.push_back({a, s.count[a], mean, lo, m2 < 0 ? 0.0 : m2});
         } else {
             out.push_back({a, s.count[a], 0.0, 0.0, center ? 0.0 : s.sum[a]});

@@ -3,6 +3,7 @@
 // compute_moments, and the walk decisions both depend on.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -62,14 +63,20 @@ NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
 /// sum((x - K)^2)): mean = K + s1/n to about 100 bits (mean + mean_lo: the division's
 /// remainder s1 - q n, exact as an fma, is kept, and TwoSum keeps what the additions drop),
 /// m2 = s2 - s1^2/n. s2 >= s1^2/n exactly, but rounding may undercut it by an ulp: m2 is at
-/// least 0 (NaN passes through). Chan, Golub and LeVeque 1983, "Algorithms for computing the
-/// sample variance", Am. Stat. 37(3).
+/// least 0 (NaN passes through). An infinite mean (values of one infinite sign among finite
+/// ones; K finite) is returned as it is, with mean_lo 0 and m2 NaN, as numpy's and PyTorch's
+/// mean and variance: the error terms would turn it into NaN (inf - inf). Chan, Golub and
+/// LeVeque 1983, "Algorithms for computing the sample variance", Am. Stat. 37(3).
 NORMLAB_INLINE inline void shifted_moments(double k, double s1, double s2, double n, double& mean, double& mean_lo,
                                            double& m2) {
     const double q = s1 / n;
     const double q_lo = std::fma(-q, n, s1) / n;
     double m1, e1;
     two_sum(k, q, m1, e1);
+    if (!std::isfinite(m1)) {
+        mean = m1, mean_lo = 0.0, m2 = std::numeric_limits<double>::quiet_NaN();
+        return;
+    }
     two_sum(m1, e1 + q_lo, mean, mean_lo);
     const double v = s2 - s1 * q;
     m2 = v < 0 ? 0.0 : v;
@@ -92,6 +99,8 @@ NORMLAB_INLINE inline bool far_shift(double s1, double s2, double n) {
 ///   M2 = M2a + M2b + delta^2 * na * nb / n,
 /// with the means kept as two doubles and delta * nb / n carried to about 100 bits too. The
 /// first part of a statistic (count 0 so far) is taken as it is: the arrays start at zero.
+/// Where either mean is not finite, the mean is the weighted sum (inf with finite means
+/// stays inf, +inf with -inf gives NaN, as numpy's mean), its low part 0 and M2 NaN.
 inline void merge_partial(double* count, double* mean, double* lo, double* m2, std::size_t j, double pc, double pmean,
                    double plo, double pm2, bool center) {
     const double na = count[j], n = na + pc;
@@ -100,6 +109,10 @@ inline void merge_partial(double* count, double* mean, double* lo, double* m2, s
         mean[j] = pmean;
         lo[j] = plo;
         m2[j] = pm2;
+    } else if (center && !(std::isfinite(pmean) && std::isfinite(mean[j]))) {
+        mean[j] = mean[j] * (na / n) + pmean * (pc / n);
+        lo[j] = 0.0;
+        m2[j] = std::numeric_limits<double>::quiet_NaN();
     } else if (center) {
         // delta = dh + dl: the high parts' difference by TwoSum, the low parts' in dl. Then
         // delta pc / n = t + t_lo, with what the product and the division drop (exact as

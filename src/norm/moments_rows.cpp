@@ -109,11 +109,12 @@ constexpr std::size_t kPilotRun = 128;
 // operations per register instead of six (shifted_block), unless the values look far from 0
 // (one sign, and all more than twice their range from 0: for four normal values, a mean
 // about 4 or more standard deviations from 0), where the first value is the shift, close
-// to the mean; a single value is the shift. A wrong guess costs time, not bits of the
+// to the mean; a single value is the shift where it is finite (an infinite shift would make
+// every x - K infinite or NaN, and the mean NaN where numpy's is infinite). A wrong guess costs time, not bits of the
 // result: a shift more than 4 standard deviations from the mean is summed again
 // (far_shift).
 NORMLAB_INLINE inline float pilot_shift(const float* v, std::size_t p) {
-    if (p == 1) return v[0];
+    if (p == 1) return std::isfinite(v[0]) ? v[0] : 0.0f;
     float lo = v[0], hi = v[0];
     for (std::size_t i = 1; i < p; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
     // & not &&: one branch, which centred data mispredicts less often.
