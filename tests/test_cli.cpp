@@ -540,6 +540,7 @@ TEST_CASE("bench: one JSON object per case with the documented fields; bad optio
                          Bad{"--norm '' --shape 2,3", "bench --norm: expected comma-separated norm types, but got \"\""},
                          Bad{"--norm layernorm --shape 2,3 --data-mean x", "bench --data-mean x: expected a number from -1e+30 to 1e+30"},
                          Bad{"--norm layernorm --shape 2,3 --data-mean inf", "bench --data-mean inf: expected a number from -1e+30"},
+                         Bad{"--norm layernorm --shape 2,3 --data-mean 0x1p3", "bench --data-mean 0x1p3: expected a number from -1e+30"},
                          Bad{"--stack --data-mean 3", "bench --stack: --data-mean does not apply to the stack benchmark"},
                          Bad{"--stack --layers -3", "bench --layers -3: expected an integer >= 1"},
                          Bad{"--stack --rows 0", "bench --rows 0: expected an integer >= 1"},

@@ -70,13 +70,15 @@ long long integer_option(const std::string& name, const std::string& text, long 
 }
 
 // A finite number option of magnitude at most `limit`, checked as integer_option checks
-// integers.
+// integers. Decimal only, as a number in the config's JSON: std::stod alone would also take
+// hexadecimal ("0x1p3") and blanks before the digits.
 double number_option(const std::string& name, const std::string& text, double limit) {
     const std::string range = "a number from " + format_number(-limit) + " to " + format_number(limit);
     double v = 0;
     try {
         std::size_t used = 0;
-        if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) throw std::invalid_argument(text);
+        if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos)
+            throw std::invalid_argument(text);
         v = std::stod(text, &used);
         if (used != text.size()) throw std::invalid_argument(text);
     } catch (const std::exception&) {
