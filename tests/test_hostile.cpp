@@ -555,8 +555,8 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
             CAPTURE(extra);
             CliResult r = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out afile/sub");
             CHECK(r.exit_code == 1);
-            CHECK(r.err == "normlab: error: afile/sub: cannot write the output folder here: " + (dir / "afile").string() +
-                               " refuses a new folder: Not a directory\n");
+            CHECK(r.err == "normlab: error: afile/sub: cannot write the output folder here: cannot create a folder in " +
+                               (dir / "afile").string() + ": Not a directory\n");
             CHECK(r.out.empty());
         }
         // The dry run's probe leaves nothing behind: not the staging folder, nor the parents.

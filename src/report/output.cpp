@@ -159,8 +159,8 @@ void OutputFolder::stage() {
         remove_staging(m_staging, m_created);
         m_created.clear();
         // The staging folder is normlab's own; the user named the target and its parent.
-        throw EnvError(m_target.string() + ": cannot write the output folder here: " + m_path.parent_path().string() +
-                       " refuses a new folder: " + ec.message());
+        throw EnvError(m_target.string() + ": cannot write the output folder here: cannot create a folder in " +
+                       m_path.parent_path().string() + ": " + ec.message());
     }
     live_staging()[m_staging] = Staged{m_created, false};
     m_staged = true;
