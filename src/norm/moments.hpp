@@ -71,15 +71,15 @@ NORMLAB_INLINE inline void shifted_moments(double k, double s1, double s2, doubl
                                            double& m2) {
     const double q = s1 / n;
     const double q_lo = std::fma(-q, n, s1) / n;
-    double m1, e1;
+    double m1, e1, hi, lo;
     two_sum(k, q, m1, e1);
-    if (!std::isfinite(m1)) {
-        mean = m1, mean_lo = 0.0, m2 = std::numeric_limits<double>::quiet_NaN();
-        return;
-    }
-    two_sum(m1, e1 + q_lo, mean, mean_lo);
+    two_sum(m1, e1 + q_lo, hi, lo);
     const double v = s2 - s1 * q;
-    m2 = v < 0 ? 0.0 : v;
+    // Selects, not a branch: the row moments' finishing loop stays vectorised.
+    const bool finite = std::isfinite(m1);
+    mean = finite ? hi : m1;
+    mean_lo = finite ? lo : 0.0;
+    m2 = finite ? (v < 0 ? 0.0 : v) : std::numeric_limits<double>::quiet_NaN();
 }
 
 /// Whether shifted sums over n values (s1 = sum(x - K), s2 = sum((x - K)^2)) were taken about

@@ -109,12 +109,11 @@ constexpr std::size_t kPilotRun = 128;
 // operations per register instead of six (shifted_block), unless the values look far from 0
 // (one sign, and all more than twice their range from 0: for four normal values, a mean
 // about 4 or more standard deviations from 0), where the first value is the shift, close
-// to the mean; a single value is the shift where it is finite (an infinite shift would make
-// every x - K infinite or NaN, and the mean NaN where numpy's is infinite). A wrong guess costs time, not bits of the
-// result: a shift more than 4 standard deviations from the mean is summed again
-// (far_shift).
+// to the mean; a single value is the shift. A wrong guess costs time, not bits of the
+// result: a shift more than 4 standard deviations from the mean, or infinite, is summed
+// again (sum_again).
 NORMLAB_INLINE inline float pilot_shift(const float* v, std::size_t p) {
-    if (p == 1) return std::isfinite(v[0]) ? v[0] : 0.0f;
+    if (p == 1) return v[0];
     float lo = v[0], hi = v[0];
     for (std::size_t i = 1; i < p; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
     // & not &&: one branch, which centred data mispredicts less often.
@@ -143,11 +142,18 @@ Partial finish(std::size_t a, double n, float k, double s1, double s2, bool cent
     return p;
 }
 
-// Where far_shift: the shift to sum about again, the mean K + s1/n rounded to float; k itself
-// where that is not finite.
+// Whether sums about k are taken again: where far_shift, or where k is infinite (a first
+// value of inf), which makes every x - k infinite or NaN and the mean NaN where numpy's is
+// inf. Checked after the sums, with far_shift, so that the loop over rows stays vectorised.
+NORMLAB_INLINE inline bool sum_again(double k, double s1, double s2, double n) {
+    return far_shift(s1, s2, n) | !std::isfinite(k);
+}
+
+// Where sum_again: the shift to sum about again, the mean K + s1/n rounded to float; k itself
+// where that is not finite, and 0 where neither is.
 float better_shift(float k, double s1, double n) {
     const float m = static_cast<float>(static_cast<double>(k) + s1 / n);
-    return std::isfinite(m) ? m : k;
+    return std::isfinite(m) ? m : std::isfinite(k) ? k : 0.0f;
 }
 
 template <int W>
@@ -190,7 +196,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
         // every thread count and instruction set takes it alike.
         bool again = false;
         for (std::size_t a : s.touched) {
-            if (s.state[a] != 2 || !far_shift(s.s1[a], s.s2[a], s.count[a])) continue;
+            if (s.state[a] != 2 || !sum_again(s.shift[a], s.s1[a], s.s2[a], s.count[a])) continue;
             const float k = better_shift(s.shift[a], s.s1[a], s.count[a]);
             if (k == s.shift[a]) continue;
             s.shift[a] = k;
@@ -209,7 +215,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
 }
 
 // The moments of unmasked rows that are whole statistics: the steps chunk_rows_impl takes
-// for each (run_shift, a second sum about the mean where far_shift, finish),
+// for each (run_shift, a second sum about the mean where sum_again, finish),
 // with the per-row arithmetic after the sums run over arrays, where the compiler vectorises
 // its divisions (finish's two per row, far_shift's one cost a tenth of a LayerNorm on rows
 // of 64). The out arrays hold the shift, s1 and s2 until the last loop.
@@ -240,7 +246,7 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     thread_local std::vector<char> far;
     far.resize(rows);
     char* __restrict f = far.data();
-    for (std::size_t i = 0; i < rows; ++i) f[i] = far_shift(s1[i], s2[i], cnt);
+    for (std::size_t i = 0; i < rows; ++i) f[i] = sum_again(k[i], s1[i], s2[i], cnt);
     for (std::size_t i = 0; i < rows; ++i) {
         if (!f[i]) continue;
         const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
