@@ -217,6 +217,21 @@ TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figur
     // the header counts the rows --where kept, and one row is "1 row"
     CHECK_MESSAGE(some.out.rfind("== stats_shapes (4 of 9 rows, ", 0) == 0, some.out);
 
+    // No row kept: the show says which condition matched nothing, with its column's values,
+    // a did-you-mean for a name (not for a number), or that no row meets them all.
+    auto misspelt = run_normlab("show " + out.string() + " stats_shapes --columns norm --where norm=lnn");
+    CHECK(misspelt.exit_code == 0);
+    CHECK_MESSAGE(misspelt.out.find("----\nno row has norm=lnn; its values: ln, rms, bn, ln_img, in, gn, ln_last, ln_two "
+                                    "(did you mean \"ln\"?)\nfigure: ") != std::string::npos,
+                  misspelt.out);
+    auto number = run_normlab("show " + out.string() + " stats_shapes --columns norm --where num_stats=97");
+    CHECK_MESSAGE(number.out.find("no row has num_stats=97; its values: 2048, 512, 3, 32, 96, 6, 2\n") != std::string::npos,
+                  number.out);
+    auto both = run_normlab("show " + out.string() + " stats_shapes --columns norm --where norm=ln --where data=images");
+    CHECK_MESSAGE(both.out.find("== stats_shapes (0 of 9 rows, ") == 0, both.out);
+    CHECK_MESSAGE(both.out.find("no row meets all of the --where conditions\n") != std::string::npos, both.out);
+    CHECK(some.out.find("no row") == std::string::npos);
+
     // 6 significant digits unless --full.
     auto shortened = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms");
     auto full = run_normlab("show " + out.string() + " apply --columns norm,out_std_min --where norm=rms --full");

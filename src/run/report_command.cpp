@@ -1,6 +1,7 @@
 #include "run/report_command.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "analysis/analysis.hpp"
 #include "json/reader.hpp"
@@ -69,6 +70,34 @@ std::string missing_column(const fs::path& dir, const std::vector<std::pair<std:
                                       dir.string() + " " + others.front());
 }
 
+// Why --where kept no row of `t`: each condition that matches no row, with the values its
+// column has (up to 12, in table order) and a did-you-mean; else that no row meets them all.
+std::string unmatched_where(const Table& t, const TerminalTableOptions& o) {
+    constexpr std::size_t kListed = 12;
+    std::string out;
+    for (const auto& [column, value] : o.where) {
+        const std::size_t c = static_cast<std::size_t>(
+            std::find(t.columns.begin(), t.columns.end(), column) - t.columns.begin());
+        std::vector<std::string> values;
+        bool any = false;
+        for (const auto& row : t.rows) {
+            any = any || cell_matches(row[c], value);
+            const std::string v = cell_to_string(row[c]);
+            if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+        }
+        if (any) continue;
+        std::string list;
+        for (std::size_t i = 0; i < std::min(values.size(), kListed); ++i) list += (i ? ", " : "") + values[i];
+        if (values.size() > kListed) list += ", ... (" + std::to_string(values.size()) + " values)";
+        // A near number is no likelier meant than a far one: the hint is for names.
+        char* end = nullptr;
+        const bool number = !value.empty() && (std::strtod(value.c_str(), &end), *end == '\0');
+        out += "no row has " + column + "=" + value + "; its values: " + list +
+               (number ? "" : did_you_mean_note(value, values)) + "\n";
+    }
+    return out.empty() ? "no row meets all of the --where conditions\n" : out;
+}
+
 }  // namespace
 
 std::vector<fs::path> write_report(const fs::path& dir) {
@@ -117,6 +146,7 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
                                      : std::to_string(kept) + " of " + count_noun(table.rows.size(), "row");
         out += "== " + type + " (" + rows + ", " + (dir / (type + ".csv")).string() + ")\n";
         out += body;
+        if (kept == 0 && !table.rows.empty() && !o.table.where.empty()) out += unmatched_where(table, o.table);
         const fs::path fig = dir / "figures" / (type + ".vl.json");
         out += "figure: " + (fs::exists(fig) ? fig.string() : fig.string() + " (not written yet: normlab report " + dir.string() + ")");
         out += "\n\n";

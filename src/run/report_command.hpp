@@ -34,7 +34,9 @@ struct ShowOptions {
 };
 
 /// The tables of the result in `dir` as aligned text, each under a "== <analysis> (N rows)"
-/// line and followed by the path of its figure (and report.html when it exists). InputError
+/// line and followed by the path of its figure (and report.html when it exists); a table
+/// that --where left empty says which condition matched no row, with that column's values
+/// and a did-you-mean for a name, or that no row meets them all. InputError
 /// for a folder without a normlab result, an analysis type the result does not have (naming
 /// those it has), or unknown columns.
 std::string show_result(const std::filesystem::path& dir, const ShowOptions& options);
