@@ -5,12 +5,37 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <sys/wait.h>
 #include <unistd.h>
 
 namespace normlab_test {
+
+/// The folders process_temp_dir made, removed with everything in them when the test program
+/// exits normally, unless NORMLAB_KEEP_TEST_FILES is set (to look at a failed test's files).
+struct ProcessTempDirs {
+    std::map<std::string, std::filesystem::path> dirs;
+    ~ProcessTempDirs() {
+        if (std::getenv("NORMLAB_KEEP_TEST_FILES")) return;
+        for (const auto& entry : dirs) {
+            std::error_code ec;  // a folder a test left unremovable stays; the exit goes on
+            std::filesystem::remove_all(entry.second, ec);
+        }
+    }
+};
+
+/// "<temp dir>/<prefix><pid>": this test program's own folder for `prefix`, made on first
+/// use and removed at exit (ProcessTempDirs), so that test runs do not pile up in /tmp.
+inline std::filesystem::path process_temp_dir(const std::string& prefix) {
+    static ProcessTempDirs all;
+    const auto it =
+        all.dirs.try_emplace(prefix, std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))).first;
+    std::filesystem::create_directories(it->second);
+    return it->second;
+}
 
 /// Result of one normlab invocation.
 struct CliResult {
@@ -29,8 +54,7 @@ inline std::string read_text(const std::filesystem::path& p) {
 /// and captures exit code, stdout and stderr.
 inline CliResult run_normlab(const std::string& args) {
     static int counter = 0;
-    auto dir = std::filesystem::temp_directory_path() / ("normlab_cli_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
+    const auto dir = process_temp_dir("normlab_cli_");
     auto out = dir / ("out" + std::to_string(counter));
     auto err = dir / ("err" + std::to_string(counter++));
     std::string cmd = std::string(NORMLAB_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
@@ -42,9 +66,10 @@ inline CliResult run_normlab(const std::string& args) {
     return r;
 }
 
-/// A fresh empty folder under the system temp dir, for one test's outputs.
+/// A fresh empty folder under this test program's temp folder (process_temp_dir), for one
+/// test's outputs.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-    auto d = std::filesystem::temp_directory_path() / ("normlab_test_" + std::to_string(::getpid())) / name;
+    auto d = process_temp_dir("normlab_test_") / name;
     std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
     return d;

@@ -51,8 +51,7 @@ CliResult run_sh(std::string cmd) {
     const std::string bin = NORMLAB_BINARY;
     for (std::size_t p = cmd.find("NL "); p != std::string::npos; p = cmd.find("NL ", p + bin.size()))
         cmd.replace(p, 2, bin);
-    auto dir = fs::temp_directory_path() / ("normlab_hostile_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
+    const auto dir = process_temp_dir("normlab_hostile_");
     auto out = dir / ("out" + std::to_string(counter));
     auto err = dir / ("err" + std::to_string(counter++));
     std::string full = "(" + cmd + ") >" + out.string() + " 2>" + err.string();
