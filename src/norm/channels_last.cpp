@@ -152,6 +152,7 @@ NORMLAB_INLINE inline void block_moments(const T* x, std::size_t C, std::size_t 
             if (c >= lanes) break;
             if (center) {
                 shifted_moments(k[j][e], s1[j][e], s2[j][e], cnt, mean[c], lo[c], m2[c]);
+                infinite_moments(k[j][e], s1[j][e], cnt, mean[c], lo[c], m2[c]);
             } else {
                 mean[c] = lo[c] = 0;
                 m2[c] = s2[j][e];

@@ -3,7 +3,6 @@
 // compute_moments, and the walk decisions both depend on.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -63,23 +62,30 @@ NORMLAB_INLINE inline void two_sum(double a, double b, double& s, double& e) {
 /// sum((x - K)^2)): mean = K + s1/n to about 100 bits (mean + mean_lo: the division's
 /// remainder s1 - q n, exact as an fma, is kept, and TwoSum keeps what the additions drop),
 /// m2 = s2 - s1^2/n. s2 >= s1^2/n exactly, but rounding may undercut it by an ulp: m2 is at
-/// least 0 (NaN passes through). An infinite mean (values of one infinite sign among finite
-/// ones; K finite) is returned as it is, with mean_lo 0 and m2 NaN, as numpy's and PyTorch's
-/// mean and variance: the error terms would turn it into NaN (inf - inf). Chan, Golub and
-/// LeVeque 1983, "Algorithms for computing the sample variance", Am. Stat. 37(3).
+/// least 0 (NaN passes through). A mean that is not finite comes out NaN (the error terms
+/// take inf - inf): infinite_moments gives numpy's. Chan, Golub and LeVeque 1983,
+/// "Algorithms for computing the sample variance", Am. Stat. 37(3).
 NORMLAB_INLINE inline void shifted_moments(double k, double s1, double s2, double n, double& mean, double& mean_lo,
                                            double& m2) {
     const double q = s1 / n;
     const double q_lo = std::fma(-q, n, s1) / n;
-    double m1, e1, hi, lo;
+    double m1, e1;
     two_sum(k, q, m1, e1);
-    two_sum(m1, e1 + q_lo, hi, lo);
+    two_sum(m1, e1 + q_lo, mean, mean_lo);
     const double v = s2 - s1 * q;
-    // Selects, not a branch: the row moments' finishing loop stays vectorised.
-    const bool finite = std::isfinite(m1);
-    mean = finite ? hi : m1;
-    mean_lo = finite ? lo : 0.0;
-    m2 = finite ? (v < 0 ? 0.0 : v) : std::numeric_limits<double>::quiet_NaN();
+    m2 = v < 0 ? 0.0 : v;
+}
+
+/// Where the mean K + s1/n of shifted sums (K finite) is not finite, as for values of one
+/// infinite sign among finite ones: sets mean to it, mean_lo to 0 and m2 to NaN, numpy's and
+/// PyTorch's mean and variance, and returns true; else changes nothing. The NaN is made by
+/// arithmetic (inf - inf), as NaN elsewhere in the moments is, so that the output's NaN bits
+/// do not depend on which of two NaNs an instruction set's FMA passes on.
+NORMLAB_INLINE inline bool infinite_moments(double k, double s1, double n, double& mean, double& mean_lo, double& m2) {
+    const double m = k + s1 / n;
+    if (std::isfinite(m)) return false;
+    mean = m, mean_lo = 0.0, m2 = m - m;
+    return true;
 }
 
 /// Whether shifted sums over n values (s1 = sum(x - K), s2 = sum((x - K)^2)) were taken about
@@ -112,7 +118,7 @@ inline void merge_partial(double* count, double* mean, double* lo, double* m2, s
     } else if (center && !(std::isfinite(pmean) && std::isfinite(mean[j]))) {
         mean[j] = mean[j] * (na / n) + pmean * (pc / n);
         lo[j] = 0.0;
-        m2[j] = std::numeric_limits<double>::quiet_NaN();
+        m2[j] = mean[j] - mean[j];  // NaN by arithmetic, as infinite_moments
     } else if (center) {
         // delta = dh + dl: the high parts' difference by TwoSum, the low parts' in dl. Then
         // delta pc / n = t + t_lo, with what the product and the division drop (exact as

@@ -135,18 +135,26 @@ NORMLAB_INLINE inline float run_shift(const float* x, std::size_t n, const std::
 }
 
 // The moments of statistic a from its shifted sums (moments_rows.hpp).
-Partial finish(std::size_t a, double n, float k, double s1, double s2, bool center) {
+// `checked`: with an infinite mean as numpy's (infinite_moments), which rows_impl's vectorised
+// loop leaves out where every sum is finite.
+Partial finish(std::size_t a, double n, float k, double s1, double s2, bool center, bool checked = true) {
     if (!center || n == 0) return {a, n, 0.0, 0.0, center ? 0.0 : s2};
     Partial p{a, n, 0.0, 0.0, 0.0};
     shifted_moments(static_cast<double>(k), s1, s2, n, p.mean, p.mean_lo, p.m2);
+    if (checked) infinite_moments(static_cast<double>(k), s1, n, p.mean, p.mean_lo, p.m2);
     return p;
 }
+
+// Whether x is inf or NaN: a quiet comparison and a subtraction, which GCC vectorises in a
+// loop where std::isfinite's ordered comparison keeps the loop scalar unless AVX-512's masks
+// are there.
+NORMLAB_INLINE inline bool not_finite(double x) { return x - x != 0.0; }
 
 // Whether sums about k are taken again: where far_shift, or where k is infinite (a first
 // value of inf), which makes every x - k infinite or NaN and the mean NaN where numpy's is
 // inf. Checked after the sums, with far_shift, so that the loop over rows stays vectorised.
 NORMLAB_INLINE inline bool sum_again(double k, double s1, double s2, double n) {
-    return far_shift(s1, s2, n) | !std::isfinite(k);
+    return far_shift(s1, s2, n) | not_finite(k);
 }
 
 // Where sum_again: the shift to sum about again, the mean K + s1/n rounded to float; k itself
@@ -246,7 +254,13 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     thread_local std::vector<char> far;
     far.resize(rows);
     char* __restrict f = far.data();
-    for (std::size_t i = 0; i < rows; ++i) f[i] = sum_again(k[i], s1[i], s2[i], cnt);
+    // A row holding inf or NaN has a sum that is not finite before any second sum (which only
+    // finite sums about a finite shift, or an infinite shift, are taken again over).
+    char nonfinite = 0;  // a char, not a bool, or GCC leaves the loop scalar
+    for (std::size_t i = 0; i < rows; ++i) {
+        f[i] = sum_again(k[i], s1[i], s2[i], cnt);
+        nonfinite |= static_cast<char>(not_finite(s1[i]));
+    }
     for (std::size_t i = 0; i < rows; ++i) {
         if (!f[i]) continue;
         const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
@@ -257,8 +271,18 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
         s1[i] = a;
         s2[i] = b;
     }
+    // Written twice so that the loop without the check stays vectorised.
+    if (nonfinite) {
+        for (std::size_t i = 0; i < rows; ++i) {
+            const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true, true);
+            k[i] = p.mean;
+            s1[i] = p.mean_lo;
+            s2[i] = p.m2;
+        }
+        return;
+    }
     for (std::size_t i = 0; i < rows; ++i) {
-        const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true);
+        const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true, false);
         k[i] = p.mean;
         s1[i] = p.mean_lo;
         s2[i] = p.m2;
