@@ -70,7 +70,7 @@ long long integer_option(const std::string& name, const std::string& text, long 
 }
 
 // A finite number option of magnitude at most `limit`, checked as integer_option checks
-// integers. Decimal only, as a number in the config's JSON: std::stod alone would also take
+// integers. Decimal digits, sign, point and exponent only: std::stod alone would also take
 // hexadecimal ("0x1p3") and blanks before the digits.
 double number_option(const std::string& name, const std::string& text, double limit) {
     const std::string range = "a number from " + format_number(-limit) + " to " + format_number(limit);
