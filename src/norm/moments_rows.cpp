@@ -145,16 +145,17 @@ Partial finish(std::size_t a, double n, float k, double s1, double s2, bool cent
     return p;
 }
 
-// Whether x is inf or NaN: a quiet comparison and a subtraction, which GCC vectorises in a
-// loop where std::isfinite's ordered comparison keeps the loop scalar unless AVX-512's masks
-// are there.
-NORMLAB_INLINE inline bool not_finite(double x) { return x - x != 0.0; }
+// Whether x is inf or NaN.
+NORMLAB_INLINE inline bool not_finite(double x) { return !std::isfinite(x); }
 
-// Whether sums about k are taken again: where far_shift, or where k is infinite (a first
-// value of inf), which makes every x - k infinite or NaN and the mean NaN where numpy's is
-// inf. Checked after the sums, with far_shift, so that the loop over rows stays vectorised.
-NORMLAB_INLINE inline bool sum_again(double k, double s1, double s2, double n) {
-    return far_shift(s1, s2, n) | not_finite(k);
+// Whether a statistic's sums are looked at again: where far_shift, and where they are not
+// finite (an infinity or NaN among its values, or an infinite shift: a first value of inf,
+// which makes every x - k infinite or NaN and the mean NaN where numpy's is inf). far_shift's
+// comparison negated, so that NaN counts: for finite sums the same answer, in as many
+// operations, so that the loop over rows costs what it did.
+NORMLAB_INLINE inline bool sum_again(double s1, double s2, double n) {
+    const double q = s1 / n;
+    return !(s1 * q <= 16 * (s2 - s1 * q));
 }
 
 // Where sum_again: the shift to sum about again, the mean K + s1/n rounded to float; k itself
@@ -204,7 +205,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
         // every thread count and instruction set takes it alike.
         bool again = false;
         for (std::size_t a : s.touched) {
-            if (s.state[a] != 2 || !sum_again(s.shift[a], s.s1[a], s.s2[a], s.count[a])) continue;
+            if (s.state[a] != 2 || !sum_again(s.s1[a], s.s2[a], s.count[a])) continue;
             const float k = better_shift(s.shift[a], s.s1[a], s.count[a]);
             if (k == s.shift[a]) continue;
             s.shift[a] = k;
@@ -254,15 +255,13 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     thread_local std::vector<char> far;
     far.resize(rows);
     char* __restrict f = far.data();
-    // A row holding inf or NaN has a sum that is not finite before any second sum (which only
-    // finite sums about a finite shift, or an infinite shift, are taken again over).
-    char nonfinite = 0;  // a char, not a bool, or GCC leaves the loop scalar
-    for (std::size_t i = 0; i < rows; ++i) {
-        f[i] = sum_again(k[i], s1[i], s2[i], cnt);
-        nonfinite |= static_cast<char>(not_finite(s1[i]));
-    }
+    for (std::size_t i = 0; i < rows; ++i) f[i] = sum_again(s1[i], s2[i], cnt);
+    // A row holding inf or NaN has sums that are not finite before any second sum, and still
+    // after it (about 0, where its shift was infinite).
+    bool nonfinite = false;
     for (std::size_t i = 0; i < rows; ++i) {
         if (!f[i]) continue;
+        nonfinite = nonfinite || not_finite(s1[i]);
         const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
         if (static_cast<double>(k2) == k[i]) continue;
         double a = 0, b = 0;
