@@ -2,7 +2,6 @@
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <limits>

@@ -132,8 +132,7 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
             two_sum(s.sum[a], corr, mean, lo);
             // s2 >= s1^2/n exactly; rounding may undercut it by an ulp (NaN passes through).
             double m2 = s.m2[a] - s.dev[a] * corr;
-            // An infinite mean as numpy's, where the error term is inf - inf (infinite_moments).
-            if (!std::isfinite(s.sum[a] + corr)) mean = s.sum[a] + corr, lo = 0.0, m2 = mean - mean;
+            infinite_moments(s.sum[a], s.dev[a], s.count[a], mean, lo, m2);
             out.push_back({a, s.count[a], mean, lo, m2 < 0 ? 0.0 : m2});
         } else {
             out.push_back({a, s.count[a], 0.0, 0.0, center ? 0.0 : s.sum[a]});

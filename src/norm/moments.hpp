@@ -91,10 +91,13 @@ NORMLAB_INLINE inline bool infinite_moments(double k, double s1, double n, doubl
 /// Whether shifted sums over n values (s1 = sum(x - K), s2 = sum((x - K)^2)) were taken about
 /// a shift K more than 4 standard deviations from their mean: s1 q = n (K - mean)^2 against
 /// m2 = n var. Then s2 is mostly n (K - mean)^2, its rounding and that of s1 grow with it, and
-/// m2 = s2 - s1 q loses more than log2(17) bits to cancellation. False for NaN sums.
+/// m2 = s2 - s1 q loses more than log2(17) bits to cancellation. Also true for sums that are
+/// not finite (an infinity or NaN among the values, or an infinite shift, which makes every
+/// x - K infinite or NaN), so that the callers look at those again too, at no extra cost per
+/// statistic: the comparison is negated, and NaN fails it.
 NORMLAB_INLINE inline bool far_shift(double s1, double s2, double n) {
     const double q = s1 / n;
-    return s1 * q > 16 * (s2 - s1 * q);
+    return !(s1 * q <= 16 * (s2 - s1 * q));
 }
 
 /// Merges partial moments (count pc, mean pmean + plo, sum of squared deviations pm2; the

@@ -111,7 +111,7 @@ constexpr std::size_t kPilotRun = 128;
 // about 4 or more standard deviations from 0), where the first value is the shift, close
 // to the mean; a single value is the shift. A wrong guess costs time, not bits of the
 // result: a shift more than 4 standard deviations from the mean, or infinite, is summed
-// again (sum_again).
+// again (far_shift).
 NORMLAB_INLINE inline float pilot_shift(const float* v, std::size_t p) {
     if (p == 1) return v[0];
     float lo = v[0], hi = v[0];
@@ -145,20 +145,7 @@ Partial finish(std::size_t a, double n, float k, double s1, double s2, bool cent
     return p;
 }
 
-// Whether x is inf or NaN.
-NORMLAB_INLINE inline bool not_finite(double x) { return !std::isfinite(x); }
-
-// Whether a statistic's sums are looked at again: where far_shift, and where they are not
-// finite (an infinity or NaN among its values, or an infinite shift: a first value of inf,
-// which makes every x - k infinite or NaN and the mean NaN where numpy's is inf). far_shift's
-// comparison negated, so that NaN counts: for finite sums the same answer, in as many
-// operations, so that the loop over rows costs what it did.
-NORMLAB_INLINE inline bool sum_again(double s1, double s2, double n) {
-    const double q = s1 / n;
-    return !(s1 * q <= 16 * (s2 - s1 * q));
-}
-
-// Where sum_again: the shift to sum about again, the mean K + s1/n rounded to float; k itself
+// Where far_shift: the shift to sum about again, the mean K + s1/n rounded to float; k itself
 // where that is not finite, and 0 where neither is.
 float better_shift(float k, double s1, double n) {
     const float m = static_cast<float>(static_cast<double>(k) + s1 / n);
@@ -205,7 +192,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
         // every thread count and instruction set takes it alike.
         bool again = false;
         for (std::size_t a : s.touched) {
-            if (s.state[a] != 2 || !sum_again(s.s1[a], s.s2[a], s.count[a])) continue;
+            if (s.state[a] != 2 || !far_shift(s.s1[a], s.s2[a], s.count[a])) continue;
             const float k = better_shift(s.shift[a], s.s1[a], s.count[a]);
             if (k == s.shift[a]) continue;
             s.shift[a] = k;
@@ -224,7 +211,7 @@ NORMLAB_INLINE inline void chunk_rows_impl(const float* x, const std::uint8_t* m
 }
 
 // The moments of unmasked rows that are whole statistics: the steps chunk_rows_impl takes
-// for each (run_shift, a second sum about the mean where sum_again, finish),
+// for each (run_shift, a second sum about the mean where far_shift, finish),
 // with the per-row arithmetic after the sums run over arrays, where the compiler vectorises
 // its divisions (finish's two per row, far_shift's one cost a tenth of a LayerNorm on rows
 // of 64). The out arrays hold the shift, s1 and s2 until the last loop.
@@ -255,13 +242,13 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
     thread_local std::vector<char> far;
     far.resize(rows);
     char* __restrict f = far.data();
-    for (std::size_t i = 0; i < rows; ++i) f[i] = sum_again(s1[i], s2[i], cnt);
+    for (std::size_t i = 0; i < rows; ++i) f[i] = far_shift(s1[i], s2[i], cnt);
     // A row holding inf or NaN has sums that are not finite before any second sum, and still
     // after it (about 0, where its shift was infinite).
     bool nonfinite = false;
     for (std::size_t i = 0; i < rows; ++i) {
         if (!f[i]) continue;
-        nonfinite = nonfinite || not_finite(s1[i]);
+        nonfinite = nonfinite || !std::isfinite(s1[i]);
         const float k2 = better_shift(static_cast<float>(k[i]), s1[i], cnt);
         if (static_cast<double>(k2) == k[i]) continue;
         double a = 0, b = 0;
@@ -270,22 +257,17 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
         s1[i] = a;
         s2[i] = b;
     }
-    // Written twice so that the loop without the check stays vectorised.
-    if (nonfinite) {
+    // Two instances of one loop, so that the one without the check stays vectorised.
+    auto finish_rows = [&](bool checked) NORMLAB_INLINE {
         for (std::size_t i = 0; i < rows; ++i) {
-            const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true, true);
+            const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true, checked);
             k[i] = p.mean;
             s1[i] = p.mean_lo;
             s2[i] = p.m2;
         }
-        return;
-    }
-    for (std::size_t i = 0; i < rows; ++i) {
-        const Partial p = finish(i, cnt, static_cast<float>(k[i]), s1[i], s2[i], true, false);
-        k[i] = p.mean;
-        s1[i] = p.mean_lo;
-        s2[i] = p.m2;
-    }
+    };
+    if (nonfinite) finish_rows(true);
+    else finish_rows(false);
 }
 
 // One instance per register width, each compiled for its instruction set (as moments.cpp).

@@ -1,7 +1,6 @@
 #include "run/report_command.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "analysis/analysis.hpp"
 #include "json/reader.hpp"
@@ -71,7 +70,8 @@ std::string missing_column(const fs::path& dir, const std::vector<std::pair<std:
 }
 
 // Why --where kept no row of `t`: each condition that matches no row, with the values its
-// column has (up to 12, in table order) and a did-you-mean; else that no row meets them all.
+// column has (up to 12, in table order) and, in a column of names, a did-you-mean; else that
+// no row meets them all.
 std::string unmatched_where(const Table& t, const TerminalTableOptions& o) {
     constexpr std::size_t kListed = 12;
     std::string out;
@@ -79,21 +79,21 @@ std::string unmatched_where(const Table& t, const TerminalTableOptions& o) {
         const std::size_t c = static_cast<std::size_t>(
             std::find(t.columns.begin(), t.columns.end(), column) - t.columns.begin());
         std::vector<std::string> values;
-        bool any = false;
+        bool any = false, numbers = false;
         for (const auto& row : t.rows) {
+            double v = 0;
             any = any || cell_matches(row[c], value);
-            const std::string v = cell_to_string(row[c]);
-            if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+            numbers = numbers || cell_number(row[c], v);
+            const std::string text = cell_to_string(row[c]);
+            if (std::find(values.begin(), values.end(), text) == values.end()) values.push_back(text);
         }
         if (any) continue;
         std::string list;
         for (std::size_t i = 0; i < std::min(values.size(), kListed); ++i) list += (i ? ", " : "") + values[i];
         if (values.size() > kListed) list += ", ... (" + std::to_string(values.size()) + " values)";
         // A near number is no likelier meant than a far one: the hint is for names.
-        char* end = nullptr;
-        const bool number = !value.empty() && (std::strtod(value.c_str(), &end), *end == '\0');
         out += "no row has " + column + "=" + value + "; its values: " + list +
-               (number ? "" : did_you_mean_note(value, values)) + "\n";
+               (numbers ? "" : did_you_mean_note(value, values)) + "\n";
     }
     return out.empty() ? "no row meets all of the --where conditions\n" : out;
 }
