@@ -350,110 +350,121 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
     NormalizeArgs a;
     a.mean = mean.data(), a.mean_lo = lo.data(), a.rstd = rstd.data();
     a.scale = scale.data(), a.shift = shift.data(), a.shift_f = shift_f.data();
-
-    check_stream_chunks(xf, total, w, true, a, a);
-    std::vector<float> ref(total);
-    for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref.data(), w, c, a);
-    check_every_offset<float>(16, ref, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, a); });
-    std::vector<float> ref768(rows_n * 768);
-    normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
-    check_every_offset<float>(16, ref768, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
-    // The rows' writer on AVX-512 forms rows of 256 values or more in registers: each of its
-    // branches against the cached writer, at every offset: the mean's low part non-zero,
-    // uncentred (mean +0), weight alone, bias alone, neither (one parameter per row: pstep 0).
-    if (lane_width() < 8) MESSAGE("no AVX-512 on this CPU: the rows' and planes' register writers are not run here");
-    {
-        std::vector<double> zero(rows_n, 0.0), lo_set(rows_n);
-        for (std::size_t r = 0; r < rows_n; ++r) lo_set[r] = 3e-9 * (r + 1.0);
-        for (int variant = 0; variant < 5; ++variant) {
-            CAPTURE(variant);
-            NormalizeArgs v = a;
-            v.mean_lo = lo_set.data();
-            if (variant == 1) v.mean = zero.data(), v.mean_lo = zero.data();
-            if (variant == 2) v.uniform_shift = true;
-            if (variant == 3) v.uniform_scale = true;
-            const std::size_t pstep = variant == 4 ? 0 : 1;
-            std::vector<float> want(rows_n * 768);
-            normalize_rows_f32(xf.data(), want.data(), rows_n, 768, 0, pstep, v);
-            check_every_offset<float>(16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, pstep, v); });
-        }
-    }
-
-    std::vector<float> ref2056(2 * 2056);
-    normalize_rows_f32(xf.data(), ref2056.data(), 2, 2056, 0, 1, a);
-    check_every_offset<float>(16, ref2056, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, 2, 2056, 0, 1, a); });
-    const Shape xs1030{rows_n, 1030};
-    const Walk w1030(xs1030, broadcast_strides(xs1030, keepdims_shape(xs1030, reduced)), param_strides(xs1030, params),
-                     kChunk);
-    check_stream_chunks(xf, rows_n * 1030, w1030, true, a, a);
-    // Planes: one parameter per run (along the kept axis 0, as a channel's), which the walk's
-    // writer streams from the registers on AVX-512; centred, and uncentred (mean +0).
-    const Walk planes(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, Axes{0}), kChunk);
-    for (bool centred : {true, false}) {
-        CAPTURE(centred);
-        std::vector<double> pmean(rows_n, 0.0), plo(rows_n, 0.0);
-        if (centred)
-            for (std::size_t r = 0; r < rows_n; ++r) pmean[r] = 7.0 + 0.1 * r, plo[r] = 1e-9 * (r + 1.0);
-        NormalizeArgs pa = a;
-        pa.mean = pmean.data(), pa.mean_lo = plo.data();
-        check_stream_chunks(xf, total, planes, true, pa, pa);
-    }
-    // Runs along which the parameters step but none is given (uniform): one a and one c, as
-    // planes.
-    NormalizeArgs u = a;
-    u.uniform_scale = u.uniform_shift = true;
-    check_stream_chunks(xf, total, w, true, u, u);
-
-    check_stream_chunks(xf, total, w, false, a, a);
-    check_stream_chunks(xd, total, w, false, a, a);
-    // The double arithmetic's writer forms runs of 256 values or more with a fixed statistic
-    // in registers on AVX-512: rows with a weight and bias, rows without them, planes, each
-    // with the mean's low part, for float and double data; float16 and bfloat16 outputs
-    // (rounded once from double to their format, which the register writer does not do) keep
-    // the block writer.
-    std::vector<double> lo_rows(rows_n);
-    for (std::size_t r = 0; r < rows_n; ++r) lo_rows[r] = 3e-9 * (r + 1.0);
-    NormalizeArgs dl = a;
-    dl.mean_lo = lo_rows.data();
-    NormalizeArgs du = dl, dh = dl, db16 = dl;
-    const std::vector<double> ones(n, 1.0), zeros(n, 0.0);
-    const std::vector<float> zeros_f(n, 0.0f);
-    du.scale = ones.data(), du.shift = zeros.data(), du.shift_f = zeros_f.data();
-    du.uniform_scale = du.uniform_shift = true;
-    dh.dtype = DType::float16;
-    db16.dtype = DType::bfloat16;
-    struct DoubleCase {
-        const char* name;
-        const Walk* walk;
-        const NormalizeArgs* args;
-    };
-    for (const DoubleCase& dc : {DoubleCase{"rows", &w, &dl}, DoubleCase{"rows without parameters", &w, &du},
-                                 DoubleCase{"planes", &planes, &dl}, DoubleCase{"float16 rows", &w, &dh},
-                                 DoubleCase{"bfloat16 rows", &w, &db16}}) {
-        const std::string name = dc.name;
-        CAPTURE(name);
-        const Walk& dw = *dc.walk;
-        check_stream_chunks(xf, total, dw, false, *dc.args, *dc.args);
-        if (dc.args->dtype != DType::float32) continue;
-        check_stream_chunks(xd, total, dw, false, *dc.args, *dc.args);
-    }
-
-    // The streaming writers bring x + prefetch into L2 as they go (the one-pass forwards' next
-    // chunk): past x's end for the last chunk, here by a chunk and by far more. No fault, no
-    // read under ASan, and not a bit changed: rows, planes, the double arithmetic, with the
-    // register writers (AVX-512) and the block writer (AVX2, SSE2).
-    for (int width : {0, 4, 2})
-    for (std::size_t ahead : {total, std::size_t{1} << 40}) {
+    // Every writer at each width this CPU has: an AVX-512 machine runs the block writer of
+    // AVX2 and SSE2 too, the one those CPUs stream every run with.
+    for (int width : {0, 4, 2}) {
         CAPTURE(width);
-        CAPTURE(ahead);
         set_lane_width(width);
-        NormalizeArgs p = dl;
-        p.prefetch = ahead;
-        std::vector<float> want(total);
-        normalize_rows_f32(xf.data(), want.data(), rows_n, n, 0, 1, dl);
-        check_every_offset<float>(16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, p); });
-        check_stream_chunks(xf, total, planes, true, dl, p);
-        check_stream_chunks(xf, total, w, false, dl, p);
+
+        check_stream_chunks(xf, total, w, true, a, a);
+        std::vector<float> ref(total);
+        for (std::size_t c = 0; c < w.num_chunks(); ++c) normalize_chunk_f32(xf.data(), ref.data(), w, c, a);
+        check_every_offset<float>(16, ref,
+                                  [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, a); });
+        std::vector<float> ref768(rows_n * 768);
+        normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
+        check_every_offset<float>(16, ref768,
+                                  [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
+        // The rows' writer on AVX-512 forms rows of 256 values or more in registers: each of its
+        // branches against the cached writer, at every offset: the mean's low part non-zero,
+        // uncentred (mean +0), weight alone, bias alone, neither (one parameter per row: pstep 0).
+        if (width == 0 && lane_width() < 8)
+            MESSAGE("no AVX-512 on this CPU: the rows' and planes' register writers are not run here");
+        {
+            std::vector<double> zero(rows_n, 0.0), lo_set(rows_n);
+            for (std::size_t r = 0; r < rows_n; ++r) lo_set[r] = 3e-9 * (r + 1.0);
+            for (int variant = 0; variant < 5; ++variant) {
+                CAPTURE(variant);
+                NormalizeArgs v = a;
+                v.mean_lo = lo_set.data();
+                if (variant == 1) v.mean = zero.data(), v.mean_lo = zero.data();
+                if (variant == 2) v.uniform_shift = true;
+                if (variant == 3) v.uniform_scale = true;
+                const std::size_t pstep = variant == 4 ? 0 : 1;
+                std::vector<float> want(rows_n * 768);
+                normalize_rows_f32(xf.data(), want.data(), rows_n, 768, 0, pstep, v);
+                check_every_offset<float>(
+                    16, want, [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, pstep, v); });
+            }
+        }
+
+        std::vector<float> ref2056(2 * 2056);
+        normalize_rows_f32(xf.data(), ref2056.data(), 2, 2056, 0, 1, a);
+        check_every_offset<float>(16, ref2056,
+                                  [&](float* y) { normalize_rows_f32_stream(xf.data(), y, 2, 2056, 0, 1, a); });
+        const Shape xs1030{rows_n, 1030};
+        const Walk w1030(xs1030, broadcast_strides(xs1030, keepdims_shape(xs1030, reduced)),
+                         param_strides(xs1030, params), kChunk);
+        check_stream_chunks(xf, rows_n * 1030, w1030, true, a, a);
+        // Planes: one parameter per run (along the kept axis 0, as a channel's), which the walk's
+        // writer streams from the registers on AVX-512; centred, and uncentred (mean +0).
+        const Walk planes(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, Axes{0}), kChunk);
+        for (bool centred : {true, false}) {
+            CAPTURE(centred);
+            std::vector<double> pmean(rows_n, 0.0), plo(rows_n, 0.0);
+            if (centred)
+                for (std::size_t r = 0; r < rows_n; ++r) pmean[r] = 7.0 + 0.1 * r, plo[r] = 1e-9 * (r + 1.0);
+            NormalizeArgs pa = a;
+            pa.mean = pmean.data(), pa.mean_lo = plo.data();
+            check_stream_chunks(xf, total, planes, true, pa, pa);
+        }
+        // Runs along which the parameters step but none is given (uniform): one a and one c, as
+        // planes. Uniform means every scale is 1 and every shift 0 (NormalizeArgs), as the engine
+        // passes them: the block writer of AVX2 and SSE2 reads the scale at each block's start.
+        const std::vector<double> ones(n, 1.0), zeros(n, 0.0);
+        const std::vector<float> zeros_f(n, 0.0f);
+        NormalizeArgs u = a;
+        u.scale = ones.data(), u.shift = zeros.data(), u.shift_f = zeros_f.data();
+        u.uniform_scale = u.uniform_shift = true;
+        check_stream_chunks(xf, total, w, true, u, u);
+
+        check_stream_chunks(xf, total, w, false, a, a);
+        check_stream_chunks(xd, total, w, false, a, a);
+        // The double arithmetic's writer forms runs of 256 values or more with a fixed statistic
+        // in registers on AVX-512: rows with a weight and bias, rows without them, planes, each
+        // with the mean's low part, for float and double data; float16 and bfloat16 outputs
+        // (rounded once from double to their format, which the register writer does not do) keep
+        // the block writer.
+        std::vector<double> lo_rows(rows_n);
+        for (std::size_t r = 0; r < rows_n; ++r) lo_rows[r] = 3e-9 * (r + 1.0);
+        NormalizeArgs dl = a;
+        dl.mean_lo = lo_rows.data();
+        NormalizeArgs du = dl, dh = dl, db16 = dl;
+        du.scale = ones.data(), du.shift = zeros.data(), du.shift_f = zeros_f.data();
+        du.uniform_scale = du.uniform_shift = true;
+        dh.dtype = DType::float16;
+        db16.dtype = DType::bfloat16;
+        struct DoubleCase {
+            const char* name;
+            const Walk* walk;
+            const NormalizeArgs* args;
+        };
+        for (const DoubleCase& dc : {DoubleCase{"rows", &w, &dl}, DoubleCase{"rows without parameters", &w, &du},
+                                     DoubleCase{"planes", &planes, &dl}, DoubleCase{"float16 rows", &w, &dh},
+                                     DoubleCase{"bfloat16 rows", &w, &db16}}) {
+            const std::string name = dc.name;
+            CAPTURE(name);
+            const Walk& dw = *dc.walk;
+            check_stream_chunks(xf, total, dw, false, *dc.args, *dc.args);
+            if (dc.args->dtype != DType::float32) continue;
+            check_stream_chunks(xd, total, dw, false, *dc.args, *dc.args);
+        }
+
+        // The streaming writers bring x + prefetch into L2 as they go (the one-pass forwards'
+        // next chunk): past x's end for the last chunk, here by a chunk and by far more. No
+        // fault, no read under ASan, and not a bit changed: rows, planes, the double
+        // arithmetic, with the register writers (AVX-512) and the block writer (AVX2, SSE2).
+        for (std::size_t ahead : {total, std::size_t{1} << 40}) {
+            CAPTURE(ahead);
+            NormalizeArgs p = dl;
+            p.prefetch = ahead;
+            std::vector<float> want(total);
+            normalize_rows_f32(xf.data(), want.data(), rows_n, n, 0, 1, dl);
+            check_every_offset<float>(16, want,
+                                      [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, n, 0, 1, p); });
+            check_stream_chunks(xf, total, planes, true, dl, p);
+            check_stream_chunks(xf, total, w, false, dl, p);
+        }
         set_lane_width(0);
     }
 }
