@@ -365,11 +365,12 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
         normalize_rows_f32(xf.data(), ref768.data(), rows_n, 768, 0, 1, a);
         check_every_offset<float>(16, ref768,
                                   [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, 768, 0, 1, a); });
-        // The rows' writer on AVX-512 forms rows of 256 values or more in registers: each of its
-        // branches against the cached writer, at every offset: the mean's low part non-zero,
-        // uncentred (mean +0), weight alone, bias alone, neither (one parameter per row: pstep 0).
+        // The rows' writer on AVX-512 and AVX2 forms rows of 256 values or more in registers:
+        // each of its branches against the cached writer, at every offset: the mean's low part
+        // non-zero, uncentred (mean +0), weight alone, bias alone, neither (one parameter per
+        // row: pstep 0).
         if (width == 0 && lane_width() < 8)
-            MESSAGE("no AVX-512 on this CPU: the rows' and planes' register writers are not run here");
+            MESSAGE("no AVX-512 on this CPU: the AVX-512 register writers are not run here");
         {
             std::vector<double> zero(rows_n, 0.0), lo_set(rows_n);
             for (std::size_t r = 0; r < rows_n; ++r) lo_set[r] = 3e-9 * (r + 1.0);
@@ -397,7 +398,7 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
                          param_strides(xs1030, params), kChunk);
         check_stream_chunks(xf, rows_n * 1030, w1030, true, a, a);
         // Planes: one parameter per run (along the kept axis 0, as a channel's), which the walk's
-        // writer streams from the registers on AVX-512; centred, and uncentred (mean +0).
+        // writer streams from the registers on AVX-512 and AVX2; centred, and uncentred (mean +0).
         const Walk planes(xs, broadcast_strides(xs, keepdims_shape(xs, reduced)), param_strides(xs, Axes{0}), kChunk);
         for (bool centred : {true, false}) {
             CAPTURE(centred);

@@ -26,7 +26,8 @@ static_assert(kBlock * sizeof(float) % 64 == 0, "blocks of whole cache lines");
 // (stream_run).
 constexpr std::size_t kBlockMax = kBlock + 16;
 // Rows and planes this long and longer are streamed straight from the registers
-// (stream_row_avx512, stream_plane_avx512, stream_double_avx512): on shorter ones the
+// (stream_row_avx512, stream_plane_avx512, stream_double_avx512; stream_row_avx2 and
+// stream_plane_avx2 for the float path on AVX2): on shorter ones the
 // generic arithmetic at a run's two ends costs more than the copy it saves (float32 rows of
 // 64 took longer; the double writer takes the same threshold, not measured apart).
 constexpr std::size_t kDirectRow = 256;
@@ -79,9 +80,10 @@ void stream_sse(T* dst, const T* src, std::size_t n, const T* xp, std::size_t ah
 
 // `width`: active_lane_width(), read once per chunk by the caller. xp: the input at dst's
 // place, whose line `ahead` values on is prefetched per line streamed (0: none), on AVX2
-// and SSE2, where the block writer serves every run. On AVX-512 it serves only runs shorter
-// than kDirectRow, whose arithmetic limits them: rows of 64 ((4096,16,64)) were no faster
-// with the prefetch (2.76 -> 2.83 ms on one thread, 1.84 -> 1.93 on two).
+// and SSE2. On SSE2 the block writer serves every run; on AVX2 (the float path) and
+// AVX-512 only runs shorter than kDirectRow, and on AVX2 the double arithmetic. On AVX-512,
+// runs shorter than kDirectRow, whose arithmetic limits them, were no faster with the
+// prefetch (rows of 64, (4096,16,64): 2.76 -> 2.83 ms on one thread, 1.84 -> 1.93 on two).
 template <class T>
 void stream_out(int width, T* dst, const T* src, std::size_t n, const T* xp, std::size_t ahead) {
 #if NORMLAB_LANE_DISPATCH
@@ -217,6 +219,62 @@ NORMLAB_TARGET_AVX512 void stream_plane_avx512(const float* xp, float* yp, const
     if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
 }
 
+// Two registers of 4 doubles rounded to floats, as one register of 8 (lo first), with GCC's
+// vector conversions as narrow.
+typedef double D4 __attribute__((vector_size(32)));
+typedef float F4 __attribute__((vector_size(16)));
+NORMLAB_TARGET_AVX2 inline __m256 narrow(__m256d lo, __m256d hi) {
+    const F4 f0 = __builtin_convertvector(static_cast<D4>(lo), F4);
+    const F4 f1 = __builtin_convertvector(static_cast<D4>(hi), F4);
+    return static_cast<__m256>(__builtin_shufflevector(f0, f1, 0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// stream_row_avx512 and stream_plane_avx512 in registers of 8 floats (AVX2 with FMA): two
+// registers per 64-byte line of y, the same operations on the same operands, so the same
+// bits. Against the block writer (the run formed in L1, then copied out with streaming
+// stores) on a 2-core AMD EPYC (Zen 3), three alternating runs of each: LayerNorm
+// (64,128,768) on one thread 4.19 to 4.35 -> 2.85 to 3.47 ms, GroupNorm (32,64,56,56) 3.86
+// to 4.38 -> 2.63 to 3.30 ms, on two threads 2.19 to 2.33 -> 1.66 to 1.95 ms.
+NORMLAB_TARGET_AVX2 void stream_row_avx2(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
+    const auto [head, body] = line_split(yp, r.n);
+    if (head) normalize_stat_run_f32(xp, yp, Run{r.x, r.a, r.b, head, 0, 1}, args, nullptr, nullptr);
+    const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
+    const double* sc = args.scale + r.b;
+    const float* sh = args.shift_f + r.b;
+    const __m256d rs = _mm256_set1_pd(args.rstd[r.a]);
+    const __m256 hi = _mm256_set1_ps(m.hi), neg_lo = _mm256_set1_ps(-m.lo);
+    const bool lo_zero = m.lo == 0;
+    for (std::size_t k = head; k < head + body; k += 16) {
+        if (args.prefetch) prefetch_ahead(xp + k, args.prefetch);
+        for (std::size_t e = k; e < k + 16; e += 8) {
+            const __m256 a =
+                narrow(_mm256_mul_pd(rs, _mm256_loadu_pd(sc + e)), _mm256_mul_pd(rs, _mm256_loadu_pd(sc + e + 4)));
+            const __m256 b = _mm256_loadu_ps(sh + e);
+            const __m256 c = lo_zero ? b : _mm256_fmadd_ps(neg_lo, a, b);
+            _mm256_stream_ps(yp + e, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xp + e), hi), a, c));
+        }
+    }
+    if (head + body < r.n)
+        normalize_stat_run_f32(xp + head + body, yp + head + body,
+                               Run{r.x + head + body, r.a, r.b + head + body, r.n - head - body, 0, 1}, args, nullptr,
+                               nullptr);
+}
+
+NORMLAB_TARGET_AVX2 void stream_plane_avx2(const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
+    const auto [head, body] = line_split(yp, r.n);
+    const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
+    const float a = fold(args.rstd[r.a], args.scale[r.b]);
+    const float c = offset(m.lo, a, args.shift_f[r.b]);
+    if (head) normalize_run_f32(xp, yp, head, m, a, c);
+    const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c), hi = _mm256_set1_ps(m.hi);
+    for (std::size_t k = head; k < head + body; k += 16) {
+        if (args.prefetch) prefetch_ahead(xp + k, args.prefetch);
+        _mm256_stream_ps(yp + k, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xp + k), hi), av, cv));
+        _mm256_stream_ps(yp + k + 8, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xp + k + 8), hi), av, cv));
+    }
+    if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
+}
+
 // The double arithmetic's writer from the registers, for runs whose statistic is fixed
 // (r.da == 0) and whose parameters are fixed (r.db == 0: planes) or step by one (r.db == 1:
 // LayerNorm/RMSNorm rows, with or without a weight): ((x - mean) - mean_lo) * (rstd * scale)
@@ -299,12 +357,15 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
     alignas(64) float out[kBlockMax];
     const int width = active_lane_width();
 #if NORMLAB_LANE_DISPATCH
-    if (width == 8 && n >= kDirectRow) {
+    if (width >= 4 && n >= kDirectRow) {
         // One a and one c per row (no affine parameters) as a plane; else per element.
         for (std::size_t i = 0; i < rows; ++i) {
             const Run r{i * n, first + i, 0, n, 0, pstep};
-            if (fixed_params(r, args)) stream_plane_avx512(x + i * n, y + i * n, r, args);
-            else stream_row_avx512(x + i * n, y + i * n, r, args);
+            float* yi = y + i * n;
+            const float* xi = x + i * n;
+            const bool plane = fixed_params(r, args);
+            if (width == 8) plane ? stream_plane_avx512(xi, yi, r, args) : stream_row_avx512(xi, yi, r, args);
+            else plane ? stream_plane_avx2(xi, yi, r, args) : stream_row_avx2(xi, yi, r, args);
         }
         fence_streams();
         return;
@@ -330,8 +391,9 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
     const int width = active_lane_width();
     w.chunk(c, [&](const Run& r) {
 #if NORMLAB_LANE_DISPATCH
-        if (width == 8 && r.n >= kDirectRow && fixed_params(r, args)) {
-            stream_plane_avx512(x + r.x, y + r.x, r, args);
+        if (width >= 4 && r.n >= kDirectRow && fixed_params(r, args)) {
+            if (width == 8) stream_plane_avx512(x + r.x, y + r.x, r, args);
+            else stream_plane_avx2(x + r.x, y + r.x, r, args);
             return;
         }
 #endif
