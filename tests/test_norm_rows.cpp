@@ -389,6 +389,14 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
             }
         }
 
+        // Rows of 64 (AVX2 streams them from the registers) and of 100 (ends outside whole lines).
+        for (std::size_t len : {std::size_t{64}, std::size_t{100}}) {
+            CAPTURE(len);
+            std::vector<float> want(rows_n * len);
+            normalize_rows_f32(xf.data(), want.data(), rows_n, len, 0, 1, a);
+            check_every_offset<float>(16, want,
+                                      [&](float* y) { normalize_rows_f32_stream(xf.data(), y, rows_n, len, 0, 1, a); });
+        }
         std::vector<float> ref2056(2 * 2056);
         normalize_rows_f32(xf.data(), ref2056.data(), 2, 2056, 0, 1, a);
         check_every_offset<float>(16, ref2056,

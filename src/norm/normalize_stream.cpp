@@ -31,6 +31,11 @@ constexpr std::size_t kBlockMax = kBlock + 16;
 // generic arithmetic at a run's two ends costs more than the copy it saves (float32 rows of
 // 64 took longer; the double writer takes the same threshold, not measured apart).
 constexpr std::size_t kDirectRow = 256;
+// The float rows' threshold on AVX2 (stream_row_avx2, stream_plane_avx2): rows of 64 gain
+// there ((4096,16,64) on an AMD EPYC (Zen 3), three alternating runs: the normalize pass
+// 0.71 to 0.78 -> 0.57 to 0.66 ns per element, LayerNorm on one thread 4.7 to 5.0 -> 2.9
+// to 4.2 ms), where the copy out of L1 costs more than on AVX-512.
+constexpr std::size_t kDirectRowAvx2 = 64;
 
 // Brings the line of x `ahead` elements past p into L2 (NormalizeArgs::prefetch; prefetcht1).
 // The address is formed as an integer: it may lie past the end of x (the last chunk's),
@@ -81,7 +86,8 @@ void stream_sse(T* dst, const T* src, std::size_t n, const T* xp, std::size_t ah
 // `width`: active_lane_width(), read once per chunk by the caller. xp: the input at dst's
 // place, whose line `ahead` values on is prefetched per line streamed (0: none), on AVX2
 // and SSE2. On SSE2 the block writer serves every run; on AVX2 (the float path) and
-// AVX-512 only runs shorter than kDirectRow, and on AVX2 the double arithmetic. On AVX-512,
+// AVX-512 only runs shorter than kDirectRow (rows: kDirectRowAvx2 on AVX2), and on AVX2 the
+// double arithmetic. On AVX-512,
 // runs shorter than kDirectRow, whose arithmetic limits them, were no faster with the
 // prefetch (rows of 64, (4096,16,64): 2.76 -> 2.83 ms on one thread, 1.84 -> 1.93 on two).
 template <class T>
@@ -357,7 +363,7 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
     alignas(64) float out[kBlockMax];
     const int width = active_lane_width();
 #if NORMLAB_LANE_DISPATCH
-    if (width >= 4 && n >= kDirectRow) {
+    if (width >= 4 && n >= (width == 4 ? kDirectRowAvx2 : kDirectRow)) {
         // One a and one c per row (no affine parameters) as a plane; else per element.
         for (std::size_t i = 0; i < rows; ++i) {
             const Run r{i * n, first + i, 0, n, 0, pstep};

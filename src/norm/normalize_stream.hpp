@@ -31,7 +31,7 @@ std::size_t line_offset(const T* p) {
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
 /// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. On AVX-512 and
-/// AVX2, rows of 256 values or more are formed in registers and streamed from there; shorter
+/// AVX2, rows of 256 values or more (64 on AVX2) are formed in registers and streamed from there; shorter
 /// ones a block of whole rows at a time, so each stream covers about 4 KiB.
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& a);
