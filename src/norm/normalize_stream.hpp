@@ -25,14 +25,13 @@ std::size_t line_offset(const T* p) {
 /// one-pass forward's walks), the same bits, written to y with streaming stores. On AVX-512
 /// and AVX2, runs of 256 values or more whose parameters are fixed (planes) are formed in
 /// registers and streamed from there; other runs a block at a time in a small buffer that
-/// stays in L1, then streamed out; a fence at the
-/// end of the chunk (unless a.fence is false) makes the stores visible before the caller's
-/// threads join.
+/// stays in L1, then streamed out; a fence at the end of the chunk (unless a.fence is false)
+/// makes the stores visible before the caller's threads join.
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
-/// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. On AVX-512 and
-/// AVX2, rows of 256 values or more (64 on AVX2) are formed in registers and streamed from there; shorter
-/// ones a block of whole rows at a time, so each stream covers about 4 KiB.
+/// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. Rows of 256
+/// values or more on AVX-512, 64 or more on AVX2, are formed in registers and streamed from
+/// there; shorter ones a block of whole rows at a time, so each stream covers about 4 KiB.
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& a);
 
