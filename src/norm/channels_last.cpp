@@ -172,12 +172,12 @@ NORMLAB_INLINE inline void rest_moments(const T* x, std::size_t C, std::size_t n
 }
 
 // Registers of sums per block of channels: three arrays of them (K, s1, s2) stay in the 32
-// AVX-512 or 16 SSE2 vector registers. AVX2's 16 registers hold 8 such arrays only in part
-// (GCC spills some), but each block of channels reads every row of the data once more, at
-// a stride of C values: with 32 channels a block rather than 16, the moments of
+// AVX-512 or 16 SSE2 vector registers. AVX2's 16 registers hold three arrays of 8 only in
+// part (GCC spills some), but each block of channels reads every row of the data once more,
+// at a stride of C values: with 32 channels a block rather than 16, the moments of
 // (32,56,56,64) and (32,28,28,256) on one thread of an AMD EPYC (Zen 3), three alternating
-// runs, took 0.31 to 0.38 ns per element against 0.42 to 0.61 (64 channels a block: 0.26 to
-// 0.29 on the first, but 0.42 to 0.46 on the second and slower in cache).
+// runs, took 0.31 to 0.38 ns per element against 0.42 to 0.61 (64 channels a block: 0.26
+// to 0.29 on the first, but 0.42 to 0.46 on the second and slower in cache).
 template <int W>
 constexpr int kRegs = W == 2 ? 4 : 8;
 
