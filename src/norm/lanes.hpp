@@ -190,7 +190,8 @@ template <int W, class T>
 NORMLAB_INLINE inline void lane_deviation_sums(const T* x, std::size_t n, double mu, double& s1, double& s2) {
     constexpr int R = kDoubleLanes / W;
     typename Lanes<W>::D a1[R], a2[R];
-    zero_registers(a1, R), zero_registers(a2, R);
+    zero_registers(a1, R);
+    zero_registers(a2, R);
     std::size_t k = 0;
     for (; k + kDoubleLanes <= n; k += kDoubleLanes)
         for (int r = 0; r < R; ++r) {

@@ -60,7 +60,8 @@ template <int W, Sums S>
 NORMLAB_INLINE inline void shifted_sums(const float* x, std::size_t n, float k, double& s1, double& s2) {
     constexpr int R = kDoubleLanes / W;
     typename Lanes<W>::D a1[R], a2[R];
-    zero_registers(a1, R), zero_registers(a2, R);
+    zero_registers(a1, R);
+    zero_registers(a2, R);
     const double kd = static_cast<double>(k);
     std::size_t i = 0;
     for (; i + kDoubleLanes <= n; i += kDoubleLanes) shifted_block<W, S>(x + i, kd, a1, a2);

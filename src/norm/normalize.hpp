@@ -22,11 +22,11 @@ struct NormalizeArgs {
     bool uniform_shift = false;     ///< every shift is 0 (no bias)
     DType dtype = DType::float32;   ///< float16/bfloat16: outputs rounded once to that format
     /// Streaming writers (normalize_stream.hpp; the register writers on AVX-512 and AVX2, the
-    /// block writer on SSE2 and for short runs): while writing x + i, bring x + i + prefetch into L2, one
-    /// cache line per line written; 0: none. The one-pass forwards set it to their chunk's
-    /// length, so the next chunk's input is read while this chunk's output streams out;
-    /// BatchNorm's one-pass forward to a plane's, the other forwards to kWholeChunk for
-    /// float64 outputs, 0 for the rest. No effect on the bits.
+    /// block writer on SSE2 and for short runs): while writing x + i, bring x + i + prefetch
+    /// into L2, one cache line per line written; 0: none. The one-pass forwards set it to
+    /// their chunk's length, so the next chunk's input is read while this chunk's output
+    /// streams out; BatchNorm's one-pass forward to a plane's, the other forwards to
+    /// kWholeChunk for float64 outputs, 0 for the rest. No effect on the bits.
     std::size_t prefetch = 0;
     /// Streaming chunk writers: fence the chunk's streamed stores at its end. False where the
     /// caller writes many short chunks and fences once after them (fence_stream_stores):

@@ -85,11 +85,11 @@ void stream_sse(T* dst, const T* src, std::size_t n, const T* xp, std::size_t ah
 
 // `width`: active_lane_width(), read once per chunk by the caller. xp: the input at dst's
 // place, whose line `ahead` values on is prefetched per line streamed (0: none), on AVX2
-// and SSE2. On SSE2 the block writer serves every run; on AVX2 (the float path) and
-// AVX-512 only runs shorter than kDirectRow (rows: kDirectRowAvx2 on AVX2), and on AVX2 the
-// double arithmetic. On AVX-512,
-// runs shorter than kDirectRow, whose arithmetic limits them, were no faster with the
-// prefetch (rows of 64, (4096,16,64): 2.76 -> 2.83 ms on one thread, 1.84 -> 1.93 on two).
+// and SSE2. The block writer serves every run on SSE2, the double arithmetic's runs on AVX2,
+// and otherwise only runs shorter than the register writers' thresholds (kDirectRow,
+// kDirectRowAvx2). On AVX-512 those short runs, whose arithmetic limits them, were no faster
+// with the prefetch (rows of 64, (4096,16,64): 2.76 -> 2.83 ms on one thread, 1.84 -> 1.93
+// on two).
 template <class T>
 void stream_out(int width, T* dst, const T* src, std::size_t n, const T* xp, std::size_t ahead) {
 #if NORMLAB_LANE_DISPATCH
@@ -281,6 +281,14 @@ NORMLAB_TARGET_AVX2 void stream_plane_avx2(const float* xp, float* yp, const Run
     if (head + body < r.n) normalize_run_f32(xp + head + body, yp + head + body, r.n - head - body, m, a, c);
 }
 
+// The float path's register writer for run r at this width (8 or 4): the plane writer where
+// its parameters are fixed (fixed_params), else the row writer.
+void stream_direct_f32(int width, const float* xp, float* yp, const Run& r, const NormalizeArgs& args) {
+    const bool plane = fixed_params(r, args);
+    if (width == 8) plane ? stream_plane_avx512(xp, yp, r, args) : stream_row_avx512(xp, yp, r, args);
+    else plane ? stream_plane_avx2(xp, yp, r, args) : stream_row_avx2(xp, yp, r, args);
+}
+
 // The double arithmetic's writer from the registers, for runs whose statistic is fixed
 // (r.da == 0) and whose parameters are fixed (r.db == 0: planes) or step by one (r.db == 1:
 // LayerNorm/RMSNorm rows, with or without a weight): ((x - mean) - mean_lo) * (rstd * scale)
@@ -364,15 +372,8 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
     const int width = active_lane_width();
 #if NORMLAB_LANE_DISPATCH
     if (width >= 4 && n >= (width == 4 ? kDirectRowAvx2 : kDirectRow)) {
-        // One a and one c per row (no affine parameters) as a plane; else per element.
-        for (std::size_t i = 0; i < rows; ++i) {
-            const Run r{i * n, first + i, 0, n, 0, pstep};
-            float* yi = y + i * n;
-            const float* xi = x + i * n;
-            const bool plane = fixed_params(r, args);
-            if (width == 8) plane ? stream_plane_avx512(xi, yi, r, args) : stream_row_avx512(xi, yi, r, args);
-            else plane ? stream_plane_avx2(xi, yi, r, args) : stream_row_avx2(xi, yi, r, args);
-        }
+        for (std::size_t i = 0; i < rows; ++i)
+            stream_direct_f32(width, x + i * n, y + i * n, Run{i * n, first + i, 0, n, 0, pstep}, args);
         fence_streams();
         return;
     }
@@ -398,8 +399,7 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
     w.chunk(c, [&](const Run& r) {
 #if NORMLAB_LANE_DISPATCH
         if (width >= 4 && r.n >= kDirectRow && fixed_params(r, args)) {
-            if (width == 8) stream_plane_avx512(x + r.x, y + r.x, r, args);
-            else stream_plane_avx2(x + r.x, y + r.x, r, args);
+            stream_direct_f32(width, x + r.x, y + r.x, r, args);
             return;
         }
 #endif
