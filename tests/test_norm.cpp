@@ -655,3 +655,57 @@ TEST_CASE("groupnorm: one value per group is refused only for the whole batch (P
     auto y = step(NormLayer(d, DType::float64), batch(xt::ones<double>({2, 6}) * 3.0)).fwd.y.to_double();
     for (double v : y) CHECK(v == 0.0);
 }
+
+TEST_CASE("statistics into the arrays of an earlier call: the bits of fresh ones, no new arrays") {
+    // compute_moments into a Moments reused across shapes (rows, planes, channels last, the
+    // walk with a mask), each against a fresh call; on a repeated shape the arrays stay the
+    // same (no allocation, whose page faults cost more than the moments of small rows). The
+    // forward with given statistics keeps its arrays the same way.
+    xt::random::seed(21);
+    const Tensor rows = Tensor::from_double(xt::random::randn<double>({300, 64}) * 3.0 + 9.0, DType::float32);
+    const Tensor planes = Tensor::from_double(xt::random::randn<double>({4, 6, 30, 30}), DType::float32);
+    const Tensor last = Tensor::from_double(xt::random::randn<double>({4, 10, 10, 20}), DType::float64);
+    xt::xarray<std::uint8_t> mask = xt::ones<std::uint8_t>({300, 64});
+    for (std::size_t i = 0; i < 300; ++i) xt::view(mask, i, xt::range(64 - i % 64, 64)) = 0;
+    struct Case {
+        const Tensor* x;
+        Axes reduced;
+        const xt::xarray<std::uint8_t>* mask;
+    };
+    const std::vector<Case> cases = {{&rows, {1}, nullptr},   {&planes, {0, 2, 3}, nullptr}, {&last, {1, 2}, nullptr},
+                                     {&rows, {1}, &mask},     {&rows, {1}, nullptr},         {&rows, {0}, nullptr}};
+    Moments m;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        CAPTURE(i);
+        const Case& c = cases[i];
+        const Moments fresh = compute_moments(*c.x, c.x->shape(), c.reduced, true, c.mask);
+        compute_moments(*c.x, c.x->shape(), c.reduced, true, m, c.mask);
+        CHECK(m.mean == fresh.mean);
+        CHECK(m.mean_lo == fresh.mean_lo);
+        CHECK(m.var == fresh.var);
+        CHECK(m.count == fresh.count);
+        const double* before = m.mean.data();
+        compute_moments(*c.x, c.x->shape(), c.reduced, true, m, c.mask);
+        CHECK(m.mean.data() == before);
+        CHECK(m.var == fresh.var);
+    }
+
+    NormSpec spec;
+    spec.reduction_axes = {0, 2, 3};
+    spec.param_axes = {1};
+    const xt::xarray<double> mean = xt::random::randn<double>({1, 6, 1, 1});
+    const xt::xarray<double> var = xt::random::rand<double>({1, 6, 1, 1}) + 0.5;
+    ForwardInputs in;
+    in.given_mean = &mean;
+    in.given_var = &var;
+    ForwardResult out;
+    forward(planes, planes.shape(), spec, in, out);
+    const xt::xarray<float> first = out.y.f32;
+    const double* before = out.mean.data();
+    forward(planes, planes.shape(), spec, in, out);
+    CHECK(out.mean.data() == before);
+    CHECK(out.mean == mean);
+    CHECK(out.var == var);
+    CHECK(out.y.f32 == first);
+    CHECK(xt::all(xt::equal(out.mean_lo, 0.0)));
+}

@@ -359,12 +359,14 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     }
 
     if (given) {
-        out.mean = *in.given_mean;
-        out.mean_lo = xt::zeros<double>(ss);
-        out.var = *in.given_var;
+        // Into the arrays of the last call where the sizes match (no allocation per batch).
+        for (auto* a : {&out.mean, &out.mean_lo, &out.var}) ensure_shape(*a, ss);
+        std::copy(in.given_mean->begin(), in.given_mean->end(), out.mean.begin());
+        std::fill(out.mean_lo.begin(), out.mean_lo.end(), 0.0);
+        std::copy(in.given_var->begin(), in.given_var->end(), out.var.begin());
         out.batch = Moments{};
     } else {
-        out.batch = compute_moments(x, xs, spec.reduction_axes, spec.center, in.mask);
+        compute_moments(x, xs, spec.reduction_axes, spec.center, out.batch, in.mask);
         out.mean = out.batch.mean;
         out.mean_lo = out.batch.mean_lo;
         out.var = out.batch.var;

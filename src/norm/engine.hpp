@@ -140,6 +140,11 @@ unsigned engine_threads();
 /// var NaN. Throws InputError on a mask whose shape does not broadcast to `shape`.
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes,
                         bool center, const xt::xarray<std::uint8_t>* mask = nullptr);
+/// compute_moments into `out`, whose arrays are reused where they already have the
+/// statistics' size: repeated calls on one shape allocate nothing (a fresh array of a few
+/// MiB costs its page faults on every call).
+void compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes, bool center, Moments& out,
+                     const xt::xarray<std::uint8_t>* mask = nullptr);
 /// compute_moments over x's own shape.
 Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
                         const xt::xarray<std::uint8_t>* mask = nullptr);

@@ -146,15 +146,15 @@ NORMLAB_INLINE inline void chunk_moments_impl(const T* x, const std::uint8_t* m,
 
 // Merged moments per statistic before they are finished: count, mean (+ mean_lo) and the
 // sum of squared deviations (in `var`), all in the keep-dims statistics shape.
+// `out`'s arrays are reused where they have the statistics' size already.
 template <class T>
-Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool center,
-                    const xt::xarray<std::uint8_t>* mask) {
+Moments& raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool center,
+                     const xt::xarray<std::uint8_t>* mask, Moments& out) {
     Shape ss = keepdims_shape(xs, reduced);
-    Moments out;
-    out.mean = xt::zeros<double>(ss);
-    out.mean_lo = xt::zeros<double>(ss);
-    out.var = xt::zeros<double>(ss);
-    out.count = xt::zeros<double>(ss);
+    for (auto* a : {&out.mean, &out.mean_lo, &out.var, &out.count}) {
+        ensure_shape(*a, ss);
+        std::fill(a->begin(), a->end(), 0.0);
+    }
     double* mean = out.mean.data();
     double* lo = out.mean_lo.data();
     double* m2 = out.var.data();
@@ -190,7 +190,8 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
     const Axes suffix = short_suffix(xs, reduced);
     if (!suffix.empty()) {
         // Finer statistics, then merged over the suffix axes in row-major order.
-        Moments fine = raw_moments(x, xs, without(reduced, suffix), center, mask);
+        Moments fine;
+        raw_moments(x, xs, without(reduced, suffix), center, mask, fine);
         Shape fs(fine.count.shape().begin(), fine.count.shape().end());
         Walk w(fs, broadcast_strides(fs, ss), Strides(fs.size(), 0), std::max<std::size_t>(1, fine.count.size()));
         if (w.num_chunks() > 0)
@@ -222,15 +223,14 @@ Moments raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cente
 }
 
 template <class T>
-Moments moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center,
-                     const xt::xarray<std::uint8_t>* mask) {
-    Moments out = raw_moments(x, xs, reduced, center, mask);
+void moments_impl(const T* x, const Shape& xs, const Axes& reduced, bool center, const xt::xarray<std::uint8_t>* mask,
+                  Moments& out) {
+    raw_moments(x, xs, reduced, center, mask, out);
     const double nan = std::numeric_limits<double>::quiet_NaN();
     for (std::size_t i = 0; i < out.count.size(); ++i) {
         out.var.data()[i] = biased_var(out.var.data()[i], out.count.data()[i]);
         if (out.count.data()[i] == 0) out.mean.data()[i] = nan;
     }
-    return out;
 }
 
 // One instance of the kernel per register width, each compiled for its instruction set.
@@ -343,14 +343,21 @@ double biased_var(double m2, double count) {
 
 Moments compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes, bool center,
                         const xt::xarray<std::uint8_t>* mask) {
+    Moments out;
+    compute_moments(x, shape, reduction_axes, center, out, mask);
+    return out;
+}
+
+void compute_moments(const Tensor& x, const Shape& shape, const Axes& reduction_axes, bool center, Moments& out,
+                     const xt::xarray<std::uint8_t>* mask) {
     if (num_elements(shape) != x.size())
         throw InputError("cannot view input of shape " + format_shape(x.shape()) + " as " + format_shape(shape));
     for (auto a : reduction_axes)
         if (a >= shape.size())
             throw InputError("reduction axis " + std::to_string(a) +
                              " out of range for input of shape " + format_shape(shape));
-    if (x.dtype == DType::float64) return moments_impl(x.f64.data(), shape, reduction_axes, center, mask);
-    return moments_impl(x.f32.data(), shape, reduction_axes, center, mask);
+    if (x.dtype == DType::float64) moments_impl(x.f64.data(), shape, reduction_axes, center, mask, out);
+    else moments_impl(x.f32.data(), shape, reduction_axes, center, mask, out);
 }
 
 Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center,
