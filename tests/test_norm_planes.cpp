@@ -45,7 +45,8 @@ TEST_CASE("BatchNorm's one-pass forward over planes has the two-pass forward's b
     // forward (fewer than 4 statistics a thread): that is the reference. The one-pass
     // forward runs on 1 and 2 threads at every lane width. Outputs of 8 MiB and more are
     // streamed, with one fence per statistic (no test sees a missing fence: it rests on
-    // review); the rest are plain stores. Data 300 away from 0 with a spread of 2 per
+    // review); the rest are plain stores. Float32 batches that large take the two passes
+    // (planes_one_pass), so float32 runs up to just under 8 MiB. Data 300 away from 0 with a spread of 2 per
     // channel, so that a mean or rstd off by an ulp shows, and every fifth plane starts
     // with an outlier, the shift of that plane's sums. Layouts: (N, C, H, W); a plane
     // larger than the moments' usual chunk of 16 Ki values; two kept axes; two leading
@@ -61,8 +62,8 @@ TEST_CASE("BatchNorm's one-pass forward over planes has the two-pass forward's b
     const Axes bn{0, 2, 3}, ch{1};
     const std::vector<Case> cases = {
         {{8, 8, 32, 32}, bn, ch, DType::float32, true, true, Compute::float32, AffineRounding::once},
-        {{32, 16, 64, 64}, bn, ch, DType::float32, true, true, Compute::float32, AffineRounding::once},  // 8 MiB
-        {{32, 16, 64, 64}, bn, ch, DType::float32, true, true, Compute::float64, AffineRounding::once},
+        {{31, 16, 64, 64}, bn, ch, DType::float32, true, true, Compute::float32, AffineRounding::once},  // 7.75 MiB
+        {{31, 16, 64, 64}, bn, ch, DType::float32, true, true, Compute::float64, AffineRounding::once},
         {{16, 16, 64, 64}, bn, ch, DType::float64, true, true, Compute::float32, AffineRounding::once},  // 8 MiB
         {{4, 8, 24, 24}, bn, ch, DType::float64, true, false, Compute::float32, AffineRounding::once},
         {{4, 8, 24, 24}, bn, ch, DType::float64, false, false, Compute::float32, AffineRounding::once},
@@ -103,9 +104,10 @@ TEST_CASE("BatchNorm's one-pass forward over planes has the two-pass forward's b
         if (c.affine) in.weight = &w, in.bias = &b;
 
         const unsigned two_pass = static_cast<unsigned>(pl->stats / 4 + 1);
-        REQUIRE(planes_one_pass(*pl, 1));
-        REQUIRE(planes_one_pass(*pl, 2));
-        REQUIRE_FALSE(planes_one_pass(*pl, two_pass));
+        const bool f64 = c.dtype == DType::float64;
+        REQUIRE(planes_one_pass(*pl, 1, f64));
+        REQUIRE(planes_one_pass(*pl, 2, f64));
+        REQUIRE_FALSE(planes_one_pass(*pl, two_pass, f64));
         ForwardResult ref;
         Moments m;
         {
@@ -140,16 +142,20 @@ TEST_CASE("BatchNorm's one-pass forward over planes has the two-pass forward's b
 }
 
 TEST_CASE("BatchNorm's planes take the one-pass forward only up to 128 Ki values and 4 statistics a thread") {
+    // Float64 at any size up to those limits; float32 only under 8 MiB (kStreamBytes).
     const auto pl = planes_layout({32, 64, 56, 56}, {0, 2, 3});  // 100352 values a statistic
     REQUIRE(pl.has_value());
     CHECK(planes_fit(*pl));
-    CHECK(planes_one_pass(*pl, 1));
-    CHECK(planes_one_pass(*pl, 16));
-    CHECK_FALSE(planes_one_pass(*pl, 17));
+    CHECK(planes_one_pass(*pl, 1, true));
+    CHECK(planes_one_pass(*pl, 16, true));
+    CHECK_FALSE(planes_one_pass(*pl, 17, true));
+    CHECK_FALSE(planes_one_pass(*pl, 1, false));  // 24.5 MiB of float32
     CHECK_FALSE(planes_fit(*planes_layout({64, 64, 56, 56}, {0, 2, 3})));  // 200704 values
-    CHECK_FALSE(planes_one_pass(*planes_layout({64, 64, 56, 56}, {0, 2, 3}), 1));
-    CHECK(planes_one_pass(*planes_layout({32, 4, 64, 64}, {0, 2, 3}), 1));        // 131072: the limit
-    CHECK_FALSE(planes_one_pass(*planes_layout({32, 3, 64, 64}, {0, 2, 3}), 1));  // 3 statistics
+    CHECK_FALSE(planes_one_pass(*planes_layout({64, 64, 56, 56}, {0, 2, 3}), 1, true));
+    CHECK(planes_one_pass(*planes_layout({32, 4, 64, 64}, {0, 2, 3}), 1, true));        // 131072: the limit
+    CHECK_FALSE(planes_one_pass(*planes_layout({32, 3, 64, 64}, {0, 2, 3}), 1, true));  // 3 statistics
+    CHECK(planes_one_pass(*planes_layout({8, 64, 56, 56}, {0, 2, 3}), 1, false));       // 6.1 MiB
+    CHECK_FALSE(planes_one_pass(*planes_layout({11, 64, 56, 56}, {0, 2, 3}), 1, false));  // 8.4 MiB
 }
 
 TEST_CASE("float64 BatchNorm planes too large for the one pass: compute_moments and the two-pass forward agree") {

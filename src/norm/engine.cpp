@@ -312,9 +312,10 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     // BatchNorm's planes, a statistic at a time (planes_impl). 2-core Xeon, alternating
     // builds, 5 rounds: float64 (32,64,56,56) 6.91 -> 5.49 ms on one thread, 3.40 -> 2.74 on
     // two; float32 (8,64,56,56) 0.815 -> 0.662 and 0.443 -> 0.328; float32 (32,64,56,56)
-    // 2.81 -> 2.78 and 1.52 -> 1.46 (scripts/PERFORMANCE.md).
+    // 2.81 -> 2.78 and 1.52 -> 1.46, but slower on a Zen 5, so float32 batches of 8 MiB and
+    // more take the two passes (planes_one_pass; scripts/PERFORMANCE.md).
     const auto pl = given || in.mask ? std::nullopt : planes_layout(xs, spec.reduction_axes);
-    if (pl && planes_one_pass(*pl, engine_threads())) {
+    if (pl && planes_one_pass(*pl, engine_threads(), x.dtype == DType::float64)) {
         ensure_stats(out, ss);
         Walk wm(xs, sa, Strides(xs.size(), 0), pl->plane), wn(xs, sa, sb, pl->plane);
         if (x.dtype == DType::float64)

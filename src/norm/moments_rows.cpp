@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "norm/lanes.hpp"
+#include "norm/normalize_stream.hpp"
 
 namespace normlab {
 
@@ -382,6 +383,9 @@ Partial plane_stat_moments(const double* x, const Planes& l, const Walk& w, std:
 
 bool planes_fit(const Planes& l) { return l.outer * l.plane <= kPlaneStatValues; }
 
-bool planes_one_pass(const Planes& l, std::size_t threads) { return planes_fit(l) && l.stats >= 4 * threads; }
+bool planes_one_pass(const Planes& l, std::size_t threads, bool float64) {
+    const bool fits = l.outer * l.stats * l.plane * sizeof(float) < kStreamBytes;
+    return planes_fit(l) && l.stats >= 4 * threads && (float64 || fits);
+}
 
 }  // namespace normlab

@@ -93,8 +93,14 @@ bool planes_fit(const Planes& l);
 /// Whether the forward (no mask, no given statistics) takes statistics of layout `l` one at
 /// a time, reading each once, on `threads` threads: planes_fit, and at least 4 statistics
 /// per thread, as the statistics are what the threads share out (BatchNorm (32,3,64,64)
-/// float32 on two threads, 3 statistics: 0.071 -> 0.092 ms). Else compute_moments, then
-/// the output: x read twice. Either way the same bits.
-bool planes_one_pass(const Planes& l, std::size_t threads);
+/// float32 on two threads, 3 statistics: 0.071 -> 0.092 ms); for float32 data (`float64`
+/// false), batches under kStreamBytes alone. Else compute_moments, then the output: x read
+/// twice. Either way the same bits. A float32 batch too large for the cache reads faster in
+/// two passes, each one stream through memory, than a channel's planes at a time: BatchNorm
+/// (32,64,56,56) on a 2-core AMD EPYC (Zen 5), five alternating runs, 2.61 -> 1.93 ms on one
+/// thread and 0.91 -> 0.77 on two (a tie on the Xeon of the compare table, 2.81 against
+/// 2.78); float64 keeps the one pass (4.43 ms against 5.87), as does (8,64,56,56) (0.33
+/// both ways).
+bool planes_one_pass(const Planes& l, std::size_t threads, bool float64);
 
 }  // namespace normlab

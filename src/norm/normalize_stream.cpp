@@ -233,10 +233,10 @@ NORMLAB_TARGET_AVX512 void stream_rows_avx512(const float* xp, float* yp, std::s
     __m512 hi[G], neg_lo[G];
     bool lo_zero[G];
     for (std::size_t i = 0; i < G; ++i) {
-        const Run r{i * n, first + i, 0, n, 0, 1};
-        if (head) normalize_stat_run_f32(xp + i * n, yp + i * n, Run{r.x, r.a, r.b, head, 0, 1}, args, nullptr, nullptr);
-        const MeanParts m = split_mean(args.mean[r.a], args.mean_lo[r.a]);
-        rs[i] = _mm512_set1_pd(args.rstd[r.a]);
+        const std::size_t a = first + i;
+        if (head) normalize_stat_run_f32(xp + i * n, yp + i * n, Run{i * n, a, 0, head, 0, 1}, args, nullptr, nullptr);
+        const MeanParts m = split_mean(args.mean[a], args.mean_lo[a]);
+        rs[i] = _mm512_set1_pd(args.rstd[a]);
         hi[i] = _mm512_set1_ps(m.hi), neg_lo[i] = _mm512_set1_ps(-m.lo);
         lo_zero[i] = m.lo == 0;
     }
