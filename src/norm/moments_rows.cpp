@@ -233,12 +233,29 @@ NORMLAB_INLINE inline void rows_impl(const float* x, std::size_t rows, std::size
         }
         return;
     }
+    // Rows of kPilotRun values or more take every row's shift first, then the sums. The shift
+    // of a row taken just before its sums reads the row's first values ahead of the stream,
+    // and the sums' branch on it waits for them: rows of 768 from memory (24 MiB, one thread
+    // of a 2-core AMD EPYC, Zen 5) took 0.14-0.18 ns per element that way, 0.098 with the
+    // shifts first, as fast as with no shift at all. Rows of 64 lost with it (0.17 -> 0.26):
+    // their shift is their first value.
+    const bool shifts_first = n >= kPilotRun;
+    if (shifts_first) {
+        for (std::size_t i = 0; i < rows; ++i) {
+            std::size_t p = 0;
+            k[i] = static_cast<double>(run_shift(x + i * n, n, nullptr, 0, p));
+        }
+    }
     for (std::size_t i = 0; i < rows; ++i) {
         double a = 0, b = 0;
-        std::size_t p = 0;
-        const float k0 = run_shift(x + i * n, n, nullptr, 0, p);
-        centred_sums<W>(x + i * n, n, k0, a, b);
-        k[i] = static_cast<double>(k0);
+        if (shifts_first) {
+            centred_sums<W>(x + i * n, n, static_cast<float>(k[i]), a, b);
+        } else {
+            std::size_t p = 0;
+            const float k0 = run_shift(x + i * n, n, nullptr, 0, p);
+            centred_sums<W>(x + i * n, n, k0, a, b);
+            k[i] = static_cast<double>(k0);
+        }
         s1[i] = a;
         s2[i] = b;
     }
