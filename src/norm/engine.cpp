@@ -285,7 +285,13 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
                           ? row_param_step(xs, spec.reduction_axes, sb)
                           : -1;
 
-    const std::size_t whole = given || in.mask ? 0 : whole_stat_chunk(xs, spec.reduction_axes);
+    // Chunks of 256 KiB whatever the dtype: the one-pass forward holds this chunk and, read
+    // ahead, the next one in L2, and two float64 chunks of kWholeChunk values (1 MiB) did
+    // not fit a 1 MiB L2 (2-core AMD EPYC, Zen 5, five alternating bench runs, float64
+    // LayerNorm (64,128,768): 5.41 -> 4.18 ms on one thread, 2.89 -> 2.10 on two; GroupNorm
+    // (32,64,56,56) 5.20 -> 4.79 and 2.51 -> 1.56; scripts/PERFORMANCE.md).
+    const std::size_t chunk_values = x.dtype == DType::float64 ? kWholeChunk / 2 : kWholeChunk;
+    const std::size_t whole = given || in.mask ? 0 : whole_stat_chunk(xs, spec.reduction_axes, chunk_values);
     if (whole) {
         // Each chunk's moments read it from memory, its output from cache: the next chunk
         // is brought in while this one's output streams out, so reads and writes overlap.

@@ -297,7 +297,7 @@ void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std
     chunk_moments_any(x, mask, w, c, center, stats, out);
 }
 
-std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
+std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced, std::size_t max_values) {
     std::size_t block = 1;
     bool in_suffix = true;
     for (std::size_t d = xs.size(); d-- > 0;) {
@@ -309,7 +309,7 @@ std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced) {
     }
     // block 1 (nothing of size > 1 reduced): the moments walk would fold the kept axes into
     // one long run cut into pieces, the normalize walk would not, and their chunks differ.
-    return block > 1 && block <= kChunk ? (kWholeChunk / block) * block : 0;
+    return block > 1 && block <= kChunk ? std::max<std::size_t>(1, max_values / block) * block : 0;
 }
 
 Axes short_suffix(const Shape& xs, const Axes& reduced) {

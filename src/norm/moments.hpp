@@ -37,8 +37,8 @@ void chunk_moments(const double* x, const std::uint8_t* mask, const Walk& w, std
 /// block of 1 < R <= kChunk elements (reduction over trailing axes: LayerNorm, RMSNorm,
 /// InstanceNorm, GroupNorm in (N, C, ...)): chunks then hold whole statistics, so a chunk's
 /// moments are final and its output can be written while it is in cache: the largest
-/// multiple of R up to kWholeChunk. 0 otherwise.
-std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced);
+/// multiple of R up to max_values (at least R). 0 otherwise.
+std::size_t whole_stat_chunk(const Shape& xs, const Axes& reduced, std::size_t max_values = kWholeChunk);
 
 /// Runs shorter than this many elements make the walk's per-run work dominate.
 constexpr std::size_t kShortRun = 32;

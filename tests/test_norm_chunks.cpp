@@ -1,0 +1,76 @@
+// The one-pass forward's chunks of whole statistics (engine.cpp, whole_stat_chunk): batches
+// that span many chunks, float32 and float64, whose chunk sizes differ (256 KiB of either),
+// statistics that do not divide a chunk evenly. A value depends only on its own statistic,
+// so each statistic's slice normalised alone (one chunk) must give the batch's bits: a
+// chunk that cut a statistic in two would finish it from part of its values.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include <xtensor/xrandom.hpp>
+#include <xtensor/xview.hpp>
+
+#include "norm/engine.hpp"
+
+using namespace normlab;
+
+namespace {
+
+/// Elements [first, first + count) of y, float32 or float64, as bytes.
+std::vector<unsigned char> y_bytes(const Tensor& y, std::size_t first, std::size_t count) {
+    const std::size_t sz = y.dtype == DType::float64 ? 8 : 4;
+    const auto* p = y.dtype == DType::float64 ? reinterpret_cast<const unsigned char*>(y.f64.data())
+                                              : reinterpret_cast<const unsigned char*>(y.f32.data());
+    return std::vector<unsigned char>(p + first * sz, p + (first + count) * sz);
+}
+
+}  // namespace
+
+TEST_CASE("batches over many one-pass chunks give each statistic the bits it has alone, float32 and float64") {
+    xt::random::seed(71);
+    struct Case {
+        Shape xs;  // (outer, ...): the statistics are the trailing axes from `from` on
+        std::size_t from;
+    };
+    // 76800 and 80000 values: three chunks of whole statistics in float64 (32 Ki values
+    // each), two or three in float32 (64 Ki); rows of 768 and 1000 leave part of a chunk
+    // unused; (6, 8, 2, 1000) is a GroupNorm-like statistic of 2000 values over two axes.
+    const std::vector<Case> cases = {{{100, 768}, 1}, {{80, 1000}, 1}, {{6, 8, 2, 1000}, 2}};
+    const unsigned saved = engine_threads();
+    for (const Case& c : cases)
+        for (DType dt : {DType::float64, DType::float32})
+            for (unsigned threads : {1u, 2u})
+                for (bool center : {true, false}) {
+                    CAPTURE(format_shape(c.xs));
+                    CAPTURE(dtype_name(dt));
+                    CAPTURE(threads);
+                    CAPTURE(center);
+                    xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 5.0;
+                    const Tensor x = Tensor::from_double(v, dt);
+                    NormSpec spec;
+                    for (std::size_t a = c.from; a < c.xs.size(); ++a) spec.reduction_axes.push_back(a);
+                    spec.center = center;
+                    set_engine_threads(threads);
+                    const ForwardResult all = forward(x, spec);
+                    // The statistics: every index of the kept axes, in row-major order.
+                    std::size_t block = 1;
+                    for (std::size_t a = c.from; a < c.xs.size(); ++a) block *= c.xs[a];
+                    const std::size_t stats = v.size() / block;
+                    REQUIRE(all.rstd.size() == stats);
+                    Shape one = c.xs;
+                    for (std::size_t a = 0; a < c.from; ++a) one[a] = 1;
+                    std::size_t mismatched = 0;
+                    for (std::size_t s = 0; s < stats; ++s) {
+                        xt::xarray<double> part = xt::xarray<double>::from_shape(one);
+                        std::copy(v.data() + s * block, v.data() + (s + 1) * block, part.data());
+                        const ForwardResult alone = forward(Tensor::from_double(part, dt), spec);
+                        const bool same = y_bytes(alone.y, 0, block) == y_bytes(all.y, s * block, block) &&
+                                          alone.mean.data()[0] == all.mean.data()[s] &&
+                                          alone.rstd.data()[0] == all.rstd.data()[s];
+                        mismatched += same ? 0 : 1;
+                    }
+                    set_engine_threads(saved);
+                    CHECK(mismatched == 0);
+                }
+}
