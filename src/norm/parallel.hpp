@@ -42,9 +42,10 @@ constexpr std::size_t kChunk = 16384;
 
 /// Elements per chunk of the one-pass forward, whose chunks hold whole statistics (moments,
 /// then output, while the chunk is in cache): 64 Ki values, 256 KiB of float32, within a
-/// 1 MiB L2 (float64 takes half as many values, the same bytes: engine.cpp). Against kChunk, alternating builds on a 2-core AMD EPYC: GroupNorm and
-/// InstanceNorm (32,64,56,56) 10 to 15% faster on one thread in five of six pairs, float32
-/// LayerNorm (64,128,768) 4 to 5%, float64 2 to 7%; on two threads mostly faster, within the
+/// 1 MiB L2; float64 takes half as many values, the same bytes (engine.cpp). Against
+/// kChunk, alternating builds on a 2-core AMD EPYC: GroupNorm and InstanceNorm
+/// (32,64,56,56) 10 to 15% faster on one thread in five of six pairs, float32 LayerNorm
+/// (64,128,768) 4 to 5%, float64 2 to 7%; on two threads mostly faster, within the
 /// machine's spread.
 constexpr std::size_t kWholeChunk = 4 * kChunk;
 
