@@ -5,11 +5,10 @@
 // chunk that cut a statistic in two would finish it from part of its values.
 #include <doctest/doctest.h>
 
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include <xtensor/xrandom.hpp>
-#include <xtensor/xview.hpp>
 
 #include "norm/engine.hpp"
 
@@ -38,7 +37,14 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
     // unused; (6, 8, 2, 1000) is a GroupNorm-like statistic of 2000 values over two axes.
     const std::vector<Case> cases = {{{100, 768}, 1}, {{80, 1000}, 1}, {{6, 8, 2, 1000}, 2}};
     const unsigned saved = engine_threads();
-    for (const Case& c : cases)
+    for (const Case& c : cases) {
+        // The statistics: every index of the kept axes, in row-major order, `block` values
+        // each; a statistic alone has the shape `one`.
+        Axes reduced;
+        std::size_t block = 1;
+        for (std::size_t a = c.from; a < c.xs.size(); ++a) reduced.push_back(a), block *= c.xs[a];
+        Shape one = c.xs;
+        std::fill(one.begin(), one.begin() + static_cast<std::ptrdiff_t>(c.from), std::size_t{1});
         for (DType dt : {DType::float64, DType::float32})
             for (unsigned threads : {1u, 2u})
                 for (bool center : {true, false}) {
@@ -49,17 +55,12 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
                     xt::xarray<double> v = xt::random::randn<double>(c.xs) * 3.0 + 5.0;
                     const Tensor x = Tensor::from_double(v, dt);
                     NormSpec spec;
-                    for (std::size_t a = c.from; a < c.xs.size(); ++a) spec.reduction_axes.push_back(a);
+                    spec.reduction_axes = reduced;
                     spec.center = center;
                     set_engine_threads(threads);
                     const ForwardResult all = forward(x, spec);
-                    // The statistics: every index of the kept axes, in row-major order.
-                    std::size_t block = 1;
-                    for (std::size_t a = c.from; a < c.xs.size(); ++a) block *= c.xs[a];
                     const std::size_t stats = v.size() / block;
                     REQUIRE(all.rstd.size() == stats);
-                    Shape one = c.xs;
-                    for (std::size_t a = 0; a < c.from; ++a) one[a] = 1;
                     std::size_t mismatched = 0;
                     for (std::size_t s = 0; s < stats; ++s) {
                         xt::xarray<double> part = xt::xarray<double>::from_shape(one);
@@ -73,4 +74,5 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
                     set_engine_threads(saved);
                     CHECK(mismatched == 0);
                 }
+    }
 }
