@@ -75,26 +75,57 @@ struct StatsOut {
     }
 };
 
+// The statistics of rows [0, m) of n values each from their moments (m2 in bvar): the
+// arithmetic of StatsOut::store, over arrays, so that its divisions and square roots run in
+// vector registers (one row at a time they cost a fifth of the forward on rows of 64).
+// IEEE division and square root round alike at every width, so every clone gives the same
+// bits (the module is built with -fno-math-errno, which lets sqrt be a vector instruction).
+NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& spec, const double* __restrict mean,
+                                       const double* __restrict lo, double* __restrict bvar,
+                                       double* __restrict bcount, double* __restrict out_mean,
+                                       double* __restrict out_lo, double* __restrict var,
+                                       double* __restrict rstd) {
+    for (std::size_t i = 0; i < m; ++i) {
+        bvar[i] = bvar[i] / n;  // biased_var with a count n > 0
+        bcount[i] = n;
+        out_mean[i] = mean[i];
+        out_lo[i] = lo[i];
+        var[i] = spec_var(spec, bvar[i], n);
+        rstd[i] = spec_rstd(spec, var[i]);
+    }
+}
+
 // Statistics and output in one pass over memory, for walks whose chunks hold whole
 // statistics (whole_stat_chunk): each chunk's moments are final, so they are finished and
 // the chunk normalised while it is still in cache. Same arithmetic, so the same bits, as
 // compute_moments followed by normalize_impl.
-// `wm` is compute_moments' walk and `wn` the normalize walk; both are cut into the same
-// whole-statistic chunks, so chunk c is the same range of elements in each.
+// `wn` is the normalize walk, cut into chunks of `whole` values, whole statistics each;
+// `wm`, compute_moments' walk cut alike, gives float data's moments. Each statistic of such
+// a walk is a contiguous row of x, so float64 data take the row kernel (row_moments, the
+// same bits as the walk; float32 GroupNorm and InstanceNorm lost with the float one, see
+// scripts/PERFORMANCE.md), chunk c being rows [c * whole / n, (c + 1) * whole / n).
 template <class T>
-void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, const NormSpec& spec, NormalizeArgs args,
-                bool f32, ForwardResult& out) {
+void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, std::size_t whole, const NormSpec& spec,
+                NormalizeArgs args, bool f32, ForwardResult& out) {
     const std::size_t stats = out.rstd.size();
     const StatsOut so(out);
     args.mean = so.mean;
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
     const bool stream = streams(wn, out.y.size() * sizeof(T));
+    const std::size_t n = stats ? out.y.size() / stats : 0, per = n ? whole / n : 0;
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
-        thread_local std::vector<Partial> parts;
-        parts.clear();
-        chunk_moments(x, nullptr, wm, c, spec.center, stats, parts);
-        for (const Partial& p : parts) so.store(p, spec);
+        if constexpr (std::is_same_v<T, double>) {
+            const std::size_t f = c * per, m = std::min(per, stats - f);
+            row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
+            finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f,
+                        so.mean + f, so.lo + f, so.var + f, so.rstd + f);
+        } else {
+            thread_local std::vector<Partial> parts;
+            parts.clear();
+            chunk_moments(x, nullptr, wm, c, spec.center, stats, parts);
+            for (const Partial& p : parts) so.store(p, spec);
+        }
         normalize_any(x, y, wn, c, args, f32, stream);
     });
 }
@@ -121,26 +152,6 @@ void planes_impl(const T* x, T* y, const Planes& pl, const Walk& wm, const Walk&
         for (std::size_t o = 0; o < pl.outer; ++o) normalize_any(x, y, wn, o * pl.stats + k, args, f32, stream);
         if (stream) fence_stream_stores();
     });
-}
-
-// The statistics of rows [0, m) of n values each from their moments (m2 in bvar): the
-// arithmetic of StatsOut::store, over arrays, so that its divisions and square roots run in
-// vector registers (one row at a time they cost a fifth of the forward on rows of 64).
-// IEEE division and square root round alike at every width, so every clone gives the same
-// bits (the module is built with -fno-math-errno, which lets sqrt be a vector instruction).
-NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& spec, const double* __restrict mean,
-                                       const double* __restrict lo, double* __restrict bvar,
-                                       double* __restrict bcount, double* __restrict out_mean,
-                                       double* __restrict out_lo, double* __restrict var,
-                                       double* __restrict rstd) {
-    for (std::size_t i = 0; i < m; ++i) {
-        bvar[i] = bvar[i] / n;  // biased_var with a count n > 0
-        bcount[i] = n;
-        out_mean[i] = mean[i];
-        out_lo[i] = lo[i];
-        var[i] = spec_var(spec, bvar[i], n);
-        rstd[i] = spec_rstd(spec, var[i]);
-    }
 }
 
 // Rows [f, f + m) of n values of y from their statistics in args (normalize_rows_f32), with
@@ -308,9 +319,9 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         }
         Walk wm(xs, sa, Strides(xs.size(), 0), whole), wn(xs, sa, sb, whole);
         if (x.dtype == DType::float64)
-            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, spec, args, f32, out);
+            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, whole, spec, args, f32, out);
         else
-            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, spec, args, f32, out);
+            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, whole, spec, args, f32, out);
         if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
         return;
     }

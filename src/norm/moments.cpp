@@ -166,26 +166,25 @@ Moments& raw_moments(const T* x, const Shape& xs, const Axes& reduced, bool cent
             channels_last_moments(x, *cl, center, RawMoments{count, mean, lo, m2});
             return out;
         }
-    if constexpr (std::is_same_v<T, float>) {
-        // BatchNorm's planes in (N, C, ...): the row kernels over the planes, which are
-        // contiguous rows, then a merge per statistic.
+    // BatchNorm's planes in (N, C, ...) of float data: the row kernels over the planes, which
+    // are contiguous rows, then a merge per statistic.
+    if constexpr (std::is_same_v<T, float>)
         if (!mask)
             if (const auto pl = planes_layout(xs, reduced)) {
                 planes_moments(x, *pl, center, count, mean, lo, m2);
                 return out;
             }
-        // Every statistic a contiguous row of n values (reductions over trailing axes):
-        // the row kernels, which the forward uses too, without the walk's per-run work.
-        // The same bits as the walk below (a statistic's single partial merges unchanged).
-        const std::size_t rows = out.count.size();
-        if (!mask && rows && whole_stat_chunk(xs, reduced)) {
-            const std::size_t n = num_elements(xs) / rows;
-            parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
-                row_moments(x + f * n, m, n, center, RowSums{mean + f, lo + f, m2 + f});
-            });
-            std::fill(count, count + rows, static_cast<double>(n));
-            return out;
-        }
+    // Every statistic a contiguous row of n values (reductions over trailing axes): the row
+    // kernels, which the forward uses too, without the walk's per-run work. The same bits as
+    // the walk below (a statistic's single partial merges unchanged).
+    const std::size_t rows = out.count.size();
+    if (!mask && rows && whole_stat_chunk(xs, reduced)) {
+        const std::size_t n = num_elements(xs) / rows;
+        parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
+            row_moments(x + f * n, m, n, center, RowSums{mean + f, lo + f, m2 + f});
+        });
+        std::fill(count, count + rows, static_cast<double>(n));
+        return out;
     }
     const Axes suffix = short_suffix(xs, reduced);
     if (!suffix.empty()) {

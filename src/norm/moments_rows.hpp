@@ -45,6 +45,13 @@ struct RowSums {
 /// costs more than the sums on rows of tens of values.
 void row_moments(const float* x, std::size_t rows, std::size_t n, bool center, const RowSums& out);
 
+/// The moments of `rows` contiguous rows of n > 0 doubles at x, each row a whole statistic
+/// with no mask (every reduction over trailing axes); each row's count is n. The corrected
+/// two-pass of chunk_moments (moments.hpp) on each row, so the same bits, without the walk's
+/// per-run bookkeeping and per-statistic scratch: float64 LayerNorm over rows of 64 spent
+/// more on those than on the sums.
+void row_moments(const double* x, std::size_t rows, std::size_t n, bool center, const RowSums& out);
+
 /// x viewed as (outer, stats, plane) for a reduction over a leading block of axes (outer)
 /// and a trailing block (plane, contiguous) around kept axes (stats, row-major): BatchNorm
 /// in (N, C, ...), each channel N planes of H*W values. Axes of size 1 are ignored.
