@@ -460,6 +460,19 @@ TEST_CASE("the streaming writers give the cached writers' bits wherever y starts
             if (dc.args->dtype != DType::float32) continue;
             check_stream_chunks(xd, total, dw, false, *dc.args, *dc.args);
         }
+        // Float64 runs from 32 values take the register writer too (float data from 256): rows
+        // of 32, 64 and 100 (ends outside whole lines), with and without parameters, float64
+        // and float32 data.
+        for (std::size_t len : {std::size_t{32}, std::size_t{64}, std::size_t{100}}) {
+            CAPTURE(len);
+            const Shape xsl{rows_n, len};
+            const Walk wl(xsl, broadcast_strides(xsl, keepdims_shape(xsl, reduced)), param_strides(xsl, params),
+                          kChunk);
+            for (const NormalizeArgs* args : {&dl, &du}) {
+                check_stream_chunks(xd, rows_n * len, wl, false, *args, *args);
+                check_stream_chunks(xf, rows_n * len, wl, false, *args, *args);
+            }
+        }
 
         // The streaming writers bring x + prefetch into L2 as they go (the one-pass forwards'
         // next chunk): past x's end for the last chunk, here by a chunk and by far more. No

@@ -349,8 +349,17 @@ void stream_direct_f32(int width, const float* xp, float* yp, const Run& r, cons
 // do. Float64, 2-core Xeon, the two writers
 // alternating, 5 rounds: LayerNorm (64,128,768) 9.49 against 11.1 ms on one thread, 3.98
 // against 4.50 on two; BatchNorm (32,64,56,56) 9.78 against 11.6 and 4.22 against 5.07
-// (scripts/PERFORMANCE.md).
-bool double_direct(const Run& r, bool half) { return !half && r.n >= kDirectRow && r.da == 0 && r.db <= 1; }
+// (scripts/PERFORMANCE.md). Float64 runs from 32 values (4 lines) on: their line holds 8
+// values, so the generic ends are shorter than float's; float64 LayerNorm (4096,16,64) on a
+// 2-core AMD EPYC (Zen 5), five alternating runs: 3.84 -> 3.35 ms on one thread, 2.09 ->
+// 1.56 on two; rows of 100 5.14 -> 4.48. Float data on the double arithmetic keep 256: rows
+// of 100 lost with 32 (4.78 -> 5.20 ms), rows of 64 gained (3.30 -> 2.60).
+constexpr std::size_t kDirectRowDouble = 32;
+template <class T>
+bool double_direct(const Run& r, bool half) {
+    const std::size_t least = std::is_same_v<T, double> ? kDirectRowDouble : kDirectRow;
+    return !half && r.n >= least && r.da == 0 && r.db <= 1;
+}
 
 // 8 values of x as doubles (exact; load_lanes: one conversion per register).
 template <class T>
@@ -401,7 +410,7 @@ void chunk_stream_double(const T* x, T* y, const Walk& w, std::size_t c, const N
 #endif
     w.chunk(c, [&](const Run& r) {
 #if NORMLAB_LANE_DISPATCH
-        if (width == 8 && double_direct(r, half)) {
+        if (width == 8 && double_direct<T>(r, half)) {
             if (r.db == 0) stream_double_avx512<true>(x + r.x, y + r.x, r, args);
             else stream_double_avx512<false>(x + r.x, y + r.x, r, args);
             return;
