@@ -1,5 +1,6 @@
 normlab_test(test_norm SOURCES test_norm.cpp test_norm_conventions.cpp test_norm_rows.cpp test_norm_planes.cpp test_norm_merge.cpp
-             test_norm_param_axes.cpp test_norm_chunks.cpp test_norm_rows_double.cpp DEPS normlab_norm)
+             test_norm_param_axes.cpp test_norm_chunks.cpp test_norm_rows_double.cpp
+             test_norm_rows_pipeline.cpp DEPS normlab_norm)
 # The backward pass: PyTorch autograd goldens (tests/golden/grad_*, read at the engine
 # level), finite differences, thread-count identity, and the Jacobian's singular values
 # through xt::linalg::svd.

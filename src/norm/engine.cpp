@@ -162,6 +162,14 @@ void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::siz
     else normalize_rows_f32(x + f * n, y + f * n, m, n, f, pstep, args);
 }
 
+// Rows of kPipelinedRowMin to kPipelinedRowMax values whose output streams take rows_impl's
+// pipeline, kPipelinedGroupValues values (at least a row) at a time. 2-core Xeon (2 MiB L2
+// per core, 480 MiB L3), alternating runs: LayerNorm (64,128,768) 2.40 -> 2.22 ms on one
+// thread, 1.19 -> 1.11 on two; rows of 256 to 2048 3 to 9% faster; rows of 64 and 128 no
+// faster, rows of 3072 and 4096 slower (the read-ahead kept there: (8,512,4096) 6.6 -> 11.7
+// ms with the pipeline on one thread).
+constexpr std::size_t kPipelinedRowMin = 256, kPipelinedRowMax = 2048, kPipelinedGroupValues = 2048;
+
 // fused_impl for float32 data on the float path where every row of n values is a whole
 // statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
 // each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
@@ -178,11 +186,44 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
     const bool stream = out.y.size() * sizeof(float) >= kStreamBytes;
-    parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
+    if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax) {
+        parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
+            row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
+            finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f,
+                        so.mean + f, so.lo + f, so.var + f, so.rstd + f);
+            write_rows(x, y, f, m, n, pstep, args, stream);
+        });
+        return;
+    }
+    // Mid-length rows: each thread's chunks in a pipeline, a few rows of this chunk's output
+    // streamed out, then as many of the next chunk's rows read for their moments, so the
+    // loads and the streaming stores share the time; no read-ahead, one fence per thread.
+    args.prefetch = 0;
+    args.fence = false;
+    const std::size_t group = std::max<std::size_t>(1, kPipelinedGroupValues / n);
+    const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
+    auto moments = [&](std::size_t f, std::size_t m) {
         row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
+    };
+    auto finish = [&](std::size_t f, std::size_t m) {
         finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
                     so.lo + f, so.var + f, so.rstd + f);
-        write_rows(x, y, f, m, n, pstep, args, stream);
+    };
+    parallel_blocks(chunks, [&](std::size_t c0, std::size_t c1) {
+        if (c0 == c1) return;
+        const std::size_t f0 = c0 * per, m0 = std::min(per, rows - f0);
+        moments(f0, m0);
+        finish(f0, m0);
+        for (std::size_t c = c0; c < c1; ++c) {
+            const std::size_t f = c * per, m = std::min(per, rows - f);
+            const std::size_t nf = f + m, nm = c + 1 < c1 ? std::min(per, rows - nf) : 0;
+            for (std::size_t i = 0; i < std::max(m, nm); i += group) {
+                if (i < m) write_rows(x, y, f + i, std::min(group, m - i), n, pstep, args, true);
+                if (i < nm) moments(nf + i, std::min(group, nm - i));
+            }
+            if (nm) finish(nf, nm);
+        }
+        fence_stream_stores();
     });
 }
 
@@ -308,7 +349,8 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         // is brought in while this one's output streams out, so reads and writes overlap.
         // 2-core Xeon, alternating builds, 5 rounds: LayerNorm (8,512,4096) 17.8 -> 14.6 ms
         // on one thread, RMSNorm 8.39 -> 5.55 on two, float64 LayerNorm (64,128,768) 9.91 ->
-        // 6.95 on one; rows of 768 on two threads unchanged (scripts/PERFORMANCE.md).
+        // 6.95 on one; rows of 768 on two threads unchanged (scripts/PERFORMANCE.md). Float32
+        // rows of 256 to 2048 values take rows_impl's pipeline instead.
         args.prefetch = whole;
         ensure_stats(out, ss);
         if (pstep >= 0) {

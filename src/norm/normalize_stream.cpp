@@ -438,7 +438,7 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
             for (; i + kRowGroup <= rows; i += kRowGroup) stream_rows_avx512(x + i * n, y + i * n, n, first + i, args);
         for (; i < rows; ++i)
             stream_direct_f32(width, x + i * n, y + i * n, Run{i * n, first + i, 0, n, 0, pstep}, args);
-        fence_streams();
+        if (args.fence) fence_streams();
         return;
     }
 #endif
@@ -454,7 +454,7 @@ void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::
             stream_out(width, y + i * n, out, m * n, x + i * n, args.prefetch);
         }
     }
-    fence_streams();
+    if (args.fence) fence_streams();
 }
 
 void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& args) {

@@ -32,6 +32,7 @@ void normalize_chunk_f32_stream(const float* x, float* y, const Walk& w, std::si
 /// normalize_rows_f32 (normalize.hpp) with streaming stores: the same bits. Rows of 256
 /// values or more on AVX-512, 64 or more on AVX2, are formed in registers and streamed from
 /// there; shorter ones a block of whole rows at a time, so each stream covers about 4 KiB.
+/// A fence at the end, unless a.fence is false (the caller fences after its last rows).
 void normalize_rows_f32_stream(const float* x, float* y, std::size_t rows, std::size_t n, std::size_t first,
                                std::size_t pstep, const NormalizeArgs& a);
 

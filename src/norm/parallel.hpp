@@ -68,6 +68,24 @@ void parallel_chunks(std::size_t chunks, F&& f) {
     }
 }
 
+/// Runs f(begin, end) once per thread on its contiguous block of chunks [begin, end), the
+/// blocks parallel_chunks gives it, for kernels that carry work from one chunk to the next
+/// (a pipeline). On one thread: f(0, chunks). Nothing for no chunks.
+template <class F>
+void parallel_blocks(std::size_t chunks, F&& f) {
+    const std::size_t threads = std::min<std::size_t>(engine_threads(), chunks);
+    if (threads <= 1) {
+        if (chunks) f(std::size_t{0}, chunks);
+        return;
+    }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+        const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
+        f(chunks * t / n, chunks * (t + 1) / n);
+    }
+}
+
 /// Runs f(first, count) over `rows` contiguous rows of n values each, in chunks of whole
 /// rows of about kWholeChunk values (at least one row), with parallel_chunks. For kernels
 /// whose rows are whole statistics: a row's result does not depend on the chunking.
