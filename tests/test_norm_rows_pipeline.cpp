@@ -5,7 +5,10 @@
 // a partial group of rows, at the ends of the pipelined range and just outside it.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include <xtensor/xrandom.hpp>
 

@@ -186,11 +186,14 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
     const bool stream = out.y.size() * sizeof(float) >= kStreamBytes;
+    auto moments = [&](std::size_t f, std::size_t m) {
+        row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
+        finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
+                    so.lo + f, so.var + f, so.rstd + f);
+    };
     if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax) {
         parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
-            row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
-            finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f,
-                        so.mean + f, so.lo + f, so.var + f, so.rstd + f);
+            moments(f, m);
             write_rows(x, y, f, m, n, pstep, args, stream);
         });
         return;
@@ -202,18 +205,8 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
     args.fence = false;
     const std::size_t group = std::max<std::size_t>(1, kPipelinedGroupValues / n);
     const std::size_t per = std::max<std::size_t>(1, kWholeChunk / n), chunks = (rows + per - 1) / per;
-    auto moments = [&](std::size_t f, std::size_t m) {
-        row_moments(x + f * n, m, n, spec.center, RowSums{so.bmean + f, so.blo + f, so.bvar + f});
-    };
-    auto finish = [&](std::size_t f, std::size_t m) {
-        finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
-                    so.lo + f, so.var + f, so.rstd + f);
-    };
-    parallel_blocks(chunks, [&](std::size_t c0, std::size_t c1) {
-        if (c0 == c1) return;
-        const std::size_t f0 = c0 * per, m0 = std::min(per, rows - f0);
-        moments(f0, m0);
-        finish(f0, m0);
+    parallel_blocks(chunks, [&](std::size_t c0, std::size_t c1, std::size_t) {
+        moments(c0 * per, std::min(per, rows - c0 * per));
         for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t f = c * per, m = std::min(per, rows - f);
             const std::size_t nf = f + m, nm = c + 1 < c1 ? std::min(per, rows - nf) : 0;
@@ -221,7 +214,6 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
                 if (i < m) write_rows(x, y, f + i, std::min(group, m - i), n, pstep, args, true);
                 if (i < nm) moments(nf + i, std::min(group, nm - i));
             }
-            if (nm) finish(nf, nm);
         }
         fence_stream_stores();
     });

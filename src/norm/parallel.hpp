@@ -49,41 +49,33 @@ constexpr std::size_t kChunk = 16384;
 /// machine's spread.
 constexpr std::size_t kWholeChunk = 4 * kChunk;
 
-/// Runs f(chunk, thread) for every chunk in [0, chunks), on up to engine_threads() threads,
-/// each taking a contiguous block of chunks. What a chunk computes never depends on who
-/// computes it. OpenMP keeps its threads between calls (a thread start costs tens of
+/// Runs f(begin, end, thread) once per thread, up to engine_threads() threads, on its
+/// contiguous block of chunks [begin, end) of [0, chunks): for kernels that carry work from
+/// one chunk to the next (a pipeline). On one thread: f(0, chunks, 0); nothing for no
+/// chunks. OpenMP keeps its threads between calls (a thread start costs tens of
 /// microseconds, as much as normalising a small batch), as PyTorch's CPU kernels do.
-template <class F>
-void parallel_chunks(std::size_t chunks, F&& f) {
-    const std::size_t threads = std::min<std::size_t>(engine_threads(), chunks);
-    if (threads <= 1) {
-        for (std::size_t c = 0; c < chunks; ++c) f(c, 0);
-        return;
-    }
-#pragma omp parallel num_threads(static_cast<int>(threads))
-    {
-        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-        const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
-        for (std::size_t c = chunks * t / n; c < chunks * (t + 1) / n; ++c) f(c, t);
-    }
-}
-
-/// Runs f(begin, end) once per thread on its contiguous block of chunks [begin, end), the
-/// blocks parallel_chunks gives it, for kernels that carry work from one chunk to the next
-/// (a pipeline). On one thread: f(0, chunks). Nothing for no chunks.
 template <class F>
 void parallel_blocks(std::size_t chunks, F&& f) {
     const std::size_t threads = std::min<std::size_t>(engine_threads(), chunks);
     if (threads <= 1) {
-        if (chunks) f(std::size_t{0}, chunks);
+        if (chunks) f(std::size_t{0}, chunks, std::size_t{0});
         return;
     }
 #pragma omp parallel num_threads(static_cast<int>(threads))
     {
         const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
         const std::size_t n = static_cast<std::size_t>(omp_get_num_threads());
-        f(chunks * t / n, chunks * (t + 1) / n);
+        f(chunks * t / n, chunks * (t + 1) / n, t);
     }
+}
+
+/// Runs f(chunk, thread) for every chunk in [0, chunks), each thread taking a contiguous
+/// block of chunks (parallel_blocks). What a chunk computes never depends on who computes it.
+template <class F>
+void parallel_chunks(std::size_t chunks, F&& f) {
+    parallel_blocks(chunks, [&](std::size_t begin, std::size_t end, std::size_t t) {
+        for (std::size_t c = begin; c < end; ++c) f(c, t);
+    });
 }
 
 /// Runs f(first, count) over `rows` contiguous rows of n values each, in chunks of whole
