@@ -99,14 +99,17 @@ NORMLAB_VECTOR_CLONES void finish_rows(std::size_t m, double n, const NormSpec& 
 // statistics (whole_stat_chunk): each chunk's moments are final, so they are finished and
 // the chunk normalised while it is still in cache. Same arithmetic, so the same bits, as
 // compute_moments followed by normalize_impl.
-// `wn` is the normalize walk, cut into chunks of `whole` values, whole statistics each;
-// `wm`, compute_moments' walk cut alike, gives float data's moments. Each statistic of such
-// a walk is a contiguous row of x, so float64 data take the row kernel (row_moments, the
-// same bits as the walk; float32 GroupNorm and InstanceNorm lost with the float one, see
-// scripts/PERFORMANCE.md), chunk c being rows [c * whole / n, (c + 1) * whole / n).
+// `wn` is the normalize walk over x (shape xs, statistic strides sa), cut into chunks of
+// `whole` values, whole statistics each. Float data's moments take compute_moments' walk,
+// cut alike. Each statistic of such a walk is a contiguous row of x, so float64 data take
+// the row kernel (row_moments, the same bits as the walk, and no moments walk to build;
+// float32 GroupNorm and InstanceNorm lost with the float one, see scripts/PERFORMANCE.md),
+// chunk c being rows [c * whole / n, (c + 1) * whole / n).
 template <class T>
-void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, std::size_t whole, const NormSpec& spec,
-                NormalizeArgs args, bool f32, ForwardResult& out) {
+void fused_impl(const T* x, T* y, const Shape& xs, const Strides& sa, const Walk& wn, std::size_t whole,
+                const NormSpec& spec, NormalizeArgs args, bool f32, ForwardResult& out) {
+    std::optional<Walk> wm;
+    if constexpr (!std::is_same_v<T, double>) wm.emplace(xs, sa, Strides(xs.size(), 0), whole);
     const std::size_t stats = out.rstd.size();
     const StatsOut so(out);
     args.mean = so.mean;
@@ -123,7 +126,7 @@ void fused_impl(const T* x, T* y, const Walk& wm, const Walk& wn, std::size_t wh
         } else {
             thread_local std::vector<Partial> parts;
             parts.clear();
-            chunk_moments(x, nullptr, wm, c, spec.center, stats, parts);
+            chunk_moments(x, nullptr, *wm, c, spec.center, stats, parts);
             for (const Partial& p : parts) so.store(p, spec);
         }
         normalize_any(x, y, wn, c, args, f32, stream);
@@ -351,11 +354,11 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
                           spec, args, out);
             return;
         }
-        Walk wm(xs, sa, Strides(xs.size(), 0), whole), wn(xs, sa, sb, whole);
+        const Walk wn(xs, sa, sb, whole);
         if (x.dtype == DType::float64)
-            fused_impl(x.f64.data(), out.y.f64.data(), wm, wn, whole, spec, args, f32, out);
+            fused_impl(x.f64.data(), out.y.f64.data(), xs, sa, wn, whole, spec, args, f32, out);
         else
-            fused_impl(x.f32.data(), out.y.f32.data(), wm, wn, whole, spec, args, f32, out);
+            fused_impl(x.f32.data(), out.y.f32.data(), xs, sa, wn, whole, spec, args, f32, out);
         if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
         return;
     }
