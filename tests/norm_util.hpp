@@ -1,9 +1,12 @@
 #pragma once
 // Helpers for the tests that build norms directly (src/norm/presets.hpp), without a config.
+#include <cstring>
 #include <random>
 
+#include <doctest/doctest.h>
 #include <xtensor/xarray.hpp>
 
+#include "norm/engine.hpp"
 #include "norm/presets.hpp"
 
 namespace norm_test {
@@ -24,6 +27,23 @@ inline xt::xarray<double> gaussian(const normlab::Shape& s, double mean, double 
     xt::xarray<double> a = xt::xarray<double>::from_shape(s);
     for (auto& v : a) v = n(gen);
     return a;
+}
+
+/// Checks (doctest CHECKs, each difference reported) that two forwards agree bit for bit:
+/// y's bytes in its dtype (NaN payloads and the sign of zeros included), then the mean, its
+/// low part, the variance, rstd and the batch's counts. For the engine's promise that every
+/// path, thread count and register width gives the same bits.
+inline void check_same_forward(const normlab::ForwardResult& got, const normlab::ForwardResult& want) {
+    REQUIRE(got.y.dtype == want.y.dtype);
+    REQUIRE(got.y.f32.size() == want.y.f32.size());
+    REQUIRE(got.y.f64.size() == want.y.f64.size());
+    CHECK(std::memcmp(got.y.f32.data(), want.y.f32.data(), want.y.f32.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(got.y.f64.data(), want.y.f64.data(), want.y.f64.size() * sizeof(double)) == 0);
+    CHECK(got.mean == want.mean);
+    CHECK(got.mean_lo == want.mean_lo);
+    CHECK(got.var == want.var);
+    CHECK(got.rstd == want.rstd);
+    CHECK(got.batch.count == want.batch.count);
 }
 
 }  // namespace norm_test

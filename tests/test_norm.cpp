@@ -14,6 +14,8 @@
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
+#include "norm_util.hpp"
+
 using namespace normlab;
 
 namespace {
@@ -367,10 +369,7 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
                 for (unsigned th : {2u, 3u, 8u}) {
                     set_engine_threads(th);
                     ForwardResult rt = forward(t, spec, in);
-                    CHECK(rt.y.f32 == r1.y.f32);
-                    CHECK(rt.mean == r1.mean);
-                    CHECK(rt.mean_lo == r1.mean_lo);
-                    CHECK(rt.var == r1.var);
+                    norm_test::check_same_forward(rt, r1);
                 }
             }
             set_engine_threads(saved);
@@ -478,11 +477,7 @@ TEST_CASE("every layout gives the same bits with every register width") {
                         CAPTURE(width);
                         set_lane_width(width);
                         const ForwardResult r = forward(t, spec, in);
-                        if (dtype == DType::float32) CHECK(r.y.f32 == ref.y.f32);
-                        else CHECK(r.y.f64 == ref.y.f64);
-                        CHECK(r.mean == ref.mean);
-                        CHECK(r.mean_lo == ref.mean_lo);
-                        CHECK(r.var == ref.var);
+                        norm_test::check_same_forward(r, ref);
                     }
                     set_lane_width(0);
                 }

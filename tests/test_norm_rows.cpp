@@ -20,6 +20,8 @@
 #include "norm/moments_rows.hpp"
 #include "norm/normalize_stream.hpp"
 
+#include "norm_util.hpp"
+
 using namespace normlab;
 
 namespace {
@@ -590,13 +592,7 @@ TEST_CASE("rows that are whole statistics (LayerNorm/RMSNorm over trailing axes)
                     set_lane_width(width);
                     const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
                     set_lane_width(0);
-                    REQUIRE(fr.y.f32.size() == fw.y.f32.size());
-                    CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
-                    CHECK(fr.mean == fw.mean);
-                    CHECK(fr.mean_lo == fw.mean_lo);
-                    CHECK(fr.var == fw.var);
-                    CHECK(fr.rstd == fw.rstd);
-                    CHECK(fr.batch.count == fw.batch.count);
+                    norm_test::check_same_forward(fr, fw);
                 }
 }
 
@@ -728,8 +724,7 @@ TEST_CASE("given statistics over rows (the row writer) give the bits of the walk
             plain.given_var = masked.given_var = &var;
             masked.mask = &ones;
             const ForwardResult fr = forward(x, spec, plain), fw = forward(x, spec, masked);
-            REQUIRE(fr.y.f32.size() == fw.y.f32.size());
-            CHECK(std::memcmp(fr.y.f32.data(), fw.y.f32.data(), fr.y.f32.size() * sizeof(float)) == 0);
+            norm_test::check_same_forward(fr, fw);
         }
 }
 
