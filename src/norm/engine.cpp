@@ -173,6 +173,13 @@ void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::siz
 // ms with the pipeline on one thread).
 constexpr std::size_t kPipelinedRowMin = 256, kPipelinedRowMax = 2048, kPipelinedGroupValues = 2048;
 
+// Values per chunk of rows_impl's rows whose output is not streamed (under kStreamBytes,
+// the batch and its output served from L2 and L3): half of kWholeChunk. 2-core Xeon, the
+// two builds alternating, 5 rounds, medians: LayerNorm (32,64,512) 0.373 -> 0.362 ms on
+// one thread, 0.199 -> 0.192 on two; (16,64,768) 0.286 -> 0.276 and 0.153 -> 0.150
+// (scripts/PERFORMANCE.md). Streamed outputs keep kWholeChunk.
+constexpr std::size_t kCachedRowsChunk = kWholeChunk / 2;
+
 // fused_impl for float32 data on the float path where every row of n values is a whole
 // statistic (LayerNorm/RMSNorm over trailing axes; row_param_step): chunks of whole rows,
 // each row's moments, then the chunk's output, with no walk. On rows of tens to hundreds of
@@ -195,10 +202,13 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
                     so.lo + f, so.var + f, so.rstd + f);
     };
     if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax) {
-        parallel_rows(rows, n, [&](std::size_t f, std::size_t m) {
-            moments(f, m);
-            write_rows(x, y, f, m, n, pstep, args, stream);
-        });
+        parallel_rows(
+            rows, n,
+            [&](std::size_t f, std::size_t m) {
+                moments(f, m);
+                write_rows(x, y, f, m, n, pstep, args, stream);
+            },
+            stream ? kWholeChunk : kCachedRowsChunk);
         return;
     }
     // Mid-length rows: each thread's chunks in a pipeline, a few rows of this chunk's output

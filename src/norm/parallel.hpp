@@ -79,11 +79,11 @@ void parallel_chunks(std::size_t chunks, F&& f) {
 }
 
 /// Runs f(first, count) over `rows` contiguous rows of n values each, in chunks of whole
-/// rows of about kWholeChunk values (at least one row), with parallel_chunks. For kernels
+/// rows of about `values` values (at least one row), with parallel_chunks. For kernels
 /// whose rows are whole statistics: a row's result does not depend on the chunking.
 template <class F>
-void parallel_rows(std::size_t rows, std::size_t n, F&& f) {
-    const std::size_t per = std::max<std::size_t>(1, kWholeChunk / std::max<std::size_t>(1, n));
+void parallel_rows(std::size_t rows, std::size_t n, F&& f, std::size_t values = kWholeChunk) {
+    const std::size_t per = std::max<std::size_t>(1, values / std::max<std::size_t>(1, n));
     parallel_chunks((rows + per - 1) / per, [&](std::size_t c, std::size_t) {
         f(c * per, std::min(per, rows - c * per));
     });
