@@ -113,7 +113,8 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                              "), not a folder for its results; choose another --out");
         if (path_within(k, m_path))
             throw InputError(shown + ": the output folder holds " + k.string() +
-                             "; normlab replaces the output folder as a whole, so choose another --out");
+                             ", an input of this run; normlab replaces the output folder as a whole, so choose "
+                             "another --out");
     }
     if (fs::exists(m_path, ec)) {
         if (!fs::is_directory(m_path, ec))

@@ -19,8 +19,9 @@ public:
     /// files that report lists), which is replaced as a whole. Anything else is refused
     /// (InputError) unless `force`. Never accepted, even with `force` (InputError): a target
     /// that is a file, the root folder, or the current folder or one of its parents.
-    /// A trailing '/' or '.' in `target` is ignored. Nor a target that contains one of the
-    /// `keep` paths (the config file: --force must not delete it). Creates nothing: the
+    /// A trailing '/' or '.' in `target` is ignored. Nor a target that is or contains one of the
+    /// `keep` paths (the run's inputs: its config file, data files and folders, weights;
+    /// replacing the folder, with --force or over an earlier result, would delete them). Creates nothing: the
     /// staging folder beside the target, and the target's missing parent folders, are
     /// created by prepare() or the first write() (EnvError when that fails), and the parents it created
     /// are removed again, when empty, if the folder is never committed.
