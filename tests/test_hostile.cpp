@@ -509,7 +509,7 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         check_row(run_sh(run + "--out . --force"), ".: is the current folder or one of its parents");
         check_row(run_sh(run + "--out ./ --force"), "./: is the current folder or one of its parents");
         check_row(run_sh(run + "--out .. --force"), "..: is the current folder or one of its parents");
-        check_row(run_sh(run + "--out / --force"), "/: refusing to use the root folder as the output folder");
+        check_row(run_sh(run + "--out / --force"), "/: is the root folder, which normlab would replace as a whole");
         CHECK(read_text(dir / "mine.txt") == "precious");
         CHECK(read_text(dir / "cfg.json") == cfg);
     }

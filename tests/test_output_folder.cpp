@@ -1,13 +1,19 @@
-// The output folder end to end: replacing it never deletes an input of the run.
+// The output folder end to end: what it may not be (empty, a name too long to create),
+// that replacing it never deletes an input of the run, and that a write failure says why.
+// validate refuses what run refuses about the config's names and output.dir.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fcntl.h>
 #include <string>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 #include "cli_util.hpp"
+#include "report/output.hpp"
+#include "tensor/errors.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;
@@ -57,6 +63,15 @@ void check_refused(const CliResult& r, const std::string& expect) {
     CHECK_MESSAGE(r.err.rfind("normlab: error: ", 0) == 0, r.err);
     CHECK_MESSAGE(r.err.find(expect) != std::string::npos, "expected: " << expect << "\ngot: " << r.err);
     CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+}
+
+/// The entries of `dir` whose name holds "normlab-staging".
+std::vector<std::string> staging_entries(const fs::path& dir) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().find("normlab-staging") != std::string::npos)
+            found.push_back(e.path().filename().string());
+    return found;
 }
 
 }  // namespace
@@ -115,4 +130,92 @@ TEST_CASE("a run reading an earlier result's saved array may not replace that re
     // The same run into another folder is fine.
     const CliResult ok = run_in(dir, "run b.json --out res2 -q");
     CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+}
+
+TEST_CASE("an empty output folder is refused with exit 2: --out \"\", output.dir \"\", merge \"\"") {
+    fs::path dir = fresh_dir("output_empty");
+    write_text(dir / "cfg.json", config(kGauss));
+    for (const std::string extra : {"", " --dry-run"}) {
+        CAPTURE(extra);
+        check_refused(run_in(dir, "run cfg.json --out ''" + extra), "--out \"\": is empty; name a folder for the results");
+    }
+    CHECK_FALSE(fs::exists(dir / "results"));
+    write_text(dir / "od.json", config(kGauss, R"("output": {"dir": ""}, )"));
+    for (const std::string cmd : {"validate od.json", "run od.json", "run od.json --dry-run"}) {
+        CAPTURE(cmd);
+        check_refused(run_in(dir, cmd), "od.json: /output/dir: output folder \"\" is empty; name a folder for the results");
+    }
+    REQUIRE(run_in(dir, "run cfg.json --shard 0/1 --out s0 -q").exit_code == 0);
+    check_refused(run_in(dir, "merge '' s0"), "\"\": is empty; name a folder for the results");
+    check_refused(run_in(dir, "init -o ''"), "init --output: expected a file name, but got \"\"");
+}
+
+TEST_CASE("validate refuses the names and output folders run cannot write, whatever the machine") {
+    fs::path dir = fresh_dir("output_names");
+    const std::string long_name(300, 'd'), name_223(223, 'a'), name_224(224, 'a');
+    std::string umlauts;  // 130 characters, 260 bytes
+    for (int i = 0; i < 130; ++i) umlauts += "\xc3\xbc";
+    struct Case {
+        const char* what;
+        std::string json;
+        std::string expect;
+    };
+    const std::vector<Case> cases = {
+        {"output.dir .", config(kGauss, R"("output": {"dir": "."}, )"),
+         "cfg.json: /output/dir: output folder \".\" is the current folder or one of its parents"},
+        {"output.dir a/..", config(kGauss, R"("output": {"dir": "a/.."}, )"),
+         "cfg.json: /output/dir: output folder \"a/..\" is the current folder or one of its parents"},
+        {"output.dir /", config(kGauss, R"("output": {"dir": "/"}, )"),
+         "cfg.json: /output/dir: output folder \"/\" is the root folder, which normlab would replace as a whole"},
+        {"output.dir long component", config(kGauss, R"("output": {"dir": "r/)" + long_name + R"(/x"}, )"),
+         "has a component that is 300 bytes long, more than the 255 bytes a file name can have"},
+        {"output.dir long last component", config(kGauss, R"("output": {"dir": ")" + name_224 + R"("}, )"),
+         "names a folder that is 224 bytes long, more than the 223 bytes an output folder's name can have"},
+        {"name", config(kGauss, R"("name": ")" + name_224 + R"(", )"),
+         "cfg.json: /name: name (the default output folder is results/<name>) is 224 bytes long, more than the 223 "
+         "bytes an output folder's name can have"},
+        {"data name", config(kGauss, "", long_name),
+         "cfg.json: /data/" + long_name + ": data name is 300 bytes long, more than the 255 bytes a file name can have"},
+        {"data name in UTF-8", config(kGauss, "", umlauts),
+         "data name is 260 bytes long, more than the 255 bytes a file name can have on common file systems"},
+        {"norm name", config(kGauss, "", "x", long_name),
+         "cfg.json: /norms/" + long_name + ": norm name is 300 bytes long, more than the 255 bytes"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.what);
+        write_text(dir / "cfg.json", c.json);
+        for (const std::string cmd : {"validate cfg.json", "run cfg.json", "run cfg.json --dry-run", "run cfg.json --out o"}) {
+            CAPTURE(cmd);
+            check_refused(run_in(dir, cmd), c.expect);
+        }
+        CHECK_FALSE(fs::exists(dir / "o"));
+        CHECK_FALSE(fs::exists(dir / "results"));
+    }
+    // At the limits: a name of 223 bytes, and data and norm names of 255, run and write.
+    write_text(dir / "cfg.json", config(kGauss, R"("name": ")" + name_223 + R"(", )", std::string(255, 'd'),
+                                        std::string(255, 'n')));
+    const CliResult ok = run_in(dir, "run cfg.json -q");
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+    CHECK(fs::exists(dir / "results" / name_223 / "arrays" / std::string(255, 'd') / std::string(255, 'n') / "output.npy"));
+    // --out with a name too long: refused before anything is loaded.
+    check_refused(run_in(dir, "run cfg.json --out " + name_224), "--out " + name_224 + ": names a folder that is 224 bytes long");
+}
+
+TEST_CASE("a write that fails says why: the system's reason, not only \"cannot write\"") {
+    fs::path dir = fresh_dir("output_reasons");
+    {
+        normlab::OutputFolder out(dir / "res", false);
+        try {
+            out.write(fs::path(std::string(300, 'z')) / "output.npy", "bytes");
+            FAIL("a file name of 300 bytes was written");
+        } catch (const normlab::EnvError& e) {
+            CHECK(std::string(e.what()).find("File name too long") != std::string::npos);
+        }
+    }
+    CHECK(staging_entries(dir).empty());
+    CliResult missing = run_in(dir, "init -o /nonexistent/dir/x.json");
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.err == "normlab: error: /nonexistent/dir/x.json: cannot write: No such file or directory\n");
+    fs::create_directories(dir / "folder");
+    check_refused(run_in(dir, "init -o folder --force"), "folder: is a folder; name the file to write (e.g. folder/my.json)");
 }

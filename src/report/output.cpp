@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/output_paths.hpp"
 #include "tensor/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -55,6 +56,14 @@ std::optional<nlohmann::json> read_report(const fs::path& dir) {
     return std::nullopt;
 }
 
+// The reason the last system call gave (errno), for a write that failed: "No space left
+// on device", "Permission denied". Call right after the failure, before anything else
+// may set errno.
+std::string os_reason() {
+    const int err = errno;
+    return err ? std::error_code(err, std::generic_category()).message() : "the system gave no reason";
+}
+
 // Absolute, normalised, symbolic links resolved as far as the path exists, no trailing '/'.
 fs::path resolved(const fs::path& p) {
     std::error_code ec;
@@ -97,7 +106,10 @@ bool path_within(const fs::path& path, const fs::path& dir) {
 
 OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::path>& keep)
     : m_target(std::move(target)) {
-    const std::string shown = m_target.string();
+    const std::string shown = m_target.empty() ? "\"\"" : m_target.string();
+    // Checked before fs::absolute, which cannot make an empty path absolute.
+    const std::string problem = output_folder_problem(m_target.string());
+    if (!problem.empty()) throw InputError(shown + ": " + problem);
     m_path = fs::absolute(m_target).lexically_normal();
     while (m_path.filename().empty() && m_path != m_path.root_path()) m_path = m_path.parent_path();
     if (m_path == m_path.root_path())
@@ -200,11 +212,13 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
     fs::path p = m_staging / relative;
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
+    if (ec) throw EnvError((m_target / relative).string() + ": cannot write: cannot create its folder: " + ec.message());
+    errno = 0;
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    if (!out) throw EnvError((m_target / relative).string() + ": cannot write");
+    if (!out) throw EnvError((m_target / relative).string() + ": cannot write: " + os_reason());
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
-    if (!out) throw EnvError((m_target / relative).string() + ": write failed (disk full?)");
+    if (!out) throw EnvError((m_target / relative).string() + ": write failed: " + os_reason());
 }
 
 void OutputFolder::commit() {
@@ -234,13 +248,15 @@ void write_file_atomic(const fs::path& path, const std::string& bytes) {
     fs::path tmp = path;
     tmp += ".normlab-tmp-" + std::to_string(::getpid());
     {
+        errno = 0;
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw EnvError(path.string() + ": cannot write");
+        if (!out) throw EnvError(path.string() + ": cannot write: " + os_reason());
         out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
         out.close();
         if (!out) {
+            const std::string why = os_reason();
             fs::remove(tmp, ec);
-            throw EnvError(path.string() + ": write failed (disk full?)");
+            throw EnvError(path.string() + ": write failed: " + why);
         }
     }
     fs::rename(tmp, path, ec);

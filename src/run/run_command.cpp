@@ -18,6 +18,7 @@
 #include "data/files.hpp"
 #include "data/npy.hpp"
 #include "report/output.hpp"
+#include "report/output_paths.hpp"
 #include "report/table.hpp"
 #include "run/points.hpp"
 #include "run/safety.hpp"
@@ -131,6 +132,10 @@ void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
     note_interrupt_keeps_output(!o.dry_run);
     InputLog inputs;  // check_points reads every input file: the output folder may replace none
+    if (o.out) {  // before the data is loaded: a wrong --out is found at once
+        const std::string why = output_folder_problem(*o.out);
+        if (!why.empty()) throw InputError("--out " + (o.out->empty() ? std::string("\"\"") : *o.out) + ": " + why);
+    }
     Json base_doc = load_config_document(o, &origins);
     const Provenance base_origins = origins;
     const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
