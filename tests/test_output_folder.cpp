@@ -1,6 +1,7 @@
 // The output folder end to end: what it may not be (empty, a name too long to create),
-// that replacing it never deletes an input of the run, and that a write failure says why.
-// validate refuses what run refuses about the config's names and output.dir.
+// that replacing it never deletes an input of the run, that a write failure says why, and
+// that staging folders left by killed runs are cleaned up. validate refuses what run
+// refuses about the config's names and output.dir.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -218,4 +219,41 @@ TEST_CASE("a write that fails says why: the system's reason, not only \"cannot w
     CHECK(missing.err == "normlab: error: /nonexistent/dir/x.json: cannot write: No such file or directory\n");
     fs::create_directories(dir / "folder");
     check_refused(run_in(dir, "init -o folder --force"), "folder: is a folder; name the file to write (e.g. folder/my.json)");
+}
+
+TEST_CASE("a staging folder a killed run left is removed by the next run into the same folder, when it is stale") {
+    fs::path dir = fresh_dir("output_stale");
+    write_text(dir / "cfg.json", config(kGauss));
+    // A process id that is no longer alive: a child that has exited and been reaped.
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    REQUIRE(child > 0);
+    ::waitpid(child, nullptr, 0);
+    const std::string dead = ".out.normlab-staging-" + std::to_string(child);
+    write_text(dir / dead / "arrays" / "x" / "n" / "output.npy", "half");
+    // Kept: a live process's (this test's), an earlier result set aside mid-replacement
+    // ("-old"), another output's, and one whose lock is held (a run elsewhere whose id
+    // merely looks dead here).
+    const std::string live = ".out.normlab-staging-" + std::to_string(::getpid());
+    const std::string old = dead + "-old", other = ".other.normlab-staging-" + std::to_string(child);
+    for (const auto& name : {live, old, other}) write_text(dir / name / "report.json", "{}");
+    const pid_t child2 = ::fork();
+    if (child2 == 0) ::_exit(0);
+    REQUIRE(child2 > 0);
+    ::waitpid(child2, nullptr, 0);
+    const std::string locked = ".out.normlab-staging-" + std::to_string(child2);
+    fs::create_directories(dir / locked);
+    const int fd = ::open((dir / locked).c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_SH) == 0);
+
+    const CliResult r = run_in(dir, "run cfg.json --out out -q");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_FALSE(fs::exists(dir / dead));
+    std::vector<std::string> left = staging_entries(dir);
+    std::sort(left.begin(), left.end());
+    std::vector<std::string> kept{live, old, other, locked};
+    std::sort(kept.begin(), kept.end());
+    CHECK(left == kept);
+    ::close(fd);
 }

@@ -1,11 +1,15 @@
 #include "report/output.hpp"
 
 #include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +47,45 @@ void remove_staging(const fs::path& staging, const std::vector<fs::path>& create
     std::error_code ec;
     fs::remove_all(staging, ec);
     for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
+}
+
+constexpr const char* kStagingInfix = ".normlab-staging-";
+
+// The staging folder of the output folder named `name`, for the process `pid`.
+std::string staging_name(const std::string& name, long long pid) {
+    return "." + name + kStagingInfix + std::to_string(pid);
+}
+
+// Removes the staging folders that runs killed beyond cleaning up (kill -9, a crash, a
+// power cut) left beside the output folder `name` in `parent`. A folder goes only when all
+// of these hold: its name is exactly a staging folder's of this output, with a process id;
+// it is a folder, not a link; no process of that id is alive here; and nobody holds the
+// lock every run takes on its staging folder while it lives. The lock answers what the
+// process id cannot: a run in another PID namespace, or on another machine sharing the
+// folder, has an id that may look dead here. A lock that cannot be tested (some network
+// file systems) keeps the folder. Leftovers "-old" (an earlier result set aside while it
+// was replaced) are never touched: they may be the only copy of that result.
+void remove_stale_staging(const fs::path& parent, const std::string& name) {
+    const std::string prefix = "." + name + kStagingInfix;
+    std::error_code ec;
+    std::vector<fs::path> stale;
+    for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string fn = it->path().filename().string();
+        if (fn.size() <= prefix.size() || fn.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string digits = fn.substr(prefix.size());
+        if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+        const long long pid = std::stoll(digits);
+        std::error_code ec_entry;
+        if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() || pid == ::getpid() || !it->is_directory(ec_entry) || it->is_symlink(ec_entry)) continue;
+        if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+        stale.push_back(it->path());
+    }
+    for (const auto& dir : stale) {
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove_all(dir, ec);
+        ::close(fd);
+    }
 }
 
 std::optional<nlohmann::json> read_report(const fs::path& dir) {
@@ -143,7 +186,7 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                                  "--force to replace the whole folder");
         }
     }
-    m_staging = m_path.parent_path() / ("." + m_path.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
+    m_staging = m_path.parent_path() / staging_name(m_path.filename().string(), ::getpid());
 }
 
 void OutputFolder::stage() {
@@ -166,8 +209,15 @@ void OutputFolder::stage() {
         }
         m_created.push_back(p);
     }
+    remove_stale_staging(m_path.parent_path(), m_path.filename().string());
     fs::remove_all(m_staging, ec);
     fs::create_directories(m_staging, ec);
+    if (!ec) {
+        // Held while this run lives (the kernel drops it when the process dies): a later
+        // run tells a live staging folder from a stale one by it (remove_stale_staging).
+        m_lock_fd = ::open(m_staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (m_lock_fd >= 0) ::flock(m_lock_fd, LOCK_SH | LOCK_NB);
+    }
     if (ec) {
         remove_staging(m_staging, m_created);
         m_created.clear();
@@ -196,6 +246,7 @@ void OutputFolder::prepare() {
 
 OutputFolder::~OutputFolder() {
     std::lock_guard<std::mutex> lock(disk_mutex());
+    if (m_lock_fd >= 0) ::close(m_lock_fd);
     if (!m_staged) return;
     if (!m_committed) remove_staging(m_staging, m_created);
     live_staging().erase(m_staging);

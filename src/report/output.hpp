@@ -11,7 +11,9 @@ namespace normlab {
 /// A staged output folder. Files written through it appear under `target` only on commit().
 /// The destructor removes the staging folder if commit() was not reached, and so does
 /// abandon_output_folders() (called on SIGINT/SIGTERM), so an interrupted run leaves
-/// neither a partial report nor a staging folder.
+/// neither a partial report nor a staging folder. A run killed beyond that (kill -9) leaves
+/// its staging folder; the next run that stages this output removes it, once its process is
+/// gone and its lock free.
 class OutputFolder {
 public:
     /// Checks that `target` may be written: it may not exist yet, be empty, or hold an earlier
@@ -56,6 +58,7 @@ private:
     std::vector<std::filesystem::path> m_created;  ///< parents stage() created, outermost first
     bool m_staged = false;
     bool m_committed = false;
+    int m_lock_fd = -1;  ///< the staging folder, opened and locked (shared) while this run lives
 };
 
 /// True when `dir` holds a report.json written by normlab.
