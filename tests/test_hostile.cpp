@@ -509,14 +509,14 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         check_row(run_sh(run + "--out . --force"), ".: is the current folder or one of its parents");
         check_row(run_sh(run + "--out ./ --force"), "./: is the current folder or one of its parents");
         check_row(run_sh(run + "--out .. --force"), "..: is the current folder or one of its parents");
-        check_row(run_sh(run + "--out / --force"), "/: refusing to use the root folder as the output folder");
+        check_row(run_sh(run + "--out / --force"), "/: is the root folder, which normlab would replace as a whole");
         CHECK(read_text(dir / "mine.txt") == "precious");
         CHECK(read_text(dir / "cfg.json") == cfg);
     }
     SUBCASE("a folder holding the config is refused even with --force") {
         write_text(dir / "sub" / "cfg.json", cfg);
         check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub --force"),
-                  "sub: the output folder holds sub/cfg.json; normlab replaces the output folder as a whole");
+                  "sub: the output folder holds sub/cfg.json, an input of this run; normlab replaces the output folder as a whole");
         CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
         // --out naming the config itself: said as such, not as a folder holding it.
         check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub/cfg.json --force"),

@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
 
     try {
         if (*run_cmd) {
-            if (!out.empty()) run.out = out;
+            if (run_cmd->count("--out")) run.out = out;  // --out "" is refused, not taken as no --out
             if (!shard.empty()) run.shard = shard;
             if (run_cmd->count("--seed")) run.seed = integer_option("run --seed", seed, kNoMin, kNoMax);  // < 0: the config refuses it
             if (!run_threads.empty())
@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
             if (shapes_cmd->count("--channel-axis")) sh.channel_axis = integer_option("shapes --channel-axis", sh_channel, kNoMin, kNoMax);
             std::cout << shapes_answer(sh);
         } else if (*init_cmd) {
-            if (init_out.empty()) std::cout << template_text(tmpl);
+            if (!init_cmd->count("--output")) std::cout << template_text(tmpl);
             else write_template(tmpl, init_out, init_force);
         } else if (*bench_cmd) {
             auto split = [](const std::string& s) {

@@ -8,6 +8,7 @@
 #include "data/npy.hpp"
 #include "data/random.hpp"
 #include "data/sources.hpp"
+#include "report/output_paths.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
 
@@ -79,8 +80,11 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
 
 // Names become path components of the output (results/<name>, arrays/<data>/<norm>/), so
 // each must be one plain file name: a name with '/', '\\', ".." or "." would write outside
-// the folder the user pointed at, or somewhere unexpected inside it.
-void check_path_name(const std::string& s, const JsonLocation& loc, const std::string& what) {
+// the folder the user pointed at, or somewhere unexpected inside it, and one longer than
+// `max_bytes` cannot be created at all (found here, not at the first write after the
+// computing).
+void check_path_name(const std::string& s, const JsonLocation& loc, const std::string& what,
+                     std::size_t max_bytes = kMaxNameBytes) {
     std::string why;
     if (s.empty()) why = "must not be empty";
     else if (s == "." || s == "..") why = "must not be \".\" or \"..\"";
@@ -91,6 +95,8 @@ void check_path_name(const std::string& s, const JsonLocation& loc, const std::s
     if (!why.empty())
         loc.fail(what + " \"" + s + "\" " + why + ": it names a folder of the output, which must stay inside " +
                  "the folder the results go to");
+    const std::string too_long = name_length_problem(s, max_bytes);
+    if (!too_long.empty()) loc.fail(what + " " + too_long + ": it names a folder of the output");
 }
 
 // BatchNorm's "replicas" (a number of equal slices or a list of per-replica sample
@@ -276,7 +282,8 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
     r.finish();  // unknown keys first: "analysis" is reported as a misspelling of "analyses"
     c.name = r.string("name", "run");
     if (c.name.empty()) r.at("name").fail("name must not be empty");
-    check_path_name(c.name, r.at("name"), "name (the default output folder is results/<name>)");
+    check_path_name(c.name, r.at("name"), "name (the default output folder is results/<name>)",
+                    max_output_folder_name_bytes());
     long long seed = r.integer("seed", 0);
     if (seed < 0) r.at("seed").fail("seed must be >= 0, but got " + std::to_string(seed));
     c.seed = static_cast<std::uint64_t>(seed);
@@ -391,6 +398,10 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         ObjectReader orr(*out, r.at("output"));
         orr.declare({"dir"});
         c.output_dir = orr.string("dir");
+        if (c.output_dir) {
+            const std::string why = output_folder_problem(*c.output_dir);
+            if (!why.empty()) orr.at("dir").fail("output folder \"" + *c.output_dir + "\" " + why);
+        }
         orr.finish();
     }
     r.finish();

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <set>
 #include <system_error>
 
 #include <zlib.h>
@@ -12,7 +14,54 @@
 
 namespace normlab {
 
+namespace {
+
+// The live InputLog's paths; a mutex because loaders may one day read on several threads.
+struct LogState {
+    std::mutex mutex;
+    bool active = false;
+    std::vector<std::filesystem::path> paths;
+    std::set<std::filesystem::path> seen;  // an image folder may list thousands of files
+};
+LogState& log_state() {
+    static LogState s;
+    return s;
+}
+
+}  // namespace
+
+InputLog::InputLog() {
+    LogState& s = log_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.active) return;
+    s.active = m_active = true;
+    s.paths.clear();
+    s.seen.clear();
+}
+
+InputLog::~InputLog() {
+    if (!m_active) return;
+    LogState& s = log_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.active = false;
+    s.paths.clear();
+    s.seen.clear();
+}
+
+std::vector<std::filesystem::path> InputLog::paths() const {
+    LogState& s = log_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return m_active ? s.paths : std::vector<std::filesystem::path>{};
+}
+
+void note_input_path(const std::filesystem::path& path) {
+    LogState& s = log_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.active && s.seen.insert(path).second) s.paths.push_back(path);
+}
+
 std::string read_file_bytes(const std::filesystem::path& path) {
+    note_input_path(path);  // also when reading fails: a refused input is still an input
     const std::string what = path.string();
     std::error_code ec;
     auto st = std::filesystem::status(path, ec);

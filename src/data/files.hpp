@@ -2,6 +2,7 @@
 // Reading whole input files with the error messages every loader shares.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace normlab {
 
@@ -9,6 +10,26 @@ namespace normlab {
 /// directory, not a file", "<path>: not a regular file (a device, pipe or socket)...",
 /// "<path>: cannot open: <reason>" or "<path>: read error".
 std::string read_file_bytes(const std::filesystem::path& path);
+
+/// Records the input files and folders read while it lives (every read_file_bytes, and the
+/// folders image_files lists), so that a run can refuse an output folder whose replacement
+/// would delete one of its inputs. One log at a time: a second one, while the first lives,
+/// records nothing.
+class InputLog {
+public:
+    InputLog();
+    ~InputLog();
+    InputLog(const InputLog&) = delete;
+    InputLog& operator=(const InputLog&) = delete;
+    /// The paths read so far, each once, in the order of their first read, as the reader was given them.
+    std::vector<std::filesystem::path> paths() const;
+
+private:
+    bool m_active = false;
+};
+
+/// Adds `path` to the live InputLog, if any: for readers that do not go through read_file_bytes.
+void note_input_path(const std::filesystem::path& path);
 
 /// The bytes of a file, decompressed when they are gzip (or zlib) data, detected by the
 /// magic bytes rather than the name. Throws InputError as read_file_bytes, and

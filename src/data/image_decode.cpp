@@ -47,6 +47,7 @@ Image8 read_image(const std::filesystem::path& path, int channels) {
 }
 
 std::vector<std::filesystem::path> image_files_in(const std::filesystem::path& dir) {
+    note_input_path(dir);
     std::vector<std::filesystem::path> found;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {

@@ -1,5 +1,5 @@
 normlab_module(normlab_report
-  SOURCES report/table.cpp report/output.cpp report/figure.cpp report/figure_data.cpp report/html.cpp
+  SOURCES report/table.cpp report/output.cpp report/output_paths.cpp report/figure.cpp report/figure_data.cpp report/html.cpp
           report/terminal.cpp report/result.cpp
   DEPS normlab_tensor normlab_report_assets nlohmann_json::nlohmann_json)
 

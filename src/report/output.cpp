@@ -1,15 +1,20 @@
 #include "report/output.hpp"
 
 #include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "report/output_paths.hpp"
 #include "tensor/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -44,6 +49,45 @@ void remove_staging(const fs::path& staging, const std::vector<fs::path>& create
     for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
 }
 
+constexpr const char* kStagingInfix = ".normlab-staging-";
+
+// The staging folder of the output folder named `name`, for the process `pid`.
+std::string staging_name(const std::string& name, long long pid) {
+    return "." + name + kStagingInfix + std::to_string(pid);
+}
+
+// Removes the staging folders that runs killed beyond cleaning up (kill -9, a crash, a
+// power cut) left beside the output folder `name` in `parent`. A folder goes only when all
+// of these hold: its name is exactly a staging folder's of this output, with a process id;
+// it is a folder, not a link; no process of that id is alive here; and nobody holds the
+// lock every run takes on its staging folder while it lives. The lock answers what the
+// process id cannot: a run in another PID namespace, or on another machine sharing the
+// folder, has an id that may look dead here. A lock that cannot be tested (some network
+// file systems) keeps the folder. Leftovers "-old" (an earlier result set aside while it
+// was replaced) are never touched: they may be the only copy of that result.
+void remove_stale_staging(const fs::path& parent, const std::string& name) {
+    const std::string prefix = "." + name + kStagingInfix;
+    std::error_code ec;
+    std::vector<fs::path> stale;
+    for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string fn = it->path().filename().string();
+        if (fn.size() <= prefix.size() || fn.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string digits = fn.substr(prefix.size());
+        if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+        const long long pid = std::stoll(digits);
+        std::error_code ec_entry;
+        if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() || pid == ::getpid() || !it->is_directory(ec_entry) || it->is_symlink(ec_entry)) continue;
+        if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+        stale.push_back(it->path());
+    }
+    for (const auto& dir : stale) {
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove_all(dir, ec);
+        ::close(fd);
+    }
+}
+
 std::optional<nlohmann::json> read_report(const fs::path& dir) {
     std::ifstream in(dir / "report.json");
     if (!in) return std::nullopt;
@@ -53,6 +97,14 @@ std::optional<nlohmann::json> read_report(const fs::path& dir) {
     } catch (const std::exception&) {
     }
     return std::nullopt;
+}
+
+// The reason the last system call gave (errno), for a write that failed: "No space left
+// on device", "Permission denied". Call right after the failure, before anything else
+// may set errno.
+std::string os_reason() {
+    const int err = errno;
+    return err ? std::error_code(err, std::generic_category()).message() : "the system gave no reason";
 }
 
 // Absolute, normalised, symbolic links resolved as far as the path exists, no trailing '/'.
@@ -97,7 +149,10 @@ bool path_within(const fs::path& path, const fs::path& dir) {
 
 OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::path>& keep)
     : m_target(std::move(target)) {
-    const std::string shown = m_target.string();
+    const std::string shown = m_target.empty() ? "\"\"" : m_target.string();
+    // Checked before fs::absolute, which cannot make an empty path absolute.
+    const std::string problem = output_folder_problem(m_target.string());
+    if (!problem.empty()) throw InputError(shown + ": " + problem);
     m_path = fs::absolute(m_target).lexically_normal();
     while (m_path.filename().empty() && m_path != m_path.root_path()) m_path = m_path.parent_path();
     if (m_path == m_path.root_path())
@@ -113,7 +168,8 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                              "), not a folder for its results; choose another --out");
         if (path_within(k, m_path))
             throw InputError(shown + ": the output folder holds " + k.string() +
-                             "; normlab replaces the output folder as a whole, so choose another --out");
+                             ", an input of this run; normlab replaces the output folder as a whole, so choose "
+                             "another --out");
     }
     if (fs::exists(m_path, ec)) {
         if (!fs::is_directory(m_path, ec))
@@ -130,7 +186,7 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                                  "--force to replace the whole folder");
         }
     }
-    m_staging = m_path.parent_path() / ("." + m_path.filename().string() + ".normlab-staging-" + std::to_string(::getpid()));
+    m_staging = m_path.parent_path() / staging_name(m_path.filename().string(), ::getpid());
 }
 
 void OutputFolder::stage() {
@@ -153,8 +209,15 @@ void OutputFolder::stage() {
         }
         m_created.push_back(p);
     }
+    remove_stale_staging(m_path.parent_path(), m_path.filename().string());
     fs::remove_all(m_staging, ec);
     fs::create_directories(m_staging, ec);
+    if (!ec) {
+        // Held while this run lives (the kernel drops it when the process dies): a later
+        // run tells a live staging folder from a stale one by it (remove_stale_staging).
+        m_lock_fd = ::open(m_staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (m_lock_fd >= 0) ::flock(m_lock_fd, LOCK_SH | LOCK_NB);
+    }
     if (ec) {
         remove_staging(m_staging, m_created);
         m_created.clear();
@@ -183,6 +246,7 @@ void OutputFolder::prepare() {
 
 OutputFolder::~OutputFolder() {
     std::lock_guard<std::mutex> lock(disk_mutex());
+    if (m_lock_fd >= 0) ::close(m_lock_fd);
     if (!m_staged) return;
     if (!m_committed) remove_staging(m_staging, m_created);
     live_staging().erase(m_staging);
@@ -199,11 +263,13 @@ void OutputFolder::write(const fs::path& relative, const std::string& bytes) {
     fs::path p = m_staging / relative;
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
+    if (ec) throw EnvError((m_target / relative).string() + ": cannot write: cannot create its folder: " + ec.message());
+    errno = 0;
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    if (!out) throw EnvError((m_target / relative).string() + ": cannot write");
+    if (!out) throw EnvError((m_target / relative).string() + ": cannot write: " + os_reason());
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
-    if (!out) throw EnvError((m_target / relative).string() + ": write failed (disk full?)");
+    if (!out) throw EnvError((m_target / relative).string() + ": write failed: " + os_reason());
 }
 
 void OutputFolder::commit() {
@@ -233,13 +299,15 @@ void write_file_atomic(const fs::path& path, const std::string& bytes) {
     fs::path tmp = path;
     tmp += ".normlab-tmp-" + std::to_string(::getpid());
     {
+        errno = 0;
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw EnvError(path.string() + ": cannot write");
+        if (!out) throw EnvError(path.string() + ": cannot write: " + os_reason());
         out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
         out.close();
         if (!out) {
+            const std::string why = os_reason();
             fs::remove(tmp, ec);
-            throw EnvError(path.string() + ": write failed (disk full?)");
+            throw EnvError(path.string() + ": write failed: " + why);
         }
     }
     fs::rename(tmp, path, ec);

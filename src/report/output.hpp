@@ -11,16 +11,20 @@ namespace normlab {
 /// A staged output folder. Files written through it appear under `target` only on commit().
 /// The destructor removes the staging folder if commit() was not reached, and so does
 /// abandon_output_folders() (called on SIGINT/SIGTERM), so an interrupted run leaves
-/// neither a partial report nor a staging folder.
+/// neither a partial report nor a staging folder. A run killed beyond that (kill -9) leaves
+/// its staging folder; the next run that stages this output removes it, once its process is
+/// gone and its lock free.
 class OutputFolder {
 public:
     /// Checks that `target` may be written: it may not exist yet, be empty, or hold an earlier
     /// normlab result and nothing else (a report.json whose "tool" is "normlab", and only the
     /// files that report lists), which is replaced as a whole. Anything else is refused
     /// (InputError) unless `force`. Never accepted, even with `force` (InputError): a target
-    /// that is a file, the root folder, or the current folder or one of its parents.
-    /// A trailing '/' or '.' in `target` is ignored. Nor a target that contains one of the
-    /// `keep` paths (the config file: --force must not delete it). Creates nothing: the
+    /// that is a file, the root folder, or the current folder or one of its parents, nor
+    /// one output_folder_problem() refuses (an empty path, a name too long to create).
+    /// A trailing '/' or '.' in `target` is ignored. Nor a target that is or contains one of the
+    /// `keep` paths (the run's inputs: its config file, data files and folders, weights;
+    /// replacing the folder, with --force or over an earlier result, would delete them). Creates nothing: the
     /// staging folder beside the target, and the target's missing parent folders, are
     /// created by prepare() or the first write() (EnvError when that fails), and the parents it created
     /// are removed again, when empty, if the folder is never committed.
@@ -54,6 +58,7 @@ private:
     std::vector<std::filesystem::path> m_created;  ///< parents stage() created, outermost first
     bool m_staged = false;
     bool m_committed = false;
+    int m_lock_fd = -1;  ///< the staging folder, opened and locked (shared) while this run lives
 };
 
 /// True when `dir` holds a report.json written by normlab.

@@ -182,7 +182,8 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
                          " missing (" + list + (missing.size() > 10 ? ", ..." : "") + ")");
     }
 
-    OutputFolder folder(out, force);
+    // Replacing the output folder must not delete a shard being merged.
+    OutputFolder folder(out, force, std::vector<std::filesystem::path>(dirs.begin(), dirs.end()));
     folder.prepare();  // an output that cannot be written is found before the shards are merged
     std::vector<std::string> files;
     // CSVs: the union of tables, rows stably sorted by point = the unsharded order, since each

@@ -15,8 +15,10 @@
 #include "config/config.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep.hpp"
+#include "data/files.hpp"
 #include "data/npy.hpp"
 #include "report/output.hpp"
+#include "report/output_paths.hpp"
 #include "report/table.hpp"
 #include "run/points.hpp"
 #include "run/safety.hpp"
@@ -129,6 +131,11 @@ namespace {
 void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
     note_interrupt_keeps_output(!o.dry_run);
+    InputLog inputs;  // check_points reads every input file: the output folder may replace none
+    if (o.out) {  // before the data is loaded: a wrong --out is found at once
+        const std::string why = output_folder_problem(*o.out);
+        if (!why.empty()) throw InputError("--out " + (o.out->empty() ? std::string("\"\"") : *o.out) + ": " + why);
+    }
     Json base_doc = load_config_document(o, &origins);
     const Provenance base_origins = origins;
     const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
@@ -153,6 +160,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
     const SweepPoint& head = selected.empty() ? sweep.points.front() : *selected.front();
     const Config first = parse_point(point_doc(head), o.config_path);
 
+    // What replacing the output folder must not delete: the config and every file it read.
+    std::vector<fs::path> keep{fs::path(o.config_path)};
+    for (const auto& p : inputs.paths()) keep.push_back(p);
     const Json config_seed = resolved_doc.value("seed", Json(0));
     const fs::path out_dir = o.out                ? fs::path(*o.out)
                              : first.output_dir ? fs::path(*first.output_dir)
@@ -161,7 +171,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
         {
             // What run would refuse about the output folder, and whether it can be written
             // here (its staging folder made and removed again).
-            OutputFolder probe(out_dir, o.force, {fs::path(o.config_path)});
+            OutputFolder probe(out_dir, o.force, keep);
             probe.prepare();
         }
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype " << dtype_name(first.dtype)
@@ -185,7 +195,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
         return;
     }
 
-    OutputFolder folder(out_dir, o.force, {fs::path(o.config_path)});  // never deletes the config
+    OutputFolder folder(out_dir, o.force, keep);  // never deletes an input
     folder.prepare();  // an output that cannot be written is found before the computing
     // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
     if (!o.quiet)

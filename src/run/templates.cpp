@@ -1,4 +1,6 @@
 // Starter configs for `normlab init`. Each is a complete, valid config (tested).
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -89,9 +91,18 @@ std::string template_text(const std::string& name) {
 
 void write_template(const std::string& name, const std::string& path, bool force) {
     const std::string text = template_text(name);
-    if (std::filesystem::exists(path) && !force) throw InputError(path + ": exists; pass --force to overwrite");
+    if (path.empty()) throw InputError("init --output: expected a file name, but got \"\"");
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw InputError(path + ": is a folder; name the file to write (e.g. " +
+                         (std::filesystem::path(path) / "my.json").string() + ")");
+    if (std::filesystem::exists(path, ec) && !force) throw InputError(path + ": exists; pass --force to overwrite");
+    errno = 0;
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!(f << text)) throw EnvError(path + ": cannot write");
+    if (!f) throw EnvError(path + ": cannot write: " + std::strerror(errno));
+    f << text;
+    f.close();
+    if (!f) throw EnvError(path + ": write failed: " + std::strerror(errno));
     std::cerr << "normlab: wrote " << path << " (run it: normlab run " << path << ")\n";
 }
 
