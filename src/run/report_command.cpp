@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/analysis.hpp"
+#include "config/sweep.hpp"
 #include "json/reader.hpp"
 #include "report/output.hpp"
 #include "report/result.hpp"
@@ -22,13 +23,17 @@ std::vector<ReportSection> report_sections(const Json& report) {
         ReportSection s;
         s.analysis = type;
         s.table = std::move(table);
-        if (!sweep.empty()) s.lead_columns.push_back("point");
-        s.lead_columns.insert(s.lead_columns.end(), sweep.begin(), sweep.end());
-        if (const AnalysisType* a = find_analysis(type)) {
+        const AnalysisType* a = find_analysis(type);
+        // report.json names each sweep column once; this table may hold it as sweep_<name>.
+        std::vector<std::string> swept;
+        for (const auto& c : sweep) swept.push_back(a ? sweep_column_in(c, a->columns) : c);
+        if (!swept.empty()) s.lead_columns.push_back("point");
+        s.lead_columns.insert(s.lead_columns.end(), swept.begin(), swept.end());
+        if (a) {
             s.summary = a->summary;
             const auto cols = a->figure.columns();
             s.lead_columns.insert(s.lead_columns.end(), cols.begin(), cols.end());
-            if (!s.table.rows.empty()) s.figures = figure_specs(type, a->figure, s.table, sweep);
+            if (!s.table.rows.empty()) s.figures = figure_specs(type, a->figure, s.table, swept);
         } else {
             s.summary = "an analysis this normlab does not know: its table only, no figure";
         }
