@@ -179,3 +179,33 @@ TEST_CASE("shapes, init and dry-run") {
     }
     CHECK(run_normlab("init nosuch").exit_code == 2);
 }
+
+TEST_CASE("shapes refuses a shape whose element count does not fit 64 bits, and so do validate and run") {
+    for (const std::string shape : {"4294967296,4294967296,2", "4611686018427387904,4611686018427387904"}) {
+        for (const std::string norm : {"instancenorm", "batchnorm"}) {
+            CAPTURE(shape + " " + norm);
+            CliResult s = run_normlab("shapes --shape " + shape + " --norm " + norm);
+            CHECK(s.exit_code == 2);
+            CHECK(s.out.empty());
+            CHECK(s.err == "normlab: error: shapes --shape " + shape +
+                               ": the shape has more elements than a 64-bit count holds (2^64 - 1)\n");
+        }
+    }
+    // The largest count that fits still gets its true numbers.
+    CliResult big = run_normlab("shapes --shape 4294967296,4294967295 --norm batchnorm");
+    CHECK_MESSAGE(big.exit_code == 0, big.err);
+    CHECK(big.out.find("elems_per_stat: 4294967296\n") != std::string::npos);
+    fs::path dir = fresh_dir("shape_overflow");
+    write_text(dir / "cfg.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [4294967296, 4294967296, 2]}},
+      "norms": {"n": {"type": "instancenorm"}}, "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}]})");
+    for (const std::string command : {"validate ", "run --dry-run "}) {
+        CAPTURE(command);
+        // The memory estimate saturates and refuses it; without a limit, the shape's reader.
+        CliResult r = run_normlab(command + (dir / "cfg.json").string());
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find("/data/x: needs an estimated more than 16 EiB of memory") != std::string::npos, r.err);
+        CliResult unlimited = run_normlab(command + (dir / "cfg.json").string() + " --max-memory none");
+        CHECK(unlimited.exit_code == 2);
+        CHECK(unlimited.err == "normlab: error: " + (dir / "cfg.json").string() + ": /data/x/shape: shape has too many elements\n");
+    }
+}

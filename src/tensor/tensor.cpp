@@ -135,6 +135,15 @@ std::size_t num_elements(const Shape& s) {
     return n;
 }
 
+std::optional<std::size_t> checked_num_elements(const Shape& s) {
+    std::size_t n = 1;
+    for (auto d : s) {
+        if (d != 0 && n > std::numeric_limits<std::size_t>::max() / d) return std::nullopt;
+        n *= d;
+    }
+    return n;
+}
+
 std::size_t canonicalize_axis(long long axis, std::size_t rank, const std::string& what) {
     long long r = static_cast<long long>(rank);
     if (axis < -r || axis >= r)

@@ -2,6 +2,7 @@
 // The tensor type every module passes around: an xtensor array plus the run's dtype.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ std::string format_shape(const Shape& s);
 /// "[2,3,4]" (the compact form CSV cells use).
 std::string compact_shape(const Shape& s);
 std::size_t num_elements(const Shape& s);
+/// The number of elements of `s`, or std::nullopt when the product does not fit in a
+/// std::size_t: a shape read from a config or the command line may name more elements
+/// than any machine holds, and its wrapped count would look small.
+std::optional<std::size_t> checked_num_elements(const Shape& s);
 /// A count with its noun in the right number, for messages: "1 file", "3 files", "0 points".
 /// `noun` is the singular of a regular English noun (the plural adds "s").
 std::string count_noun(std::size_t n, const std::string& noun);
