@@ -303,6 +303,31 @@ TEST_CASE("an error or warning found at a value of the file names the override o
     }
 }
 
+TEST_CASE("an error in an entry whose type an override or sweep point changed names that override or point") {
+    // The analysis' norms list is the file's, but it is wrong only for the type the
+    // override gave: the override is what to name, as README says.
+    const std::string two = config(kGauss, kLn);
+    check_refused(on_config("blame_set_type", two, "validate", "--set analyses.0.type=equivalence"),
+                  "error: --set analyses.0.type=equivalence: /analyses/0/norms: equivalence compares norms pairwise: list "
+                  "at least two");
+    const std::string swept = two.substr(0, two.size() - 1) + R"(, "sweep": {"analyses.0.type": ["apply", "equivalence"]}})";
+    check_refused(on_config("blame_sweep_type", swept, "validate"),
+                  "cfg.json: /sweep/analyses.0.type/1 (sweep point 1): /analyses/0/norms: equivalence compares norms "
+                  "pairwise: list at least two");
+    // Found when the analysis meets its data: still the type's doing.
+    check_refused(on_config("blame_set_type_data", two, "validate", "--set analyses.0.type=padding"),
+                  "error: --set analyses.0.type=padding: /analyses/0/data: padding on data \"x\": needs data with a padding mask");
+    // A norm's keys are read as its type says: normalized_shape is unknown to a BatchNorm.
+    check_refused(on_config("blame_set_norm_type", two, "validate", "--set norms.n.type=batchnorm"),
+                  "error: --set norms.n.type=batchnorm: unknown key \"normalized_shape\" in /norms/n");
+    // Without an override of the type, the file stays at fault.
+    const std::string one_norm = R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                 R"(}, "analyses": [{"type": "equivalence", "data": ["x"], "norms": ["n"]}]})";
+    CliResult own = on_config("blame_file_type", one_norm, "validate", "--set norms.n.eps=1e-3");
+    check_refused(own, "cfg.json: /analyses/0/norms: equivalence compares norms pairwise");
+    CHECK(own.err.find("--set") == std::string::npos);
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;
