@@ -178,6 +178,9 @@ TEST_CASE("shapes, init and dry-run") {
         CHECK(run_normlab("validate " + cfg.string()).exit_code == 0);
     }
     CHECK(run_normlab("init nosuch").exit_code == 2);
+    CliResult help = run_normlab("init --help");
+    CHECK(help.exit_code == 0);
+    CHECK_MESSAGE(help.out.find("template name: minimal, sweep, depth") != std::string::npos, help.out);
 }
 
 TEST_CASE("shapes refuses a shape whose element count does not fit 64 bits, and so do validate and run") {
