@@ -328,6 +328,49 @@ TEST_CASE("an error in an entry whose type an override or sweep point changed na
     CHECK(own.err.find("--set") == std::string::npos);
 }
 
+TEST_CASE("an index past a size names the size, not a rank") {
+    check_refused(on_config("outlier_dim", config(R"({"source": "tokens", "batch": 2, "max_len": 3, "dim": 8, "outlier_dims": [100]})",
+                                                  R"({"type": "layernorm", "axes": [-1]})"),
+                            "validate"),
+                  "/data/x/outlier_dims/0: outlier dimension 100 out of range for features of dim 8 (valid: -8 to 7)");
+    const fs::path dir = fresh_dir("csv_column_index");
+    write_text(dir / "t.csv", "1,2,3\n4,5,6\n");
+    write_text(dir / "cfg.json", config(R"({"source": "csv", "path": "t.csv", "columns": [7]})", R"({"type": "layernorm", "axes": [-1]})"));
+    check_refused(run_normlab("validate " + (dir / "cfg.json").string()),
+                  "/data/x/columns/0: column 7 out of range for a table with 3 columns (valid: -3 to 2)");
+}
+
+TEST_CASE("a NUL or newline in a name or a CSV cell is escaped in the message, which stays one whole line") {
+    CliResult nul = on_config("name_nul", R"({"name": "a\u0000b", "data": {"x": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                              R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+                              "validate");
+    check_refused(nul, R"(/name: name (the default output folder is results/<name>) "a\u0000b" must not contain control characters: it )"
+                       "names a folder of the output, which must stay inside the folder the results go to");
+    CliResult nl = on_config("name_newline", R"({"name": "t", "data": {"a\nb": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                                 R"(}, "analyses": [{"type": "apply", "data": ["a\nb"], "norms": ["n"]}]})",
+                             "validate");
+    check_refused(nl, R"(cfg.json: "/data/a\nb": data name "a\nb" must not contain control characters)");
+    const fs::path dir = fresh_dir("csv_nul");
+    write_text(dir / "t.csv", std::string("1,2\0,3\n4,5,6\n", 13));
+    write_text(dir / "cfg.json", config(R"({"source": "csv", "path": "t.csv"})", R"({"type": "layernorm", "axes": [-1]})"));
+    check_refused(run_normlab("validate " + (dir / "cfg.json").string()), R"(column 2: "2\u0000" is not a number)");
+}
+
+TEST_CASE("NaN and Infinity literals are answered with the strings a config accepts") {
+    for (const std::string literal : {"NaN", "Infinity", "-Infinity"}) {
+        CAPTURE(literal);
+        CliResult r = on_config("literal", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "eps": )" + literal + "}"),
+                                "validate");
+        check_refused(r, "malformed JSON: parse error at line 1, column");
+        CHECK_MESSAGE(r.err.find(R"(write the strings "nan", "inf" or "-inf")") != std::string::npos, r.err);
+    }
+    // Another malformed value gets no such note.
+    CliResult other = on_config("literal_other", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "eps": True})"),
+                                "validate");
+    check_refused(other, "malformed JSON");
+    CHECK(other.err.find("\"nan\"") == std::string::npos);
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;

@@ -89,7 +89,7 @@ void check_path_name(const std::string& s, const JsonLocation& loc, const std::s
         for (char c : s)
             if (static_cast<unsigned char>(c) < 32) why = "must not contain control characters";
     if (!why.empty())
-        loc.fail(what + " \"" + s + "\" " + why + ": it names a folder of the output, which must stay inside " +
+        loc.fail(what + " " + quoted_text(s) + " " + why + ": it names a folder of the output, which must stay inside " +
                  "the folder the results go to");
 }
 

@@ -61,6 +61,10 @@ std::optional<std::size_t> checked_num_elements(const Shape& s);
 std::string count_noun(std::size_t n, const std::string& noun);
 /// The items for a message, "a, b, c", or "a, b or c" with `last` " or ".
 std::string join_words(const std::vector<std::string>& items, const std::string& last = ", ");
+/// `s` in double quotes for a one-line message, with '"', '\\' and control characters
+/// escaped as JSON escapes them ("a\u0000b", "a\nb"): a NUL would end the message where
+/// it is printed, a newline split it.
+std::string quoted_text(const std::string& s);
 /// `s` in ASCII lower case (names compared without regard to case).
 std::string lower_case(std::string s);
 
@@ -72,6 +76,10 @@ Axes canonicalize_axes(const std::vector<long long>& axes, std::size_t rank,
                        const std::string& what);
 /// Single-axis version of canonicalize_axes.
 std::size_t canonicalize_axis(long long axis, std::size_t rank, const std::string& what);
+/// Converts a possibly negative index into `count` items (a column, a feature; -1 is the
+/// last) to a non-negative one. Throws InputError "<what> I out of range for <of> (valid:
+/// -N to N-1)": for indices that are not axes, whose bound is a size, not a rank.
+std::size_t canonicalize_index(long long index, std::size_t count, const std::string& what, const std::string& of);
 /// The axes of [0, rank) not in `axes`.
 Axes complement_axes(const Axes& axes, std::size_t rank);
 /// Shape with the given axes set to 1 (the keep-dims statistics shape).
