@@ -320,6 +320,9 @@ TEST_CASE("an error in an entry whose type an override or sweep point changed na
     // A norm's keys are read as its type says: normalized_shape is unknown to a BatchNorm.
     check_refused(on_config("blame_set_norm_type", two, "validate", "--set norms.n.type=batchnorm"),
                   "error: --set norms.n.type=batchnorm: unknown key \"normalized_shape\" in /norms/n");
+    // A data entry's keys are read as its source says.
+    check_refused(on_config("blame_set_source", two, "validate", "--set data.x.source=tokens"),
+                  "error: --set data.x.source=tokens: unknown key \"shape\" in /data/x (did you mean \"scale\"?)");
     // Without an override of the type, the file stays at fault.
     const std::string one_norm = R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
                                  R"(}, "analyses": [{"type": "equivalence", "data": ["x"], "norms": ["n"]}]})";
