@@ -191,7 +191,7 @@ TEST_CASE("tokens: errors") {
                          doctest::Contains("/data/x/scale: expected 3 numbers (one per dimension, dim = 3), but got 2"),
                          InputError);
     CHECK_THROWS_WITH_AS(make(R"({"source": "tokens", "batch": 2, "max_len": 4, "dim": 3, "outlier_dims": [3]})"),
-                         doctest::Contains("/data/x/outlier_dims/0: outlier dimension: axis 3 out of range"),
+                         doctest::Contains("/data/x/outlier_dims/0: outlier dimension 3 out of range for features of dim 3 (valid: -3 to 2)"),
                          InputError);
     CHECK_THROWS_WITH_AS(make(R"({"source": "tokens", "batch": 2, "max_len": 4, "dim": 3, "outlier_scale": 3})"),
                          doctest::Contains("/data/x/outlier_scale: \"outlier_scale\" applies to \"outlier_dims\""),

@@ -113,7 +113,7 @@ TEST_CASE("csv: errors name the file + line and column") {
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "header_label.csv", "header": true, "columns": ["c"]})"),
                          "cfg.json: /data/x/columns/0: no column named \"c\" in the header", InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "table.csv.gz", "drop_columns": [4]})"),
-                         doctest::Contains("/data/x/drop_columns/0: column of a table with 4 columns: axis 4 out of range"),
+                         doctest::Contains("/data/x/drop_columns/0: column 4 out of range for a table with 4 columns (valid: -4 to 3)"),
                          InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "table.csv.gz", "columns": [1.5]})"),
                          doctest::Contains("/data/x/columns/0: expected a column index"), InputError);

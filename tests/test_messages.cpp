@@ -303,6 +303,77 @@ TEST_CASE("an error or warning found at a value of the file names the override o
     }
 }
 
+TEST_CASE("an error in an entry whose type an override or sweep point changed names that override or point") {
+    // The analysis' norms list is the file's, but it is wrong only for the type the
+    // override gave: the override is what to name, as README says.
+    const std::string two = config(kGauss, kLn);
+    check_refused(on_config("blame_set_type", two, "validate", "--set analyses.0.type=equivalence"),
+                  "error: --set analyses.0.type=equivalence: /analyses/0/norms: equivalence compares norms pairwise: list "
+                  "at least two");
+    const std::string swept = two.substr(0, two.size() - 1) + R"(, "sweep": {"analyses.0.type": ["apply", "equivalence"]}})";
+    check_refused(on_config("blame_sweep_type", swept, "validate"),
+                  "cfg.json: /sweep/analyses.0.type/1 (sweep point 1): /analyses/0/norms: equivalence compares norms "
+                  "pairwise: list at least two");
+    // Found when the analysis meets its data: still the type's doing.
+    check_refused(on_config("blame_set_type_data", two, "validate", "--set analyses.0.type=padding"),
+                  "error: --set analyses.0.type=padding: /analyses/0/data: padding on data \"x\": needs data with a padding mask");
+    // A norm's keys are read as its type says: normalized_shape is unknown to a BatchNorm.
+    check_refused(on_config("blame_set_norm_type", two, "validate", "--set norms.n.type=batchnorm"),
+                  "error: --set norms.n.type=batchnorm: unknown key \"normalized_shape\" in /norms/n");
+    // A data entry's keys are read as its source says.
+    check_refused(on_config("blame_set_source", two, "validate", "--set data.x.source=tokens"),
+                  "error: --set data.x.source=tokens: unknown key \"shape\" in /data/x (did you mean \"scale\"?)");
+    // Without an override of the type, the file stays at fault.
+    const std::string one_norm = R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                 R"(}, "analyses": [{"type": "equivalence", "data": ["x"], "norms": ["n"]}]})";
+    CliResult own = on_config("blame_file_type", one_norm, "validate", "--set norms.n.eps=1e-3");
+    check_refused(own, "cfg.json: /analyses/0/norms: equivalence compares norms pairwise");
+    CHECK(own.err.find("--set") == std::string::npos);
+}
+
+TEST_CASE("an index past a size names the size, not a rank") {
+    check_refused(on_config("outlier_dim", config(R"({"source": "tokens", "batch": 2, "max_len": 3, "dim": 8, "outlier_dims": [100]})",
+                                                  R"({"type": "layernorm", "axes": [-1]})"),
+                            "validate"),
+                  "/data/x/outlier_dims/0: outlier dimension 100 out of range for features of dim 8 (valid: -8 to 7)");
+    const fs::path dir = fresh_dir("csv_column_index");
+    write_text(dir / "t.csv", "1,2,3\n4,5,6\n");
+    write_text(dir / "cfg.json", config(R"({"source": "csv", "path": "t.csv", "columns": [7]})", R"({"type": "layernorm", "axes": [-1]})"));
+    check_refused(run_normlab("validate " + (dir / "cfg.json").string()),
+                  "/data/x/columns/0: column 7 out of range for a table with 3 columns (valid: -3 to 2)");
+}
+
+TEST_CASE("a NUL or newline in a name or a CSV cell is escaped in the message, which stays one whole line") {
+    CliResult nul = on_config("name_nul", R"({"name": "a\u0000b", "data": {"x": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                              R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+                              "validate");
+    check_refused(nul, R"(/name: name (the default output folder is results/<name>) "a\u0000b" must not contain control characters: it )"
+                       "names a folder of the output, which must stay inside the folder the results go to");
+    CliResult nl = on_config("name_newline", R"({"name": "t", "data": {"a\nb": )" + kGauss + R"(}, "norms": {"n": )" + kLn +
+                                                 R"(}, "analyses": [{"type": "apply", "data": ["a\nb"], "norms": ["n"]}]})",
+                             "validate");
+    check_refused(nl, R"(cfg.json: "/data/a\nb": data name "a\nb" must not contain control characters)");
+    const fs::path dir = fresh_dir("csv_nul");
+    write_text(dir / "t.csv", std::string("1,2\0,3\n4,5,6\n", 13));
+    write_text(dir / "cfg.json", config(R"({"source": "csv", "path": "t.csv"})", R"({"type": "layernorm", "axes": [-1]})"));
+    check_refused(run_normlab("validate " + (dir / "cfg.json").string()), R"(column 2: "2\u0000" is not a number)");
+}
+
+TEST_CASE("NaN and Infinity literals are answered with the strings a config accepts") {
+    for (const std::string literal : {"NaN", "Infinity", "-Infinity"}) {
+        CAPTURE(literal);
+        CliResult r = on_config("literal", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "eps": )" + literal + "}"),
+                                "validate");
+        check_refused(r, "malformed JSON: parse error at line 1, column");
+        CHECK_MESSAGE(r.err.find(R"(write the strings "nan", "inf" or "-inf")") != std::string::npos, r.err);
+    }
+    // Another malformed value gets no such note.
+    CliResult other = on_config("literal_other", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "eps": True})"),
+                                "validate");
+    check_refused(other, "malformed JSON");
+    CHECK(other.err.find("\"nan\"") == std::string::npos);
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;

@@ -196,6 +196,47 @@ TEST_CASE("report and show say when the folder is missing or is a file, not that
     CHECK_FALSE(fs::exists(dir / "nothere"));
 }
 
+TEST_CASE("a report.json that is there but empty or malformed is said to be so, with the parse error, not to be missing") {
+    const fs::path dir = fresh_dir("report_bad_json");
+    write_text(dir / "empty" / "report.json", "");
+    write_text(dir / "cut" / "report.json", "{\n  \"tool\": \"normlab\",\n");
+    write_text(dir / "list" / "report.json", "[]\n");
+    const std::string empty = (dir / "empty" / "report.json").string(), cut = (dir / "cut" / "report.json").string();
+    for (const char* command : {"report ", "show ", "merge "}) {
+        const std::string out = command == std::string("merge ") ? (dir / "merged").string() + " " : "";
+        CAPTURE(command);
+        const CliResult e = run_normlab(command + out + (dir / "empty").string());
+        CHECK(e.exit_code == 2);
+        CHECK(e.err == "normlab: error: " + empty + ": exists but cannot be read: the file is empty (expected the JSON "
+                       "report normlab writes)\n");
+        const CliResult c = run_normlab(command + out + (dir / "cut").string());
+        CHECK(c.exit_code == 2);
+        CHECK_MESSAGE(c.err.rfind("normlab: error: " + cut + ": exists but cannot be read: malformed JSON: parse error at line 3, column 1", 0) == 0,
+                      c.err);
+        const CliResult l = run_normlab(command + out + (dir / "list").string());
+        CHECK(l.exit_code == 2);
+        CHECK(l.err == "normlab: error: " + (dir / "list" / "report.json").string() +
+                           ": not a normlab result folder (this report.json was not written by normlab: expected an object "
+                           "with \"tool\": \"normlab\")\n");
+    }
+    CHECK_FALSE(fs::exists(dir / "merged"));
+    // A table's rows that cannot be read: the message names this report.json, folder and all.
+    const fs::path res = dir / "res";
+    write_text(dir / "cfg.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [2, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"]}]})");
+    REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --out " + res.string() + " -q").exit_code == 0);
+    auto report = nlohmann::ordered_json::parse(read_text(res / "report.json"));
+    report["analyses"][0]["rows"] = "none";
+    write_text(res / "report.json", report.dump(2));
+    for (const char* command : {"report ", "show "}) {
+        CAPTURE(command);
+        const CliResult r = run_normlab(command + res.string());
+        CHECK(r.exit_code == 2);
+        CHECK(r.err == "normlab: error: " + (res / "report.json").string() + ": /analyses/0/rows: table rows: expected an array\n");
+    }
+}
+
 TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figure's path") {
     const fs::path out = fresh_dir("report_show") / "quick";
     REQUIRE(run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q").exit_code == 0);

@@ -32,6 +32,53 @@ TEST_CASE("extract_sweep: grid order (first key slowest) and zip") {
     CHECK_THROWS_AS(normlab::parse_shard("x"), normlab::InputError);
 }
 
+TEST_CASE("no CSV gets one column name twice: one path in two spellings, paths that sanitise alike, a sweep column an analysis has") {
+    // One value in two spellings is one path swept twice, as in a zip and the grid.
+    normlab::Json two = normlab::Json::parse(R"({"sweep": {"norms.ln.eps": [1], "/norms/ln/eps": [2]}})");
+    CHECK_THROWS_WITH_AS(normlab::extract_sweep(two, "c.json"),
+                         "c.json: /sweep/~1norms~1ln~1eps: path \"/norms/ln/eps\" is swept twice: \"norms.ln.eps\" names the same value, /norms/ln/eps",
+                         normlab::InputError);
+    normlab::Json zipped = normlab::Json::parse(R"({"sweep": {"/norms/ln/eps": [1], "zip": {"norms.ln.eps": [2]}}})");
+    CHECK_THROWS_WITH_AS(normlab::extract_sweep(zipped, "c.json"), doctest::Contains("is swept twice"), normlab::InputError);
+    // Distinct values whose paths give one column name.
+    normlab::Json alike = normlab::Json::parse(R"({"sweep": {"/data/a.b/std": [1, 2], "data.a_b.std": [3, 4]}})");
+    CHECK_THROWS_WITH_AS(normlab::extract_sweep(alike, "c.json"),
+                         doctest::Contains("c.json: /sweep/data.a_b.std: sweep paths \"/data/a.b/std\" and \"data.a_b.std\" would both "
+                                           "be the CSV column \"data_a_b_std\""),
+                         normlab::InputError);
+
+    fs::path dir = fresh_dir("sweep_columns");
+    write_text(dir / "dup.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [2, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"]}], "sweep": {"norms.ln.eps": [1], "/norms/ln/eps": [2]}})");
+    CliResult dup = run_normlab("validate " + (dir / "dup.json").string());
+    CHECK(dup.exit_code == 2);
+    CHECK_MESSAGE(dup.err.find("is swept twice") != std::string::npos, dup.err);
+
+    // A swept dtype beside precision's own dtype column: sweep_dtype there, dtype elsewhere.
+    write_text(dir / "dtype.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [2, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "precision", "data": ["x"], "norms": ["ln"]}, {"type": "apply", "data": ["x"], "norms": ["ln"]}],
+      "sweep": {"dtype": ["float32", "float64"]}})");
+    CliResult r = run_normlab("run " + (dir / "dtype.json").string() + " --out " + (dir / "out").string() + " -q");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::string precision = read_text(dir / "out" / "precision.csv");
+    CHECK(precision.rfind("point,sweep_dtype,data,norm,type,dtype,", 0) == 0);
+    CHECK(read_text(dir / "out" / "apply.csv").rfind("point,dtype,data,norm,", 0) == 0);
+    for (const auto& row : parse_csv(precision)) {
+        CAPTURE(row.at("point"));
+        CHECK(row.at("sweep_dtype") == (row.at("point") == "0" ? "float32" : "float64"));
+    }
+    // show filters on either column; float64 rows of point 0 are its own, not the sweep's.
+    CliResult swept = run_normlab("show " + (dir / "out").string() + " precision --where sweep_dtype=float64 --columns point,sweep_dtype,dtype");
+    CHECK_MESSAGE(swept.exit_code == 0, swept.err);
+    CHECK(swept.out.find("float32") == std::string::npos);
+    CliResult own = run_normlab("show " + (dir / "out").string() + " precision --where dtype=float64 --columns point,sweep_dtype,dtype");
+    CHECK_MESSAGE(own.exit_code == 0, own.err);
+    CHECK(own.out.find("float32") != std::string::npos);  // point 0's float64 rows
+    CHECK(run_normlab("report " + (dir / "out").string()).exit_code == 0);
+}
+
 TEST_CASE("a 100-point sweep in one process and its 4 shards merged equal it byte for byte") {
     fs::path dir = fresh_dir("sweep100");
     write_text(dir / "cfg.json", R"({
@@ -131,4 +178,37 @@ TEST_CASE("shapes, init and dry-run") {
         CHECK(run_normlab("validate " + cfg.string()).exit_code == 0);
     }
     CHECK(run_normlab("init nosuch").exit_code == 2);
+    CliResult help = run_normlab("init --help");
+    CHECK(help.exit_code == 0);
+    CHECK_MESSAGE(help.out.find("template name: minimal, sweep, depth") != std::string::npos, help.out);
+}
+
+TEST_CASE("shapes refuses a shape whose element count does not fit 64 bits, and so do validate and run") {
+    for (const std::string shape : {"4294967296,4294967296,2", "4611686018427387904,4611686018427387904"}) {
+        for (const std::string norm : {"instancenorm", "batchnorm"}) {
+            CAPTURE(shape + " " + norm);
+            CliResult s = run_normlab("shapes --shape " + shape + " --norm " + norm);
+            CHECK(s.exit_code == 2);
+            CHECK(s.out.empty());
+            CHECK(s.err == "normlab: error: shapes --shape " + shape +
+                               ": the shape has more elements than a 64-bit count holds (2^64 - 1)\n");
+        }
+    }
+    // The largest count that fits still gets its true numbers.
+    CliResult big = run_normlab("shapes --shape 4294967296,4294967295 --norm batchnorm");
+    CHECK_MESSAGE(big.exit_code == 0, big.err);
+    CHECK(big.out.find("elems_per_stat: 4294967296\n") != std::string::npos);
+    fs::path dir = fresh_dir("shape_overflow");
+    write_text(dir / "cfg.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [4294967296, 4294967296, 2]}},
+      "norms": {"n": {"type": "instancenorm"}}, "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}]})");
+    for (const std::string command : {"validate ", "run --dry-run "}) {
+        CAPTURE(command);
+        // The memory estimate saturates and refuses it; without a limit, the shape's reader.
+        CliResult r = run_normlab(command + (dir / "cfg.json").string());
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find("/data/x: needs an estimated more than 16 EiB of memory") != std::string::npos, r.err);
+        CliResult unlimited = run_normlab(command + (dir / "cfg.json").string() + " --max-memory none");
+        CHECK(unlimited.exit_code == 2);
+        CHECK(unlimited.err == "normlab: error: " + (dir / "cfg.json").string() + ": /data/x/shape: shape has too many elements\n");
+    }
 }

@@ -21,6 +21,7 @@
 #include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
+#include "tensor/tensor.hpp"
 
 using namespace normlab;
 
@@ -246,8 +247,9 @@ int main(int argc, char** argv) {
 
     std::string tmpl = "minimal", init_out;
     bool init_force = false;
-    auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: minimal, sweep, depth)");
-    init_cmd->add_option("template", tmpl, "template name");
+    const std::string templates = join_words(template_names());
+    auto* init_cmd = app.add_subcommand("init", "write a starter config (templates: " + templates + ")");
+    init_cmd->add_option("template", tmpl, "template name: " + templates + " (default: minimal)")->type_name("TEMPLATE");
     init_cmd->add_option("-o,--output", init_out, "file to write (default: stdout)")->type_name("FILE");
     init_cmd->add_flag("--force", init_force, "overwrite an existing file");
 

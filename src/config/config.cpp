@@ -93,7 +93,7 @@ void check_path_name(const std::string& s, const JsonLocation& loc, const std::s
         for (char c : s)
             if (static_cast<unsigned char>(c) < 32) why = "must not contain control characters";
     if (!why.empty())
-        loc.fail(what + " \"" + s + "\" " + why + ": it names a folder of the output, which must stay inside " +
+        loc.fail(what + " " + quoted_text(s) + " " + why + ": it names a folder of the output, which must stay inside " +
                  "the folder the results go to");
     const std::string too_long = name_length_problem(s, max_bytes);
     if (!too_long.empty()) loc.fail(what + " " + too_long + ": it names a folder of the output");
@@ -315,7 +315,9 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         nr.allow({it.key()});
         check_path_name(it.key(), r.at("norms").child(it.key()), "norm name");
         c.norm_order.push_back(it.key());
-        c.norms[it.key()] = parse_norm(it.key(), it.value(), r.at("norms").child(it.key()), base_dir, c.seed);
+        const JsonLocation at = r.at("norms").child(it.key());
+        c.norms[it.key()] = depends_on(at.child("type").pointer,
+                                       [&] { return parse_norm(it.key(), it.value(), at, base_dir, c.seed); });
     }
 
     if (const Json* stacks = r.raw("stacks")) {
@@ -345,52 +347,55 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         for (const auto& t : type_names) probe.allow(catalog.keys(t));
         if (!probe.has("type")) probe.missing("type");
         s.type = probe.choice("type", type_names, "");
-        ObjectReader ar(analyses[i], loc);
-        const auto& st = catalog.stack_types;
-        const bool of_stacks = std::find(st.begin(), st.end(), s.type) != st.end();
-        std::vector<std::string> keys = catalog.keys(s.type);
-        keys.insert(keys.begin(), {"type", "data", "norms"});  // norms: the analysis itself refuses it for stacks
-        if (of_stacks) keys.push_back("stacks");
-        ar.declare(keys);
-        ar.finish();  // unknown keys first: "norm" is reported as a misspelling of "norms"
-        auto names = [&](const char* key, const std::vector<std::string>& known, const char* section) {
-            auto list = ar.strings(key);
-            if (!list) ar.missing(key, std::string(" (a list of names under /") + section + ")");
-            if (list->empty()) ar.at(key).fail("list is empty");
-            for (std::size_t k = 0; k < list->size(); ++k) {
-                const std::string& n = (*list)[k];
-                if (std::find(known.begin(), known.end(), n) == known.end()) {
-                    std::string hint = did_you_mean(n, known);
-                    ar.at(key).child(k).fail("no " + std::string(section) + " entry named \"" + n + "\"" +
-                                             (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
-                                             (known.empty() ? std::string(" (/") + section + " is empty)"
-                                                            : std::string(" (/") + section + " has: " + join_words(known) + ")"));
+        // Every other key is read as the type says: an override of the type is named for what it breaks.
+        depends_on(loc.child("type").pointer, [&] {
+            ObjectReader ar(analyses[i], loc);
+            const auto& st = catalog.stack_types;
+            const bool of_stacks = std::find(st.begin(), st.end(), s.type) != st.end();
+            std::vector<std::string> keys = catalog.keys(s.type);
+            keys.insert(keys.begin(), {"type", "data", "norms"});  // norms: the analysis itself refuses it for stacks
+            if (of_stacks) keys.push_back("stacks");
+            ar.declare(keys);
+            ar.finish();  // unknown keys first: "norm" is reported as a misspelling of "norms"
+            auto names = [&](const char* key, const std::vector<std::string>& known, const char* section) {
+                auto list = ar.strings(key);
+                if (!list) ar.missing(key, std::string(" (a list of names under /") + section + ")");
+                if (list->empty()) ar.at(key).fail("list is empty");
+                for (std::size_t k = 0; k < list->size(); ++k) {
+                    const std::string& n = (*list)[k];
+                    if (std::find(known.begin(), known.end(), n) == known.end()) {
+                        std::string hint = did_you_mean(n, known);
+                        ar.at(key).child(k).fail("no " + std::string(section) + " entry named \"" + n + "\"" +
+                                                 (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+                                                 (known.empty() ? std::string(" (/") + section + " is empty)"
+                                                                : std::string(" (/") + section + " has: " + join_words(known) + ")"));
+                    }
                 }
-            }
-            return *list;
-        };
-        s.data = names("data", c.data_order, "data");
-        if (of_stacks) s.stacks = names("stacks", c.stack_order, "stacks");
-        else s.norms = names("norms", c.norm_order, "norms");
-        catalog.validate(s);
-        // A name listed twice would only repeat its rows (and write its saved arrays twice to
-        // one place): refused at the second listing. Data that an analysis takes in order as
-        // steps (apply's "sequential") may repeat: each listing is one more step.
-        auto listed_once = [&](const char* key, const std::vector<std::string>& list, const std::string& what,
-                               const std::string& how) {
-            for (std::size_t k = 1; k < list.size(); ++k) {
-                const auto first = std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]);
-                if (first == list.begin() + static_cast<std::ptrdiff_t>(k)) continue;
-                const auto at = static_cast<std::size_t>(first - list.begin());
-                ar.at(key).child(k).fail(what + " \"" + list[k] + "\" is listed twice (first at " +
-                                         ar.at(key).child(at).pointer + "); a second listing would only repeat its rows" +
-                                         (how.empty() ? "" : " (" + how + ")"));
-            }
-        };
-        if (!catalog.repeats_data || !catalog.repeats_data(s))
-            listed_once("data", s.data, "data entry", catalog.repeats_data_how ? catalog.repeats_data_how(s.type) : "");
-        listed_once("norms", s.norms, "norm", "");
-        listed_once("stacks", s.stacks, "stack", "");
+                return *list;
+            };
+            s.data = names("data", c.data_order, "data");
+            if (of_stacks) s.stacks = names("stacks", c.stack_order, "stacks");
+            else s.norms = names("norms", c.norm_order, "norms");
+            catalog.validate(s);
+            // A name listed twice would only repeat its rows (and write its saved arrays twice to
+            // one place): refused at the second listing. Data that an analysis takes in order as
+            // steps (apply's "sequential") may repeat: each listing is one more step.
+            auto listed_once = [&](const char* key, const std::vector<std::string>& list, const std::string& what,
+                                   const std::string& how) {
+                for (std::size_t k = 1; k < list.size(); ++k) {
+                    const auto first = std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]);
+                    if (first == list.begin() + static_cast<std::ptrdiff_t>(k)) continue;
+                    const auto at = static_cast<std::size_t>(first - list.begin());
+                    ar.at(key).child(k).fail(what + " \"" + list[k] + "\" is listed twice (first at " +
+                                             ar.at(key).child(at).pointer + "); a second listing would only repeat its rows" +
+                                             (how.empty() ? "" : " (" + how + ")"));
+                }
+            };
+            if (!catalog.repeats_data || !catalog.repeats_data(s))
+                listed_once("data", s.data, "data entry", catalog.repeats_data_how ? catalog.repeats_data_how(s.type) : "");
+            listed_once("norms", s.norms, "norm", "");
+            listed_once("stacks", s.stacks, "stack", "");
+        });
         c.analyses.push_back(std::move(s));
     }
 

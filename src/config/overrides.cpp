@@ -92,6 +92,12 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
     return walked;
 }
 
+std::string config_pointer(const std::string& path) {
+    JsonLocation at;
+    for (const auto& t : path_tokens(path)) at = at.child(t);
+    return at.pointer;
+}
+
 std::string remove_config_value(Json& config, const std::string& path, const std::string& who) {
     auto tokens = path_tokens(path);
     if (tokens.empty()) throw InputError(who + ": empty path");

@@ -17,6 +17,11 @@ namespace normlab {
 /// pointer that was set. Throws InputError "<who>: /norms/lnx does not exist ...".
 std::string set_config_value(Json& config, const std::string& path, Json value, const std::string& who);
 
+/// The JSON pointer that PATH (a dotted path or a JSON pointer, as set_config_value takes)
+/// names: "norms.ln.eps" and "/norms/ln/eps" both give "/norms/ln/eps", so two spellings of
+/// one value compare equal. The config is not consulted.
+std::string config_pointer(const std::string& path);
+
 /// Removes the key at PATH (dotted path or JSON pointer, as set_config_value) from its
 /// object, so that the key's default applies: `--unset data.tok.lengths`. Returns the JSON
 /// pointer removed. Throws InputError "<who>: ..." when a step or the key does not exist

@@ -1,7 +1,9 @@
 #include "config/sweep.hpp"
 
+#include <algorithm>
 #include <cctype>
 
+#include "config/overrides.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -22,6 +24,11 @@ std::string sweep_column(const std::string& path) {
     }
     while (!out.empty() && out.back() == '_') out.pop_back();
     return out;
+}
+
+std::string sweep_column_in(const std::string& column, const std::vector<std::string>& analysis_columns) {
+    const bool taken = std::find(analysis_columns.begin(), analysis_columns.end(), column) != analysis_columns.end();
+    return taken ? "sweep_" + column : column;
 }
 
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
@@ -60,8 +67,19 @@ Sweep extract_sweep(Json& config, const std::string& file) {
     auto check_list = [&](const std::string& key, const Json& v, const JsonLocation& at) {
         if (!v.is_array()) at.fail("expected a list of values, but got " + json_type_name(v));
         if (v.empty()) at.fail("list of values is empty");
-        for (const auto& p : s.paths)
+        // Two spellings of one value ("norms.ln.eps", "/norms/ln/eps") are one path: the
+        // later would silently win and the CSV would get the column twice.
+        const std::string pointer = config_pointer(key);
+        for (const auto& p : s.paths) {
             if (p == key) at.fail("path \"" + key + "\" is swept twice");
+            if (config_pointer(p) == pointer)
+                at.fail("path \"" + key + "\" is swept twice: \"" + p + "\" names the same value, " + pointer);
+            // Distinct paths whose names differ only in punctuation ("/data/a.b/std",
+            // "data.a_b.std") would give one CSV column two meanings.
+            if (sweep_column(p) == sweep_column(key))
+                at.fail("sweep paths \"" + p + "\" and \"" + key + "\" would both be the CSV column \"" +
+                        sweep_column(key) + "\" (punctuation becomes '_'): rename one of the entries they name");
+        }
         s.paths.push_back(key);
     };
     for (auto it = block.begin(); it != block.end(); ++it) {

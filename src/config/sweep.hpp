@@ -36,6 +36,12 @@ Sweep extract_sweep(Json& config, const std::string& file);
 /// ("norms.ln.eps" -> "norms_ln_eps", "/data/x/shape/0" -> "data_x_shape_0").
 std::string sweep_column(const std::string& path);
 
+/// The name of the sweep column `column` (sweep_column) in the CSV of an analysis whose own
+/// columns are `analysis_columns`: "sweep_<column>" where the analysis has a column of that
+/// name itself (a swept "dtype" beside precision's own per-row "dtype"), else `column`, so
+/// that no table holds one name twice.
+std::string sweep_column_in(const std::string& column, const std::vector<std::string>& analysis_columns);
+
 /// Parses "I/N" (0 <= I < N) for --shard. Throws InputError.
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text);
 

@@ -49,7 +49,7 @@ bool parse_number(const std::string& cell, double& out) {
     return res.ec == std::errc() && res.ptr == last;
 }
 
-std::string quoted(const std::string& s) { return "\"" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + "\""; }
+std::string quoted(const std::string& s) { return quoted_text(s.size() > 40 ? s.substr(0, 40) + "..." : s); }
 
 // Why a cell is no number, and the key that would fix it where one would: a word in the
 // first data row is a header; another separator in the cell, the delimiter; a number beyond

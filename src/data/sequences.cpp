@@ -46,7 +46,7 @@ SequenceStyle read_sequence_style(ObjectReader& r, std::size_t dim) {
     if (auto dims = r.integers("outlier_dims")) {
         for (std::size_t i = 0; i < dims->size(); ++i) {
             const std::size_t d = at_location(r.at("outlier_dims").child(i), [&] {
-                return canonicalize_axis((*dims)[i], dim, "outlier dimension");
+                return canonicalize_index((*dims)[i], dim, "outlier dimension", "features of dim " + std::to_string(dim));
             });
             s.scale[d] *= outlier_scale;
         }

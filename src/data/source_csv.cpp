@@ -41,7 +41,7 @@ std::size_t resolve(const ColumnRef& ref, std::size_t ncols, const std::vector<s
         if (it == names.end()) ref.loc.fail("no column named \"" + ref.name + "\" in the header");
         return static_cast<std::size_t>(it - names.begin());
     }
-    return at_location(ref.loc, [&] { return canonicalize_axis(ref.index, ncols, "column of a table with " + count_noun(ncols, "column")); });
+    return at_location(ref.loc, [&] { return canonicalize_index(ref.index, ncols, "column", "a table with " + count_noun(ncols, "column")); });
 }
 
 }  // namespace

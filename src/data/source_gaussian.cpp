@@ -1,6 +1,5 @@
 // The "gaussian" source: i.i.d. normal values of a given shape, seeded per entry so that
 // the same config gives the same bytes on every platform (data/random.hpp).
-#include <limits>
 
 #include "data/random.hpp"
 #include "data/source_impl.hpp"
@@ -14,15 +13,11 @@ Shape read_positive_shape(ObjectReader& r, const std::string& key) {
     const std::vector<long long> dims = read_integers(j, r.at(key));
     if (dims.empty()) r.at(key).fail("expected at least one dimension");
     Shape shape;
-    std::size_t count = 1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
         if (dims[i] <= 0)
             r.at(key).child(i).fail("dimensions must be positive, but got " + std::to_string(dims[i]));
-        const auto d = static_cast<std::size_t>(dims[i]);
-        if (count > std::numeric_limits<std::size_t>::max() / d)
-            r.at(key).fail("shape has too many elements");
-        count *= d;
-        shape.push_back(d);
+        shape.push_back(static_cast<std::size_t>(dims[i]));
+        if (!checked_num_elements(shape)) r.at(key).fail("shape has too many elements");
     }
     return shape;
 }

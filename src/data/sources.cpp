@@ -151,9 +151,12 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     // did-you-mean instead of "missing required key shape".
     r.declare(key_names(common_keys(def)));
     r.allow(key_names(def.keys));
-    r.finish();
+    // The keys are read as the source says: an override of the source is named for what it
+    // makes wrong in the file's other keys.
+    const std::string source_at = loc.child("source").pointer;
+    depends_on(source_at, [&] { r.finish(); });
 
-    SourceData data = def.build(name, r, ctx);
+    SourceData data = depends_on(source_at, [&] { return def.build(name, r, ctx); });
     const Shape shape = data.tensor ? data.tensor->shape() : Shape(data.values.shape().begin(), data.values.shape().end());
     // The shape comes from these keys' values (a file's path, a generator's shape): an
     // override of one of them is what to blame, not the config file.

@@ -50,7 +50,13 @@ JsonLocation JsonLocation::child(std::size_t index) const {
 
 std::string JsonLocation::message(const std::string& what) const {
     std::string where = file.empty() ? std::string() : file + ": ";
-    return where + (pointer.empty() ? std::string("/") : pointer) + ": " + what;
+    // A key may hold a NUL or a newline, which would cut the printed line or split it: such
+    // a pointer is shown with them escaped, as quoted_text shows a value.
+    const bool plain = std::none_of(pointer.begin(), pointer.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    const std::string shown = pointer.empty() ? std::string("/") : plain ? pointer : quoted_text(pointer);
+    return where + shown + ": " + what;
 }
 
 void JsonLocation::fail(const std::string& what, std::vector<std::string> related) const {

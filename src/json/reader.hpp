@@ -49,6 +49,20 @@ struct JsonError : InputError {
     std::vector<std::string> related;
 };
 
+/// Calls f(); a JsonError it throws gets `pointer` added to its related values
+/// (JsonError::related). For reading the rest of an object whose keys mean what one of
+/// them says (a norm's or an analysis' "type"): an override or sweep point that set that
+/// key is then named for what it made wrong in the file's other keys.
+template <class F>
+auto depends_on(const std::string& pointer, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (JsonError& e) {
+        e.related.push_back(pointer);
+        throw;
+    }
+}
+
 /// How deeply JSON may nest in a config or a --set value. Deeper documents are refused
 /// before they are parsed: copying or printing a JSON value recurses once per level, and a
 /// few hundred thousand '[' overflow the stack.

@@ -1,6 +1,7 @@
 #include "json/text.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -73,6 +74,20 @@ private:
     std::vector<Level> m_levels;  // the containers open, outermost first
 };
 
+// " (JSON has no NaN ...)" when the parse error is at a NaN or Infinity literal, as Python's
+// json.dump and JavaScript write them: the strings a config accepts instead.
+std::string nonfinite_literal_note(const std::string& text, std::size_t byte) {
+    // nlohmann's byte is 1-based and may lie just past the word it stopped in.
+    std::size_t end = std::min(byte, text.size()), start = end;
+    while (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) --start;
+    while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
+    std::string word = text.substr(start, end - start);
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (word != "nan" && word != "infinity" && word != "inf") return "";
+    return " (JSON has no NaN or infinity: write the strings \"nan\", \"inf\" or \"-inf\", which normlab reads as "
+           "those numbers wherever a config gives a number)";
+}
+
 }  // namespace
 
 void check_duplicate_keys(const std::string& text, const std::string& what) {
@@ -91,7 +106,7 @@ Json parse_json_text(const std::string& text, const std::string& what) {
         std::string msg = e.what();
         auto pos = msg.find("parse error");
         if (pos != std::string::npos) msg = msg.substr(pos);
-        throw InputError(what + ": malformed JSON: " + msg);
+        throw InputError(what + ": malformed JSON: " + msg + nonfinite_literal_note(text, e.byte));
     } catch (const Json::out_of_range& e) {
         // A number beyond a double's range ("1e400"): nlohmann names the token but not
         // where it is, so find it.

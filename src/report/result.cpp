@@ -1,9 +1,12 @@
 #include "report/result.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "json/text.hpp"
 #include "report/output.hpp"
 #include "tensor/errors.hpp"
 
@@ -17,8 +20,25 @@ void check_result_folder(const std::filesystem::path& dir) {
     if (!std::filesystem::exists(status)) throw InputError(dir.string() + ": no such folder");
     if (!std::filesystem::is_directory(status))
         throw InputError(dir.string() + ": not a folder (give the result folder, the one that holds report.json)");
-    if (!is_normlab_result(dir))
-        throw InputError((dir / "report.json").string() + ": not a normlab result folder (no report.json written by normlab)");
+    if (!is_normlab_result(dir)) {
+        const auto path = dir / "report.json";
+        if (std::filesystem::exists(path, ec)) {
+            // It is there: say why it cannot serve, not that it is missing.
+            const std::string what = path.string() + ": exists but cannot be read";
+            if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": it is a folder, not a file");
+            std::ifstream in(path, std::ios::binary);
+            if (!in) throw InputError(what + ": cannot open it (" + std::strerror(errno) + ")");
+            std::stringstream ss;
+            ss << in.rdbuf();
+            const std::string text = ss.str();
+            if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+                throw InputError(what + ": the file is empty (expected the JSON report normlab writes)");
+            parse_json_text(text, what);  // throws with the parse error and its line and column
+            throw InputError(path.string() + ": not a normlab result folder (this report.json was not written by "
+                             "normlab: expected an object with \"tool\": \"normlab\")");
+        }
+        throw InputError(path.string() + ": not a normlab result folder (no report.json written by normlab)");
+    }
 }
 
 Json load_report(const std::filesystem::path& dir) {
@@ -34,14 +54,14 @@ Json load_report(const std::filesystem::path& dir) {
     }
 }
 
-std::vector<std::pair<std::string, Table>> result_tables(const Json& report) {
+std::vector<std::pair<std::string, Table>> result_tables(const Json& report, const std::string& file) {
     std::vector<std::pair<std::string, Table>> out;
     const auto it = report.find("analyses");
     if (it == report.end()) return out;
-    if (!it->is_array()) throw InputError("report.json: /analyses is not an array");
+    if (!it->is_array()) throw InputError(file + ": /analyses is not an array");
     for (std::size_t i = 0; i < it->size(); ++i) {
         const Json& a = (*it)[i];
-        const std::string where = "report.json: /analyses/" + std::to_string(i);
+        const std::string where = file + ": /analyses/" + std::to_string(i);
         if (!a.is_object() || !a.contains("type") || !a["type"].is_string() || !a.contains("rows"))
             throw InputError(where + ": expected an object with \"type\" and \"rows\"");
         Table t;

@@ -94,6 +94,8 @@ std::vector<ConfigNote> check_analyses(const Loaded& l) {
                     const auto keys = data_related(d);
                     e.related.insert(e.related.end(), keys.begin(), keys.end());
                 }
+            // So does the analysis' type, which decides what is checked.
+            e.related.push_back(a.loc.child("type").pointer);
             throw;
         }
         const auto own = locate_norm_errors(l.config.file, [&] { return analysis_notes(a, ctx); });

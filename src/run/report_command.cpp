@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/analysis.hpp"
+#include "config/sweep.hpp"
 #include "json/reader.hpp"
 #include "report/output.hpp"
 #include "report/result.hpp"
@@ -15,20 +16,24 @@ namespace normlab {
 
 using Json = nlohmann::ordered_json;
 
-std::vector<ReportSection> report_sections(const Json& report) {
+std::vector<ReportSection> report_sections(const Json& report, const std::string& file) {
     std::vector<ReportSection> out;
     const auto sweep = sweep_columns(report);
-    for (auto& [type, table] : result_tables(report)) {
+    for (auto& [type, table] : result_tables(report, file)) {
         ReportSection s;
         s.analysis = type;
         s.table = std::move(table);
-        if (!sweep.empty()) s.lead_columns.push_back("point");
-        s.lead_columns.insert(s.lead_columns.end(), sweep.begin(), sweep.end());
-        if (const AnalysisType* a = find_analysis(type)) {
+        const AnalysisType* a = find_analysis(type);
+        // report.json names each sweep column once; this table may hold it as sweep_<name>.
+        std::vector<std::string> swept;
+        for (const auto& c : sweep) swept.push_back(a ? sweep_column_in(c, a->columns) : c);
+        if (!swept.empty()) s.lead_columns.push_back("point");
+        s.lead_columns.insert(s.lead_columns.end(), swept.begin(), swept.end());
+        if (a) {
             s.summary = a->summary;
             const auto cols = a->figure.columns();
             s.lead_columns.insert(s.lead_columns.end(), cols.begin(), cols.end());
-            if (!s.table.rows.empty()) s.figures = figure_specs(type, a->figure, s.table, sweep);
+            if (!s.table.rows.empty()) s.figures = figure_specs(type, a->figure, s.table, swept);
         } else {
             s.summary = "an analysis this normlab does not know: its table only, no figure";
         }
@@ -37,8 +42,8 @@ std::vector<ReportSection> report_sections(const Json& report) {
     return out;
 }
 
-std::vector<std::pair<std::string, std::string>> add_report_files(Json& report) {
-    auto files = report_files(report, report_sections(report));
+std::vector<std::pair<std::string, std::string>> add_report_files(Json& report, const std::string& file) {
+    auto files = report_files(report, report_sections(report, file));
     if (!report.contains("files") || !report["files"].is_array()) report["files"] = Json::array();
     for (const auto& f : files)
         if (std::find(report["files"].begin(), report["files"].end(), Json(f.first)) == report["files"].end())
@@ -103,7 +108,7 @@ std::string unmatched_where(const Table& t, const TerminalTableOptions& o) {
 std::vector<fs::path> write_report(const fs::path& dir) {
     Json report = load_report(dir);
     std::vector<fs::path> written;
-    for (const auto& [rel, bytes] : add_report_files(report)) {
+    for (const auto& [rel, bytes] : add_report_files(report, (dir / "report.json").string())) {
         write_file_atomic(dir / rel, bytes);
         written.push_back(dir / rel);
     }
@@ -113,7 +118,7 @@ std::vector<fs::path> write_report(const fs::path& dir) {
 
 std::string show_result(const fs::path& dir, const ShowOptions& o) {
     const Json report = load_report(dir);
-    const auto all = result_tables(report);
+    const auto all = result_tables(report, (dir / "report.json").string());
     std::vector<const std::pair<std::string, Table>*> shown;  // into `all`: the tables are not copied
     for (const auto& p : all)
         if (o.analysis.empty() || p.first == o.analysis) shown.push_back(&p);

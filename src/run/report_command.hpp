@@ -16,11 +16,15 @@ namespace normlab {
 
 /// One section per analysis type of `report` (report.json's content), with the figures its
 /// registered type declares; a type this build does not know gets its table and no figure.
-std::vector<ReportSection> report_sections(const nlohmann::ordered_json& report);
+/// `file` names the report.json in messages about its malformed parts.
+std::vector<ReportSection> report_sections(const nlohmann::ordered_json& report,
+                                           const std::string& file = "report.json");
 
 /// The files the HTML report adds (figures/<name>.vl.json..., report.html), as
 /// (relative path, bytes); `report`'s "files" gains their names (report.json is written after).
-std::vector<std::pair<std::string, std::string>> add_report_files(nlohmann::ordered_json& report);
+/// `file` as for report_sections.
+std::vector<std::pair<std::string, std::string>> add_report_files(nlohmann::ordered_json& report,
+                                                                  const std::string& file = "report.json");
 
 /// Writes report.html and figures/ into the existing result folder `dir` (each file through a
 /// temporary file and a rename) and lists them in its report.json. Returns the paths written.

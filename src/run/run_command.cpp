@@ -90,7 +90,7 @@ namespace {
 Table with_point_columns(const Table& t, const Sweep& sweep, const SweepPoint& pt) {
     Table out;
     out.columns.push_back("point");
-    for (const auto& p : sweep.paths) out.columns.push_back(sweep_column(p));
+    for (const auto& p : sweep.paths) out.columns.push_back(sweep_column_in(sweep_column(p), t.columns));
     out.columns.insert(out.columns.end(), t.columns.begin(), t.columns.end());
     std::vector<Cell> lead{static_cast<long long>(pt.index)};
     for (const auto& [path, v] : pt.values) {
@@ -119,7 +119,7 @@ Table empty_table(const std::string& type, const Sweep& sweep, bool swept) {
     t.columns = find_analysis(type)->columns;
     if (!swept) return t;
     std::vector<std::string> lead{"point"};
-    for (const auto& p : sweep.paths) lead.push_back(sweep_column(p));
+    for (const auto& p : sweep.paths) lead.push_back(sweep_column_in(sweep_column(p), t.columns));
     t.columns.insert(t.columns.begin(), lead.begin(), lead.end());
     return t;
 }

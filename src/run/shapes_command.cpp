@@ -16,6 +16,10 @@ std::string shapes_answer(const ShapesOptions& o) {
         if (d <= 0) throw InputError("shapes --shape: dims must be positive, but got " + std::to_string(d));
         shape.push_back(static_cast<std::size_t>(d));
     }
+    // The counts below are products of these dims: a wrapped product would print as 0.
+    if (!checked_num_elements(shape))
+        throw InputError("shapes --shape " + option_list(o.shape) +
+                         ": the shape has more elements than a 64-bit count holds (2^64 - 1)");
     NormDef d;
     d.name = o.norm;
     d.type = norm_type_option("shapes --norm", o.norm);

@@ -135,12 +135,47 @@ std::size_t num_elements(const Shape& s) {
     return n;
 }
 
+std::string quoted_text(const std::string& s) {
+    std::string out = "\"";
+    for (char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') out += std::string("\\") + ch;
+        else if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else if (c == '\t') out += "\\t";
+        else if (c < 0x20 || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            out += std::string("\\u00") + hex[c >> 4] + hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+std::optional<std::size_t> checked_num_elements(const Shape& s) {
+    std::size_t n = 1;
+    for (auto d : s) {
+        if (d != 0 && n > std::numeric_limits<std::size_t>::max() / d) return std::nullopt;
+        n *= d;
+    }
+    return n;
+}
+
 std::size_t canonicalize_axis(long long axis, std::size_t rank, const std::string& what) {
     long long r = static_cast<long long>(rank);
     if (axis < -r || axis >= r)
         throw InputError(what + ": axis " + std::to_string(axis) +
                          " out of range for input of rank " + std::to_string(rank));
     return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+
+std::size_t canonicalize_index(long long index, std::size_t count, const std::string& what, const std::string& of) {
+    const long long n = static_cast<long long>(count);
+    if (index < -n || index >= n)
+        throw InputError(what + " " + std::to_string(index) + " out of range for " + of +
+                         (n ? " (valid: " + std::to_string(-n) + " to " + std::to_string(n - 1) + ")" : " (there is none)"));
+    return static_cast<std::size_t>(index < 0 ? index + n : index);
 }
 
 Axes canonicalize_axes(const std::vector<long long>& axes, std::size_t rank,

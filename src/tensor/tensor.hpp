@@ -2,6 +2,7 @@
 // The tensor type every module passes around: an xtensor array plus the run's dtype.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,11 +52,19 @@ std::string format_shape(const Shape& s);
 /// "[2,3,4]" (the compact form CSV cells use).
 std::string compact_shape(const Shape& s);
 std::size_t num_elements(const Shape& s);
+/// The number of elements of `s`, or std::nullopt when the product does not fit in a
+/// std::size_t: a shape read from a config or the command line may name more elements
+/// than any machine holds, and its wrapped count would look small.
+std::optional<std::size_t> checked_num_elements(const Shape& s);
 /// A count with its noun in the right number, for messages: "1 file", "3 files", "0 points".
 /// `noun` is the singular of a regular English noun (the plural adds "s").
 std::string count_noun(std::size_t n, const std::string& noun);
 /// The items for a message, "a, b, c", or "a, b or c" with `last` " or ".
 std::string join_words(const std::vector<std::string>& items, const std::string& last = ", ");
+/// `s` in double quotes for a one-line message, with '"', '\\' and control characters
+/// escaped as JSON escapes them ("a\u0000b", "a\nb"): a NUL would end the message where
+/// it is printed, a newline split it.
+std::string quoted_text(const std::string& s);
 /// `s` in ASCII lower case (names compared without regard to case).
 std::string lower_case(std::string s);
 
@@ -67,6 +76,10 @@ Axes canonicalize_axes(const std::vector<long long>& axes, std::size_t rank,
                        const std::string& what);
 /// Single-axis version of canonicalize_axes.
 std::size_t canonicalize_axis(long long axis, std::size_t rank, const std::string& what);
+/// Converts a possibly negative index into `count` items (a column, a feature; -1 is the
+/// last) to a non-negative one. Throws InputError "<what> I out of range for <of> (valid:
+/// -N to N-1)": for indices that are not axes, whose bound is a size, not a rank.
+std::size_t canonicalize_index(long long index, std::size_t count, const std::string& what, const std::string& of);
 /// The axes of [0, rank) not in `axes`.
 Axes complement_axes(const Axes& axes, std::size_t rank);
 /// Shape with the given axes set to 1 (the keep-dims statistics shape).
