@@ -403,7 +403,7 @@ TEST_CASE("bad stacks: a clear error with a JSON pointer and exit 2, from run an
         {"stacks in a norm analysis", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "norms": {"ln": {"type": "layernorm", "axes": [-1]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["ln"], "stacks": ["s"]}]})",
          "unknown key \"stacks\""},
         {"too big for memory", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [1000, 4096]}}, "stacks": {"s": {"layers": 500, "placement": "none", "block": "ffn", "hidden": 16384}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"]}]})",
-         "/data/x: needs an estimated 288.7 GiB of memory (data \"x\": gaussian [1000, 4096] through its stacks"},
+         "/data/x: needs an estimated 288.8 GiB of memory (data \"x\": gaussian [1000, 4096] through its stacks, 288.7 GiB)"},
         {"draws 0", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"], "draws": 0}]})",
          "/analyses/0/draws: draws must be in [1, 10000], but got 0"},
         {"save with draws", R"({"name": "bad", "data": {"x": {"source": "gaussian", "shape": [4, 8]}}, "stacks": {"s": {"layers": 1, "placement": "none"}}, "analyses": [{"type": "depth", "data": ["x"], "stacks": ["s"], "draws": 2, "save": ["gradients"]}]})",

@@ -731,7 +731,7 @@ TEST_CASE("port_check: identical definitions agree exactly; bad keys are input e
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"reference", "bb"}}, "/analyses/0/reference: \"bb\" is not among this analysis' norms"},
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a"}}}, "/analyses/0/norms: port_check needs a reference and at least one port"},
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"ports", {"a"}}}, "/analyses/0/ports/0: \"a\" is the reference itself"},
-        {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"steps", 0}}, "/analyses/0/steps: steps must be >= 1"},
+        {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"steps", 0}}, "/analyses/0/steps: steps must be in [1, 1000000], but got 0"},
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"steps", 2}, {"train_data", {"x"}}}, "give either steps or train_data"},
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"train_data", {"y"}}}, "/analyses/0/train_data/0: no data entry named \"y\""},
         {{{"type", "port_check"}, {"data", {"x"}}, {"norms", {"a", "b"}}, {"pairs", json::array({json::array({"a"})})}}, "/analyses/0/pairs/0: expected a pair"},

@@ -127,7 +127,23 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
          "/analyses/0/sizes/0: a batch size must be >= 1"},
         {"batch_dependence_mates", an("batch_dependence", R"(["x"])", R"(["ln5"])", R"("mates": "real")"),
          "/analyses/0/mates: unknown value \"real\" (expected one of: drawn, data)"},
-        {"train_eval_key", an("train_eval", R"(["x"])", R"(["bn"])", R"("steps": 0)"), "/analyses/0/steps: steps must be >= 1"},
+        {"train_eval_key", an("train_eval", R"(["x"])", R"(["bn"])", R"("steps": 0)"),
+         "/analyses/0/steps: steps must be in [1, 1000000], but got 0"},
+        // Training steps are capped as depth's train_steps are: 1e9 used to pass and run for hours.
+        {"train_eval_steps_cap", an("train_eval", R"(["x"])", R"(["bn"])", R"("steps": 1000000000)"),
+         "/analyses/0/steps: steps must be in [1, 1000000], but got 1000000000"},
+        {"port_check_steps_cap", an("port_check", R"(["x"])", R"(["bn", "bn2"])", R"("steps": 1000001)"),
+         "/analyses/0/steps: steps must be in [1, 1000000], but got 1000001"},
+        // Settings that make an analysis build batches far larger than the data: the memory
+        // estimate counts them and points at the setting (no machine has these petabytes).
+        {"batch_dependence_sizes_memory", an("batch_dependence", R"(["x"])", R"(["ln5"])", R"("sizes": [2, 1000000000000000])"),
+         "/analyses/0/sizes: needs an estimated "},
+        {"train_eval_batch_size_memory", an("train_eval", R"(["x"])", R"(["bn"])", R"("batch_size": 1000000000000000)"),
+         "/analyses/0/batch_size: needs an estimated "},
+        {"padding_batch_mates_memory", an("padding", R"(["tok"])", R"(["ln4"])", R"("batch_mates": 1000000000000000)"),
+         "/analyses/0/batch_mates: needs an estimated "},
+        {"padding_extra_length_memory", an("padding", R"(["tok"])", R"(["ln4"])", R"("extra_length": 1000000000000000)"),
+         "/analyses/0/extra_length: needs an estimated "},
         {"gradients_key", an("gradients", R"(["x"])", R"(["ln5"])", R"("upstream": "twos")"), "/analyses/0/upstream"},
         {"jacobian_key", an("jacobian", R"(["x"])", R"(["ln5"])", R"("groups": 0)"), "/analyses/0/groups: groups must be >= 1"},
         // Checks that depend on the data, one or more per analysis type.
@@ -199,6 +215,91 @@ TEST_CASE("validate, --dry-run and run refuse the same configs with the same fir
         CHECK(v.out.empty());
         CHECK_FALSE(fs::exists(dir / "out"));
     }
+}
+
+TEST_CASE("settings that make an analysis allocate more than the data are counted: refused at the setting") {
+    // The memory estimate counts the batches an analysis builds (batch sizes, training
+    // batches, re-padded batches) and the rows of its table, before anything is allocated:
+    // validate, --dry-run and run refuse each config with the same line, naming the setting.
+    // batch_dependence with sizes [4000000] and train_eval with batch_size 4000000 used to
+    // pass validate (a 1 MiB estimate) and then grow past 2 GB under --max-memory 1G.
+    struct MemoryCase {
+        const char* name;
+        std::string config;
+        const char* limit;
+        std::vector<std::string> expect;  ///< all in the first line
+    };
+    const std::string data = R"("data": {"x": {"source": "gaussian", "shape": [4, 6, 8]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}, "bn": {"type": "batchnorm"},
+                "gn": {"type": "groupnorm", "num_groups": 2}})";
+    auto cfg = [](const std::string& body, const std::string& analysis, const std::string& extra = "") {
+        return R"({"name": "m", )" + body + R"(, "analyses": [)" + analysis + "]" + extra + "}";
+    };
+    const std::vector<MemoryCase> cases = {
+        {"sizes", cfg(data, R"({"type": "batch_dependence", "data": ["x"], "norms": ["ln", "bn", "gn"], "sizes": [4000000]})"), "1G",
+         {"cfg.json: /analyses/0/sizes: needs an estimated ",
+          " of memory (data \"x\": gaussian [4, 6, 8] in its batch_dependence analysis (sizes), ",
+          "more than the limit of 1.0 GiB (--max-memory 1G); lower sizes, make the data smaller or raise --max-memory"}},
+        {"batch_size", cfg(data, R"({"type": "train_eval", "data": ["x"], "norms": ["ln", "bn", "gn"], "batch_size": 4000000})"), "1G",
+         {"cfg.json: /analyses/0/batch_size: needs an estimated ", "in its train_eval analysis (batch_size), ",
+          "; lower batch_size, make the data smaller or raise --max-memory"}},
+        {"port_check_steps",
+         cfg(R"("data": {"x": {"source": "gaussian", "shape": [64, 64]}}, "norms": {"a": {"type": "batchnorm"},
+               "b": {"type": "batchnorm", "eps": 1e-3}})",
+             R"({"type": "port_check", "data": ["x"], "norms": ["a", "b"], "steps": 1000000})"),
+         "1G", {"cfg.json: /analyses/0/steps: needs an estimated ", "in its port_check analysis (steps), "}},
+        {"batch_mates",
+         cfg(R"("data": {"x": {"source": "tokens", "batch": 4, "max_len": 16, "dim": 8}},
+               "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}})",
+             R"({"type": "padding", "data": ["x"], "norms": ["ln"], "batch_mates": 10000000})"),
+         "1G", {"cfg.json: /analyses/0/batch_mates: needs an estimated ", "in its padding analysis (batch_mates), "}},
+        {"extra_length",
+         cfg(R"("data": {"x": {"source": "tokens", "batch": 4, "max_len": 16, "dim": 8}},
+               "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}})",
+             R"({"type": "padding", "data": ["x"], "norms": ["ln"], "extra_length": 100000000})"),
+         "1G", {"cfg.json: /analyses/0/extra_length: needs an estimated ", "in its padding analysis (extra_length), "}},
+        // A row per step and norm: 300003 rows of 9 cells, kept until the report is written.
+        {"steps_rows", cfg(data, R"({"type": "train_eval", "data": ["x"], "norms": ["ln", "bn", "gn"], "steps": 100000})"), "1G",
+         {"cfg.json: /analyses/0/steps: needs an estimated ",
+          " of memory (its tables: 300003 rows, ", "of which its train_eval analysis (steps) gives 300003), ",
+          "; lower steps or raise --max-memory"}},
+        {"eps_rows",
+         cfg(data, R"({"type": "epsilon", "data": ["x"], "norms": ["ln", "bn", "gn"], "eps": [1e-5, 1e-4, 1e-3, 1e-2],
+                      "scales": [)" + [] {
+                 std::string s;
+                 for (int i = 1; i <= 2000; ++i) s += (i > 1 ? ", " : "") + std::to_string(i);
+                 return s;
+             }() + "]}"),
+         "200M", {"cfg.json: /analyses/0/scales: needs an estimated ", "(its tables: 30000 rows, ", "; shorten scales or raise"}},
+        // Every point fits, their tables together do not.
+        {"sweep_rows",
+         cfg(data, R"({"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "steps": 1000})",
+             R"(, "sweep": {"data.x.mean": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]})"),
+         "200M", {"cfg.json: /sweep: its 20 points need an estimated ", "(their tables: 40040 rows, ",
+                  "run the sweep in shards (--shard I/N, then normlab merge) or raise --max-memory"}},
+    };
+    for (const auto& c : cases) {
+        const std::string name = c.name;
+        CAPTURE(name);
+        fs::path dir = fresh_dir(std::string("memory_setting_") + c.name);
+        write_text(dir / "cfg.json", c.config);
+        const std::string cfg_path = (dir / "cfg.json").string(), limit = std::string(" --max-memory ") + c.limit;
+        CliResult v = run_normlab("validate " + cfg_path + limit);
+        CliResult d = run_normlab("run " + cfg_path + " --dry-run" + limit);
+        CliResult r = run_normlab("run " + cfg_path + " --out " + (dir / "out").string() + limit);
+        CHECK_MESSAGE(v.exit_code == 2, v.out << v.err);
+        CHECK_MESSAGE(d.exit_code == 2, d.out << d.err);
+        CHECK_MESSAGE(r.exit_code == 2, r.err);
+        for (const auto& e : c.expect) CHECK_MESSAGE(first_line(v.err).find(e) != std::string::npos, "expected: " << e << "\ngot: " << v.err);
+        CHECK(first_line(d.err) == first_line(v.err));
+        CHECK(first_line(r.err) == first_line(v.err));
+        CHECK_FALSE(fs::exists(dir / "out"));
+    }
+    // Modest settings still pass at the default limit (and the shipped configs: below).
+    fs::path dir = fresh_dir("memory_setting_ok");
+    write_text(dir / "cfg.json", cfg(data, R"({"type": "batch_dependence", "data": ["x"], "norms": ["ln", "bn"], "sizes": [1, 64, 4096]})"));
+    CliResult ok = run_normlab("validate " + (dir / "cfg.json").string());
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
 }
 
 TEST_CASE("every shipped config and init template passes validate") {

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -184,6 +186,44 @@ TEST_CASE("the memory estimate covers what a gradients run holds at its peak") {
         CAPTURE(estimate_mib);
         CHECK(peak_mib > 16 * 4);  // the batch and more: the run was measured at all
         CHECK(peak_mib <= estimate_mib);
+    }
+}
+#endif
+
+#ifndef __SANITIZE_ADDRESS__
+TEST_CASE("the memory estimate covers what analyses that build batches or copies hold at their peak") {
+    // batch_dependence keeps a batch of every size, train_eval every training batch,
+    // port_check every resampled batch, padding a re-padded batch with its batch-mates; the
+    // others hold float64 copies and transformed inputs beyond the default allowance (three
+    // doubles per element). Each runs on small data with settings that make it large; the
+    // process's own few MiB besides.
+    fs::path dir = fresh_dir("estimate_analyses");
+    const std::string norms = R"("norms": {"ln": {"type": "layernorm", "axes": [-1]}, "bn": {"type": "batchnorm"},
+      "rms": {"type": "rmsnorm", "axes": [-1]}})";
+    auto gaussian = [](const std::string& shape) {
+        return R"("data": {"x": {"source": "gaussian", "shape": )" + shape + "}}";
+    };
+    const std::string tokens = R"("data": {"x": {"source": "tokens", "batch": 64, "max_len": 128, "dim": 64}})";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {gaussian("[4, 6, 8]"), R"({"type": "batch_dependence", "data": ["x"], "norms": ["ln", "bn"], "sizes": [1, 50000, 100000]})"},
+        {gaussian("[4, 6, 8]"), R"({"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "batch_size": 100000})"},
+        {gaussian("[64, 64, 64]"), R"({"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "steps": 40})"},
+        {gaussian("[64, 64, 64]"), R"({"type": "port_check", "data": ["x"], "norms": ["ln", "rms"], "steps": 20})"},
+        {tokens, R"({"type": "padding", "data": ["x"], "norms": ["ln", "bn"], "batch_mates": 16, "extra_length": 256})"},
+        {gaussian("[64, 128, 64]"), R"({"type": "invariance", "data": ["x"], "norms": ["ln", "bn"]})"},
+        {gaussian("[64, 128, 64]"), R"({"type": "precision", "data": ["x"], "norms": ["ln", "bn"]})"},
+        {gaussian("[64, 128, 64]"), R"({"type": "epsilon", "data": ["x"], "norms": ["ln", "bn"]})"},
+        {gaussian("[64, 128, 64]"), R"({"type": "equivalence", "data": ["x"], "norms": ["ln", "bn", "rms"]})"},
+        {gaussian("[64, 128, 64]"), R"({"type": "apply", "data": ["x"], "norms": ["ln", "bn"], "save": ["grad_input"]})"},
+    };
+    for (const auto& [data, analysis] : cases) {
+        CAPTURE(analysis);
+        write_text(dir / "a.json", R"({"name": "a", "seed": 0, )" + data + ", " + norms + R"(, "analyses": [)" + analysis + "]}");
+        const double estimate_mib = estimated_mib(dir / "a.json");
+        const double peak_mib = run_peak_mib(dir / "a.json", dir / "out");
+        CAPTURE(peak_mib);
+        CAPTURE(estimate_mib);
+        CHECK(peak_mib <= estimate_mib + 16);
     }
 }
 #endif

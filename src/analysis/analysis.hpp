@@ -42,15 +42,40 @@ struct AnalysisContext {
     const StackDef& stack(const std::string& name) const { return stacks->at(name); }
 };
 
-/// What an analysis' work_bytes sees of one data entry and the config before the batch
-/// is built.
+/// What an analysis' work_bytes and rows see of one data entry and the config before the
+/// batch is built.
 struct WorkInputs {
     const std::map<std::string, StackDef>& stacks;
     const std::map<std::string, NormDef>& norms;
-    Shape shape;                              ///< the data's shape
+    Shape shape;                              ///< the data's shape (empty when not known: rows only)
     std::optional<std::size_t> channel_axis;  ///< its canonical channel axis, when known
     DType dtype;                              ///< the run dtype
+    std::size_t elements = 0;                 ///< the data's elements (at most, when the shape is not known)
 };
+
+/// What an analysis works with on one data entry beyond the batch (AnalysisType::work_bytes).
+struct WorkBytes {
+    std::size_t bytes = 0;
+    /// The analysis' own key whose value makes the work this large ("sizes", "steps"), when
+    /// the entry sets it: a refusal of the estimate points at it. Empty: the data (with the
+    /// norms or stacks) decides.
+    std::string key;
+};
+
+/// The rows an analysis adds to its table for one data entry (AnalysisType::rows).
+struct TableRows {
+    std::size_t rows = 0;
+    /// The analysis' own key whose value multiplies them ("steps", "eps"), when the entry sets
+    /// it; empty otherwise.
+    std::string key;
+};
+
+/// Memory a run holds per table cell until it has written its report, by estimate: a row
+/// is kept as cells (Table), as report.json's row object (ordered_json), in the merged
+/// table and in the text of report.json, the CSV and report.html. Measured at 470 (epsilon,
+/// 19 columns, 80400 rows), 560 (port_check, 22 columns, 16384 rows) and 650 (train_eval,
+/// 9 columns, 80004 rows) bytes of peak resident memory per cell.
+constexpr std::size_t kTableCellBytes = 800;
 
 /// What an analysis type provides.
 struct AnalysisType {
@@ -74,10 +99,18 @@ struct AnalysisType {
     std::string repeats_data_how;
     /// Optional: bytes the analysis works with on one of its data entries beyond the batch
     /// itself (stacks: weights, activations, gradients; gradients: its float64 copies;
-    /// jacobian: its n x n matrices), for the memory estimate made before anything is built.
-    /// Analyses that leave it empty are covered by the estimate's default allowance (three
-    /// doubles per element), which a work_bytes replaces where it is larger.
-    std::function<std::size_t(const AnalysisSpec&, const WorkInputs&)> work_bytes;
+    /// jacobian: its n x n matrices; the batches an analysis draws or builds: batch sizes,
+    /// training steps, re-padded batches), for the memory estimate made before anything is
+    /// built, with the key whose value makes them large, if any. Called only when the data's
+    /// shape is known. Analyses that leave it empty are covered by the estimate's default
+    /// allowance (three doubles per element, and 256 bytes per statistics group of their
+    /// norms); a work_bytes replaces it (three doubles per element stay the least), and a
+    /// refusal names the analysis when its work_bytes is above the allowance.
+    std::function<WorkBytes(const AnalysisSpec&, const WorkInputs&)> work_bytes;
+    /// Optional: the rows its table gets for one of its data entries (the shape may be
+    /// unknown: then at most what `elements` allows), for the estimate of the tables' memory
+    /// (kTableCellBytes per cell). Null: one row per norm (or stack).
+    std::function<TableRows(const AnalysisSpec&, const WorkInputs&)> rows;
     /// Runs it, after check() passed on the same data.
     std::function<Table(const AnalysisSpec&, const AnalysisContext&)> run;
     /// Checks it against the data and the norms before anything is computed: every (data,

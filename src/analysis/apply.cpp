@@ -227,6 +227,15 @@ AnalysisType apply_analysis() {
     // statistics carried over), saved under its own step folder.
     a.repeats_data = [](const AnalysisSpec& s) { return read_options(s).sequential; };
     a.repeats_data_how = "with \"sequential\": true, each listing is one more step";
+    // Memory beyond the batch: the estimate's default allowance (three doubles per element
+    // and 4 kStepGroupBytes per statistics group, run/points.cpp), or with saved gradients
+    // the upstream gradient and the backward pass's dx in float64, dx in the dtype and its
+    // file's bytes: 32 + 2d bytes per element (d bytes per value). Measured with grad_input on (64, 256, 256) float32 at 28
+    // bytes per element (estimate 40), on (64, 128, 256) float64 at 40 (estimate 48).
+    a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {
+        const std::size_t per = saves_gradients(read_options(spec)) ? 32 + 2 * value_bytes(w.dtype) : 24;
+        return WorkBytes{(Sat(w.elements) * per + Sat(most_groups(spec.norms, w)) * (4 * kStepGroupBytes)).n, ""};
+    };
     a.run = run;
     a.check = check;
     return a;

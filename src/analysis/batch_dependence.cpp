@@ -217,6 +217,53 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     return t;
 }
 
+// Memory beyond the batch, with E the data's elements, P a sample's, and d bytes per value
+// (value_bytes). Every batch of `sizes` is built before the first norm runs and kept until
+// the last: (d + 1) bytes (values, full-shape mask) per element of each, sum(sizes) P
+// elements in all. Building one holds its float64 draws and their concatenation with the
+// sample (19 + 2d bytes per element of the largest size) beside the float64 copy of the
+// given batch; running a norm holds the given batch's float64 output (8 E) beside one
+// batch's output and its float64 copy ((d + 8) per element of the larger of the largest
+// batch and the given one, and twice its statistics: step_stats_per_element); the output pool
+// keeps up to four outputs of other sizes beside it. Measured with the default sizes on
+// (64, 256, 256) float32 at 22 bytes per element beyond the batch (estimate 29); with sizes
+// [4000000] on (4, 6, 8) at a 4404 MiB peak (estimate 5.9 GiB).
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    const std::size_t E = w.elements, N = w.shape.empty() ? 1 : w.shape[0], P = N ? E / N : 0;
+    const std::size_t d = value_bytes(w.dtype);
+    Sat all;  // samples in all the batches
+    std::size_t largest = 0;
+    std::vector<std::size_t> distinct{N};
+    for (long long n : o.sizes) {
+        const auto u = static_cast<std::size_t>(n);
+        all = all + u;
+        largest = std::max(largest, u);
+        if (std::find(distinct.begin(), distinct.end(), u) == distinct.end()) distinct.push_back(u);
+    }
+    std::sort(distinct.rbegin(), distinct.rend());
+    Sat pooled;  // the outputs of the next four sizes, by samples, beside the largest one's
+    for (std::size_t i = 1; i < distinct.size() && i <= OutputPool::kKeep; ++i) pooled = pooled + distinct[i];
+    const std::size_t stats = step_stats_per_element(spec.norms, w);
+    const Sat big = std::max(Sat(largest) * P, Sat(E));
+    const Sat build = Sat(E) * 8 + Sat(largest) * P * (19 + 2 * d);
+    const Sat run = Sat(E) * 8 + big * (d + 8 + 2 * stats);
+    WorkBytes wb;
+    wb.bytes = (all * P * (d + 1) + pooled * P * (d + stats) + std::max(build, run)).n;
+    // The sizes make it large when their batches outweigh the data.
+    if (all * P > Sat(E)) wb.key = key_if_set(spec, "sizes");
+    return wb;
+}
+
+// A row per norm and size, and two per norm and replica count.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs&) {
+    const Options o = read_options(spec);
+    TableRows r;
+    r.rows = (Sat(spec.norms.size()) * (Sat(o.sizes.size()) + Sat(o.replicas.size()) * 2)).n;
+    r.key = key_if_set(spec, o.sizes.size() >= 2 * o.replicas.size() ? "sizes" : "replicas");
+    return r;
+}
+
 }  // namespace
 
 AnalysisType batch_dependence_analysis() {
@@ -236,6 +283,8 @@ AnalysisType batch_dependence_analysis() {
     a.keys = {{"sizes", "[1, 2, 8, 32]"}, {"sample", "0"}, {"mates", "drawn"}, {"replicas", "none"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
+    a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     return a;
 }

@@ -1,5 +1,6 @@
 #include "analysis/common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -10,6 +11,36 @@
 #include "config/config.hpp"
 
 namespace normlab {
+
+std::size_t value_bytes(DType d) { return d == DType::float64 ? 8 : 4; }
+
+std::optional<std::size_t> groups_on(const std::string& name, const WorkInputs& w) {
+    const auto it = w.norms.find(name);
+    if (w.shape.empty() || !w.channel_axis || it == w.norms.end()) return std::nullopt;
+    try {
+        return NormLayer(it->second, w.dtype).resolve(w.shape, *w.channel_axis, name).num_stats;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::size_t most_groups(const std::vector<std::string>& norms, const WorkInputs& w) {
+    std::size_t g = 0;
+    for (const auto& n : norms) g = std::max(g, groups_on(n, w).value_or(w.elements));
+    return g;
+}
+
+std::size_t step_stats_per_element(const std::vector<std::string>& norms, const WorkInputs& w) {
+    const std::size_t E = w.elements;
+    if (E == 0) return kStepGroupBytes;
+    const std::size_t g = std::min(most_groups(norms, w), E);  // at most one group per element
+    const std::size_t bytes = saturating_mul(g, kStepGroupBytes);
+    return std::min(kStepGroupBytes, bytes / E + (bytes % E != 0));
+}
+
+std::string key_if_set(const AnalysisSpec& spec, const std::string& key) {
+    return spec.params.is_object() && spec.params.contains(key) ? key : std::string();
+}
 
 void require_mask_to_save(const JsonLocation& at, const std::string& analysis, const std::string& data,
                           const Batch& b) {

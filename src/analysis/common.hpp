@@ -2,16 +2,56 @@
 // Small measurements and checks several analyses share.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "analysis/analysis.hpp"
 #include "data/batch.hpp"
+#include "data/estimate.hpp"  // saturating_mul, saturating_add: estimates from unbounded settings
 #include "json/reader.hpp"
 #include "analysis/output_pool.hpp"
 #include "norm/presets.hpp"
 
 namespace normlab {
+
+/// The most training steps an analysis takes (depth's train_steps, train_eval's and
+/// port_check's steps; configs/README.md and results/README.md give it): every step is a
+/// forward pass of each norm or stack, so a count far beyond it would run for hours.
+constexpr long long kMaxTrainingSteps = 1000000;
+
+/// For the memory estimate (AnalysisType::work_bytes, rows), before any batch is built:
+/// bytes a tensor of dtype d holds per value (8 for float64, else 4: half formats are kept
+/// in float32).
+std::size_t value_bytes(DType d);
+/// The statistics groups norm `name` has on the data `w` describes, as one forward step
+/// binds it; nullopt when that cannot be told before the batch is built (shape or channel
+/// axis unknown, a norm that does not fit, which check() reports).
+std::optional<std::size_t> groups_on(const std::string& name, const WorkInputs& w);
+/// The most statistics groups any of `norms` has on that data (groups_on), or all its
+/// elements when that cannot be told.
+std::size_t most_groups(const std::vector<std::string>& norms, const WorkInputs& w);
+/// Bytes a forward step keeps per statistics group: the mean (and its low part), variance
+/// and rstd it used and the batch moments (mean, low part, variance, count), in float64.
+constexpr std::size_t kStepGroupBytes = 64;
+/// What a forward step of one of `norms` keeps for its statistics per element of its input
+/// (kStepGroupBytes per group, rounded up): 0 to 64 bytes, 4 for a LayerNorm over 16 values.
+std::size_t step_stats_per_element(const std::vector<std::string>& norms, const WorkInputs& w);
+/// A size that saturates at SIZE_MAX instead of wrapping around (saturating_mul,
+/// saturating_add), for the estimate's products of settings nobody bounded (a batch size
+/// of 10^15): (Sat(E) * 8 + Sat(G) * 64).n.
+struct Sat {
+    std::size_t n = 0;
+    Sat(std::size_t v = 0) : n(v) {}  // implicit: plain sizes mix in
+    friend Sat operator*(Sat a, Sat b) { return Sat(saturating_mul(a.n, b.n)); }
+    friend Sat operator+(Sat a, Sat b) { return Sat(saturating_add(a.n, b.n)); }
+    friend bool operator<(Sat a, Sat b) { return a.n < b.n; }
+    friend bool operator>(Sat a, Sat b) { return a.n > b.n; }
+};
+/// `key` when analysis entry `spec` sets it, else "": the key a refusal of the estimate
+/// points at (WorkBytes::key, TableRows::key).
+std::string key_if_set(const AnalysisSpec& spec, const std::string& key);
 
 /// For an analysis asked to save data entry `data`'s padding mask (`save: "mask"`; `at` is
 /// that entry of the save list): throws JsonError at `at`, naming the data entry as

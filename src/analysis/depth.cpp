@@ -59,8 +59,9 @@ Options read_options(const AnalysisSpec& spec) {
         }
     }
     o.train_steps = r.integer("train_steps", 0);
-    if (o.train_steps < 0 || o.train_steps > 1000000)
-        r.at("train_steps").fail("train_steps must be in [0, 1000000], but got " + std::to_string(o.train_steps));
+    if (o.train_steps < 0 || o.train_steps > kMaxTrainingSteps)
+        r.at("train_steps").fail("train_steps must be in [0, " + std::to_string(kMaxTrainingSteps) + "], but got " +
+                                 std::to_string(o.train_steps));
     o.draws = r.integer("draws", 1);
     if (o.draws < 1 || o.draws > 10000)
         r.at("draws").fail("draws must be in [1, 10000], but got " + std::to_string(o.draws));
@@ -300,7 +301,13 @@ AnalysisType depth_analysis() {
             const std::size_t big = static_cast<std::size_t>(-1);
             most = std::max(most, o.train_steps == 0 ? one : one > big / 2 ? big : 2 * one);
         }
-        return most;
+        return WorkBytes{most, ""};
+    };
+    // A row per stack and layer, the input (layer 0) included.
+    a.rows = [](const AnalysisSpec& spec, const WorkInputs& w) {
+        TableRows r;
+        for (const auto& sn : spec.stacks) r.rows = (Sat(r.rows) + w.stacks.at(sn).layers + 1).n;
+        return r;
     };
     a.run = run;
     return a;

@@ -177,6 +177,39 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     return t;
 }
 
+// Memory beyond the batch, with E the data's elements and d bytes per value of the widest
+// dtype the analysis works in (value_bytes): the data's float64 copy (8 E) and, per eps and
+// scale, the scaled input in the dtype, the outputs with and without the affine step and
+// the float64 reference's (its input and output in float64), their float64 copies, a
+// statistic index per element and two masks: 56 + 3d bytes per element; and the three
+// steps' statistics with the output's group summary and the variances' copies (5
+// kStepGroupBytes per group: 290 bytes measured with groups of one element). Measured with
+// four norms on (64, 256, 256) float32 at 55 bytes per element (estimate 70), on (64, 128, 256)
+// float64 at 66 (estimate 82).
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    std::size_t d = value_bytes(w.dtype);
+    if (!o.dtypes.empty()) {
+        d = 0;
+        for (DType dt : o.dtypes) d = std::max(d, value_bytes(dt));
+    }
+    return {(Sat(w.elements) * (56 + 3 * d) + Sat(most_groups(spec.norms, w)) * (5 * kStepGroupBytes)).n, ""};
+}
+
+// A row per norm, dtype, eps (the listed ones, or the norm's own, then the dtype's default)
+// and scale.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs&) {
+    const Options o = read_options(spec);
+    const std::size_t dtypes = o.dtypes.empty() ? 1 : o.dtypes.size(), eps = (o.eps ? o.eps->size() : 1) + 1;
+    TableRows r{(Sat(spec.norms.size()) * dtypes * eps * o.scales.size()).n, ""};
+    // The longest list the entry gives multiplies the rows most.
+    std::size_t longest = 1;
+    for (const auto& [key, n] : {std::pair<const char*, std::size_t>{"eps", eps - 1}, {"scales", o.scales.size()},
+                                 {"dtypes", dtypes}})
+        if (n > longest && !key_if_set(spec, key).empty()) longest = n, r.key = key;
+    return r;
+}
+
 }  // namespace
 
 AnalysisType epsilon_analysis() {
@@ -197,6 +230,8 @@ AnalysisType epsilon_analysis() {
     a.figure.log = true;
     a.keys = {{"eps", "the norm's"}, {"scales", "[1]"}, {"dtypes", "the run's"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     return a;
 }

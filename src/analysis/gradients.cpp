@@ -244,10 +244,12 @@ AnalysisType gradients_analysis() {
     // their dx, and the finite-difference check's float64 batch and forward outputs: peak
     // resident memory measured at 60 bytes per element beyond the batch without the check
     // and 84 (float32) to 92 (float64) with it (a (64, 512, 512) batch, LayerNorm and
-    // BatchNorm). The figures below hold those with some room.
+    // BatchNorm). The figures below hold those with some room, plus the statistics of the
+    // steps and the backward pass per group (342 bytes measured with groups of one element;
+    // estimate 384).
     a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {
         const std::size_t per = read_options(spec).fd_check ? 100 : 72;
-        return saturating_mul(num_elements(w.shape), per);
+        return WorkBytes{(Sat(w.elements) * per + Sat(most_groups(spec.norms, w)) * (6 * kStepGroupBytes)).n, ""};
     };
     a.run = run;
     a.check = check;

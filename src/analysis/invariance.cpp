@@ -115,6 +115,22 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     return t;
 }
 
+// Memory beyond the batch, with E the data's elements and d bytes per value (value_bytes):
+// the data in float64 twice and its six transformed copies (64 E), then per norm its
+// outputs in the dtype and the float64 references (8 E each) and per transform the
+// transformed input in the dtype and in float64 with three outputs and their float64
+// copies: 144 + 2d bytes per element; and the steps' statistics, up to two at a time with
+// what they were computed from (5 kStepGroupBytes per group: 275 bytes measured with groups
+// of one element). Measured with four norms on (64, 256, 256) float32
+// at 136 bytes per element (estimate 154).
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    return {(Sat(w.elements) * (144 + 2 * value_bytes(w.dtype)) + Sat(most_groups(spec.norms, w)) * (5 * kStepGroupBytes)).n,
+            ""};
+}
+
+// Six rows per norm: scale and shift, per batch, sample and channel.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs&) { return {spec.norms.size() * 6, ""}; }
+
 }  // namespace
 
 AnalysisType invariance_analysis() {
@@ -139,6 +155,8 @@ AnalysisType invariance_analysis() {
     a.figure.metrics = {{"max_abs_diff", "max |output change|"}};
     a.keys = {{"scale_range", "[0.5, 2]"}, {"shift_range", "[-3, 3]"}, {"tolerance", "1e-9"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
+    a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     return a;
 }

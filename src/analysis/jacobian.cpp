@@ -111,9 +111,9 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
 // unsynchronised replicas, and a shape error, before anything is allocated); where the
 // data's channel axis is not known before the batch is built, a group is taken at
 // max_elements.
-std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
     const Options o = read_options(spec);
-    const std::size_t total = num_elements(w.shape), cap = static_cast<std::size_t>(o.max_elements);
+    const std::size_t total = w.elements, cap = static_cast<std::size_t>(o.max_elements);
     std::size_t n = 0;
     for (const auto& nn : spec.norms) {
         std::size_t g = std::min(cap, total);
@@ -129,7 +129,20 @@ std::size_t work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
         }
         n = std::max(n, g);
     }
-    return saturating_add(saturating_mul(total, 3 * 8), saturating_mul(saturating_mul(n, n), 3 * 8));
+    WorkBytes wb{saturating_add(saturating_mul(total, 3 * 8), saturating_mul(saturating_mul(n, n), 3 * 8)), ""};
+    // A group above 4096 elements (the default) gets here only with a larger max_elements.
+    if (n > 4096) wb.key = key_if_set(spec, "max_elements");
+    return wb;
+}
+
+// A row per norm and group: the first `groups` of them, or all when it has fewer.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    TableRows r{0, key_if_set(spec, "groups")};
+    for (const auto& nn : spec.norms)
+        r.rows = saturating_add(r.rows, std::min(static_cast<std::size_t>(o.groups),
+                                                 groups_on(nn, w).value_or(std::max<std::size_t>(w.elements, 1))));
+    return r;
 }
 
 double norm2(const xt::xarray<double>& v) { return l2_norm(v.data(), v.size()); }
@@ -307,6 +320,7 @@ AnalysisType jacobian_analysis() {
     a.keys = {{"groups", "4"}, {"max_elements", "4096"}, {"save", ""}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     a.check = check;
     a.notes = notes;

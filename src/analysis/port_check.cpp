@@ -87,7 +87,9 @@ Options read_options(const AnalysisSpec& spec) {
     if (r.has("steps") && r.has("train_data"))
         r.at("steps").fail("give either steps or train_data, not both", {r.at("train_data").pointer});
     o.steps = r.integer("steps", 0);
-    if (o.steps < 1 && r.has("steps")) r.at("steps").fail("steps must be >= 1, but got " + std::to_string(o.steps));
+    if ((o.steps < 1 && r.has("steps")) || o.steps > kMaxTrainingSteps)
+        r.at("steps").fail("steps must be in [1, " + std::to_string(kMaxTrainingSteps) + "], but got " +
+                           std::to_string(o.steps));
     if (auto td = r.strings("train_data")) {
         if (td->empty()) r.at("train_data").fail("list is empty");
         o.train_data = *td;
@@ -133,7 +135,7 @@ struct Side {
 
 /// Trains a copy of `def` on `train` (in order), then normalises `b` in eval mode with the
 /// running statistics reached; without training batches, one forward as `def` says.
-Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, const Batch& b) {
+Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& train, const Batch& b) {
     Side s;
     if (train.empty()) {
         NormLayer layer(def, dtype);
@@ -143,7 +145,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<Batch>& train, 
         s.running_var = layer.running_var();
     } else {
         NormLayer trainer(with_training(def, true), dtype);
-        for (const auto& tb : train) forward_batch(trainer, tb);
+        for (const Batch* tb : train) forward_batch(trainer, *tb);
         NormDef ed = with_training(def, false);
         s.has_running = trainer.has_running_stats();
         if (s.has_running) {
@@ -331,12 +333,16 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     t.columns = port_check_analysis().columns;
     for (const auto& dn : spec.data) {
         const Batch& b = ctx.batch(dn);
-        std::vector<Batch> train;
-        for (const auto& tn : o.train_data) train.push_back(ctx.batch(tn));
+        // The training batches: the named data entries themselves (a name may be listed many
+        // times: no copies), or the data's rows resampled.
+        std::vector<Batch> resampled;
         if (o.steps > 0) {
             Rng rng(derive_seed(ctx.seed, "port_check" + spec.loc.pointer + "/" + dn));
-            for (long long k = 0; k < o.steps; ++k) train.push_back(resample_rows(b, rng));
+            for (long long k = 0; k < o.steps; ++k) resampled.push_back(resample_rows(b, rng));
         }
+        std::vector<const Batch*> train;
+        for (const auto& tn : o.train_data) train.push_back(&ctx.batch(tn));
+        for (const Batch& rb : resampled) train.push_back(&rb);
         const long long steps = static_cast<long long>(train.size());
         for (const auto& pr : o.pairs) {
             const NormDef& rd = ctx.norm(pr.reference);
@@ -380,6 +386,37 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     return t;
 }
 
+// Memory beyond the batch, with E the data's elements, G the most statistics groups of its
+// norms on it (E when not known yet) and d bytes per value (value_bytes). With steps, the
+// resampled batches are drawn first and kept until the last pair: (d + 1) bytes (values, a
+// copy of the mask) per element of each, steps x E in all. Each pair holds both norms' outputs
+// and their float64 copies (2 (d + 8) E) with their statistics, the reference's group layout
+// (33 bytes per element, and two lists per group) and the per-group differences (294 bytes
+// per group measured with groups of one element; estimate 352). Measured without steps
+// on (64, 256, 256) float32 at 57 bytes per element (estimate 74).
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    const std::size_t E = w.elements, d = value_bytes(w.dtype);
+    const Sat held = Sat(static_cast<std::size_t>(o.steps)) * E * (d + 1);
+    const Sat pair = Sat(E) * (64 + 2 * d) + Sat(most_groups(spec.norms, w)) * (96 + 4 * kStepGroupBytes);
+    WorkBytes wb;
+    wb.bytes = (held + pair).n;
+    if (held > pair) wb.key = key_if_set(spec, "steps");
+    return wb;
+}
+
+// worst_groups rows per pair, or one per group of the reference when it has fewer.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    TableRows r;
+    for (const auto& p : o.pairs) {
+        const std::size_t groups = groups_on(p.reference, w).value_or(std::max<std::size_t>(w.elements, 1));
+        r.rows = (Sat(r.rows) + std::min(groups, static_cast<std::size_t>(o.worst_groups))).n;
+    }
+    if (o.worst_groups > 1) r.key = key_if_set(spec, "worst_groups");
+    return r;
+}
+
 }  // namespace
 
 AnalysisType port_check_analysis() {
@@ -401,6 +438,8 @@ AnalysisType port_check_analysis() {
               {"train_data", ""}, {"worst_groups", "1"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
+    a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     return a;
 }

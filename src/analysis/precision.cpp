@@ -377,6 +377,30 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     return t;
 }
 
+// Memory beyond the batch, with E the data's elements, G the most statistics groups of its
+// norms on it (E when not known yet), d bytes per value of the run dtype and d' of the
+// widest compared dtype (value_bytes): the data in float64 (8 E), and per norm and dtype the
+// group layout (33 bytes per element and two lists per group), the data rounded to the dtype
+// and back in float64, the reference and its ulp basis, an algorithm's output, and the
+// engine's output and its float64 copy: 104 + d + 2d' bytes per element; per group the
+// layout's two lists (about 80 bytes), the variances and the engine's statistics (314 bytes
+// measured with groups of one element; estimate 352).
+// Measured with four norms on (64, 256, 256) float32 at 94 bytes per element (estimate 126).
+WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    const std::size_t E = w.elements, d = value_bytes(w.dtype);
+    std::size_t widest = o.dtypes.empty() ? 8 : 0;
+    for (DType dt : o.dtypes) widest = std::max(widest, value_bytes(dt));
+    return {(Sat(E) * (104 + d + 2 * widest) + Sat(most_groups(spec.norms, w)) * (96 + 4 * kStepGroupBytes)).n, ""};
+}
+
+// A row per norm, dtype and algorithm.
+TableRows rows(const AnalysisSpec& spec, const WorkInputs& w) {
+    const Options o = read_options(spec);
+    const std::size_t dtypes = o.dtypes.empty() ? (w.dtype == DType::float64 ? 1 : 2) : o.dtypes.size();
+    return {spec.norms.size() * dtypes * o.algorithms.size(), key_if_set(spec, "algorithms")};
+}
+
 }  // namespace
 
 AnalysisType precision_analysis() {
@@ -395,6 +419,8 @@ AnalysisType precision_analysis() {
     a.keys = {{"dtypes", "the run's and float64"}, {"accumulate", "float32"}, {"algorithms", "all four"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
+    a.work_bytes = work_bytes;
+    a.rows = rows;
     a.run = run;
     return a;
 }

@@ -20,28 +20,74 @@ namespace normlab {
 namespace {
 
 struct MemoryEstimate {
-    std::size_t total = 0;
+    std::size_t total = 0;           ///< the batches + the larger of building one and working on one + the tables
     std::string largest;             ///< data name with the largest own need
     std::size_t largest_bytes = 0;   ///< its batch + the larger of its build and work memory
-    std::string largest_what;        ///< "gaussian [2, 3]"
+    std::string largest_what;        ///< "gaussian [2, 3]", "gaussian [2, 3] in its padding analysis (batch_mates)"
+    /// The analysis entry whose key makes the largest entry's work large (WorkBytes::key), when
+    /// one does, and that key.
+    const AnalysisSpec* largest_by = nullptr;
+    std::string largest_key;
+    std::size_t table_bytes = 0;     ///< the tables' cells, kTableCellBytes each
+    std::size_t rows = 0;            ///< the tables' rows
+    // The analysis entry whose rows hold the most of table_bytes.
+    const AnalysisSpec* rows_by = nullptr;
+    std::size_t rows_by_rows = 0, rows_by_bytes = 0;
+    std::string rows_key;            ///< its TableRows::key
 };
 
-MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
+// `extra_columns`: columns a sweep adds to every table (the point and the swept values).
+MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above, std::size_t extra_columns = 0) {
     DataContext ctx{c.base_dir, c.seed, c.dtype};
     MemoryEstimate m;
     std::size_t kept = 0, transient = 0;
+    std::vector<std::size_t> rows(c.analyses.size(), 0), table(c.analyses.size(), 0);
+    std::vector<std::string> rows_keys(c.analyses.size());
     for (const auto& name : c.data_order) {
         const Json& spec = c.data.at(name);
-        const DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
+        DataEstimate e = estimate_batch(name, spec, ctx, stop_above);
+        // An npy header that claims more than its file holds (make_batch refuses the file):
+        // the analyses' work is counted on what the file holds, not on the shape claimed.
+        std::size_t claimed = e.dims.empty() ? 0 : 1;
+        for (auto d : e.dims) claimed = saturating_mul(claimed, d);
+        if (claimed != e.elements) e.dims.clear();
+        const WorkInputs in{c.stacks, c.norms, e.dims, e.channel_axis, c.dtype, e.elements};
         std::size_t work = saturating_mul(e.elements, 3 * 8);
         std::string by;  // the analysis whose work memory is the largest, if above the default
-        for (const auto& a : c.analyses)  // stacks: weights, activations and gradients
-            if (const auto& bytes = find_analysis(a.type)->work_bytes)
-                if (!e.dims.empty() && std::find(a.data.begin(), a.data.end(), name) != a.data.end()) {
-                    const std::size_t b = bytes(a, WorkInputs{c.stacks, c.norms, e.dims, e.channel_axis, c.dtype});
-                    if (b > work) by = a.stacks.empty() ? "in its " + a.type + " analysis" : "through its stacks";
-                    work = std::max(work, b);
+        const AnalysisSpec* by_entry = nullptr;
+        std::string by_key;
+        for (std::size_t i = 0; i < c.analyses.size(); ++i) {
+            const AnalysisSpec& a = c.analyses[i];
+            const AnalysisType& type = *find_analysis(a.type);
+            const auto listed = static_cast<std::size_t>(std::count(a.data.begin(), a.data.end(), name));
+            if (listed == 0) continue;
+            // The default allowance: three doubles per element, and per statistics group what a
+            // step and its summary keep (apply: 206 bytes measured with groups of one element).
+            const std::size_t allowance =
+                e.dims.empty() ? work
+                               : saturating_add(saturating_mul(e.elements, 3 * 8),
+                                                saturating_mul(most_groups(a.norms, in), 4 * kStepGroupBytes));
+            if (!type.work_bytes) work = std::max(work, allowance);
+            if (type.work_bytes && !e.dims.empty()) {  // stacks: weights, activations and gradients
+                const WorkBytes b = type.work_bytes(a, in);
+                // Named in a refusal when it is the analysis' own need, beyond the allowance.
+                if (b.bytes > work && b.bytes > allowance) {
+                    by = a.stacks.empty() ? "in its " + a.type + " analysis" : "through its stacks";
+                    if (!b.key.empty()) by += " (" + b.key + ")";
+                    by_entry = &a;
+                    by_key = b.key;
                 }
+                work = std::max(work, b.bytes);
+            }
+            // Its rows for this data entry, once per listing (apply's sequential steps).
+            TableRows r{a.stacks.empty() ? a.norms.size() : a.stacks.size(), ""};
+            if (type.rows) r = type.rows(a, in);
+            rows[i] = saturating_add(rows[i], saturating_mul(r.rows, listed));
+            if (!r.key.empty()) rows_keys[i] = r.key;
+            table[i] = saturating_add(table[i], saturating_mul(saturating_mul(r.rows, listed),
+                                                               saturating_mul(type.columns.size() + extra_columns,
+                                                                              kTableCellBytes)));
+        }
         kept = saturating_add(kept, e.batch_bytes);
         transient = std::max({transient, e.build_bytes, work});
         const std::size_t own = saturating_add(e.batch_bytes, std::max(e.build_bytes, work));
@@ -51,24 +97,69 @@ MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above) {
             m.largest_what = spec.value("source", Json("?")).is_string() ? spec.value("source", "?") : "?";
             if (!e.shape.empty()) m.largest_what += " " + e.shape;
             if (!by.empty()) m.largest_what += " " + by;
+            const bool keyed = e.build_bytes < work && !by_key.empty();
+            m.largest_by = keyed ? by_entry : nullptr;
+            m.largest_key = keyed ? by_key : std::string();
         }
     }
-    m.total = saturating_add(kept, transient);
+    for (std::size_t i = 0; i < c.analyses.size(); ++i) {
+        m.rows = saturating_add(m.rows, rows[i]);
+        m.table_bytes = saturating_add(m.table_bytes, table[i]);
+        if (!m.rows_by || table[i] > m.rows_by_bytes) {
+            m.rows_by = &c.analyses[i];
+            m.rows_by_rows = rows[i];
+            m.rows_by_bytes = table[i];
+            m.rows_key = rows_keys[i];
+        }
+    }
+    m.total = saturating_add(saturating_add(kept, transient), m.table_bytes);
     return m;
 }
 
-// Refuses (InputError, exit 2) a point whose estimate exceeds --max-memory.
-void check_memory(const Config& c, const std::string& file, const std::string& max_memory) {
+// How to lower what key `key` of analysis entry `a` asks for: "lower sizes" (a count, or
+// a list of sizes), "shorten eps" (a list whose length multiplies the rows).
+std::string lower_key(const AnalysisSpec& a, const std::string& key, bool rows) {
+    const bool list = a.params.is_object() && a.params.contains(key) && a.params.at(key).is_array();
+    return (rows && list ? "shorten " : "lower ") + key;
+}
+
+// Refuses (InputError, exit 2) a point whose estimate exceeds --max-memory: at the analysis
+// key that makes a data entry's work large when one does, else at the data entry (or
+// /data) when the data are the larger part, else at the analysis whose table rows weigh
+// most. Returns the estimate.
+MemoryEstimate check_memory(const Config& c, const std::string& file, const std::string& max_memory,
+                            std::size_t extra_columns) {
     const std::size_t limit = parse_memory_size(max_memory);
-    const MemoryEstimate m = estimate_memory(c, limit);
-    if (m.total <= limit) return;
+    const MemoryEstimate m = estimate_memory(c, limit, extra_columns);
+    if (m.total <= limit) return m;
+    const std::string over = " more than the limit of " + describe_memory_limit(max_memory) + "; ";
+    if (m.table_bytes > m.largest_bytes && m.rows_by) {
+        // The tables: rows kept until the report is written.
+        const AnalysisSpec& a = *m.rows_by;
+        JsonLocation at{file, a.loc.pointer};
+        if (!m.rows_key.empty()) at = at.child(m.rows_key);
+        at.fail("needs an estimated " + format_bytes(m.total) + " of memory (its tables: " +
+                count_noun(m.rows, "row") + ", " + format_bytes(m.table_bytes) + ", of which its " + a.type +
+                " analysis" + (m.rows_key.empty() ? "" : " (" + m.rows_key + ")") + " gives " +
+                std::to_string(m.rows_by_rows) + ")," + over +
+                (m.rows_key.empty() ? std::string("make its analyses smaller") : lower_key(a, m.rows_key, true)) +
+                " or raise --max-memory");
+    }
     JsonLocation loc{file, "/data"};
-    if (m.largest_bytes > limit) loc = loc.child(m.largest);
+    std::string advice = "make the data smaller";
+    std::vector<std::string> related = data_related(m.largest);
+    if (m.largest_bytes > limit && m.largest_by) {
+        // An analysis asks for more than the data hold: at its key (a swept or overridden
+        // value of it, or of the data's shape keys, is named).
+        loc = JsonLocation{file, m.largest_by->loc.child(m.largest_key).pointer};
+        advice = lower_key(*m.largest_by, m.largest_key, false) + ", " + advice;
+    } else if (m.largest_bytes > limit) {
+        loc = loc.child(m.largest);
+    }
     // Related to the largest entry's shape keys: a swept or overridden shape is named.
     loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data \"" + m.largest + "\": " +
-                 m.largest_what + ", " + format_bytes(m.largest_bytes) + "), more than the limit of " +
-                 describe_memory_limit(max_memory) + "; make the data smaller or raise --max-memory",
-             data_related(m.largest));
+                 m.largest_what + ", " + format_bytes(m.largest_bytes) + ")," + over + advice + " or raise --max-memory",
+             related);
 }
 
 // Every analysis of a point against its batches (check_analysis); returns their notes
@@ -217,10 +308,16 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
         return point_document(doc, sweep, pt, file, origins);
     };
     std::vector<std::string> noted;  // the notes given, as the file's (config_notes)
+    // A sweep's tables grow from point to point and are kept until the report is written;
+    // the rest of a point's memory is freed before the next one.
+    const std::size_t extra_columns = sweep.paths.empty() ? 0 : 1 + sweep.paths.size();
+    std::size_t tables = 0, rows = 0, rest = 0;
     for (const SweepPoint* pt : points) {
         const Config c = parse_point(point_doc(*pt), file);
-        check_memory(c, file, max_memory);
-        out.peak_bytes = std::max(out.peak_bytes, point_memory(c, limit));
+        const MemoryEstimate m = check_memory(c, file, max_memory, extra_columns);
+        tables = saturating_add(tables, m.table_bytes);
+        rows = saturating_add(rows, m.rows);
+        rest = std::max(rest, m.total - m.table_bytes);
         // Sweep points repeat a note: it is given once, naming who set what it is about at
         // the first point that has it.
         for (const auto& n : config_notes(c))
@@ -228,6 +325,17 @@ CheckedPoints check_points(const Json& doc, const Sweep& sweep, const std::vecto
                 noted.push_back(n.message());
                 out.notes.push_back(origins ? origins->message(n.at, n.reason, n.related) : n.message());
             }
+    }
+    out.peak_bytes = saturating_add(rest, tables);
+    if (out.peak_bytes > limit) {
+        // Every point fits on its own: their tables together do not.
+        if (origins) *origins = base;
+        JsonLocation{file, "/sweep"}.fail(
+            "its " + count_noun(points.size(), "point") + " need an estimated " + format_bytes(out.peak_bytes) +
+                " of memory together (their tables: " + count_noun(rows, "row") + ", " + format_bytes(tables) +
+                ", kept until the report is written; the largest point besides: " + format_bytes(rest) +
+                "), more than the limit of " + describe_memory_limit(max_memory) +
+                "; run the sweep in shards (--shard I/N, then normlab merge) or raise --max-memory");
     }
     // Data holding NaN or infinite values: warned of once per data entry, at the first point
     // whose batch holds them, naming who set what, as the notes do (origins holds this

@@ -46,7 +46,8 @@ Config parse_point(const Json& doc, const std::string& file);
 
 /// Memory a point needs by estimate, in bytes, before any data is built: every batch, plus
 /// the larger of what building one batch holds for a while (file bytes, doubles) and what
-/// an analysis works with (about three double copies of the largest batch). Saturates.
+/// an analysis works with (about three double copies of the largest batch, or its
+/// AnalysisType::work_bytes), plus its tables' rows (kTableCellBytes per cell). Saturates.
 std::size_t point_memory(const Config& c, std::size_t stop_above);
 
 /// Builds a point's batches. With `previous` (the point before), a batch whose data spec,
@@ -66,7 +67,9 @@ struct CheckedPoints {
     /// those built with the seed a point runs with are taken).
     Loaded last;
     std::string first_plan;    ///< point_plan() of the first point
-    std::size_t peak_bytes = 0;  ///< the largest point_memory()
+    /// The largest point_memory() without its tables, plus the tables of all points: a
+    /// sweep's tables are kept until the report is written.
+    std::size_t peak_bytes = 0;
     /// The points' notes (config_notes, then the analyses' own on their data: analysis_notes),
     /// each once, naming the --set or sweep entry that set what a note is about, as an error
     /// would (Provenance::message).
@@ -79,8 +82,8 @@ struct CheckedPoints {
 
 
 /// Checks the points of a run, in two passes, before anything is computed, written or
-/// printed: first every point's config parses and its memory estimate fits `max_memory`
-/// (nothing built yet), then every point's data is built and every analysis checked
+/// printed: first every point's config parses and its memory estimate fits `max_memory`,
+/// and so do their tables together (nothing built yet), then every point's data is built and every analysis checked
 /// against it (check_analysis). A data entry's shape, channel axis and padding mask depend
 /// on its spec alone (the seed only draws values), so a batch is rebuilt only when its spec
 /// changes. Throws InputError naming the file and JSON pointer of the first problem; `run`
