@@ -36,6 +36,10 @@ struct MemoryEstimate {
     std::string rows_key;            ///< its TableRows::key
 };
 
+// Memory a point needs by estimate, in bytes, before any data is built: every batch, plus
+// the larger of what building one batch holds for a while (file bytes, doubles) and what
+// an analysis works with (about three double copies of the largest batch, or its
+// AnalysisType::work_bytes), plus its tables' rows (kTableCellBytes per cell). Saturates.
 // `extra_columns`: columns a sweep adds to every table (the point and the swept values).
 MemoryEstimate estimate_memory(const Config& c, std::size_t stop_above, std::size_t extra_columns = 0) {
     DataContext ctx{c.base_dir, c.seed, c.dtype};
@@ -225,8 +229,6 @@ Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt, 
 Config parse_point(const Json& doc, const std::string& file) {
     return parse_config(doc, file, fs::path(file).parent_path(), analysis_catalog());
 }
-
-std::size_t point_memory(const Config& c, std::size_t stop_above) { return estimate_memory(c, stop_above).total; }
 
 Loaded load_point(Config c, Loaded* previous, bool any_seed) {
     Loaded l;

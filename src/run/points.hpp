@@ -44,12 +44,6 @@ Json point_document(const Json& base, const Sweep& sweep, const SweepPoint& pt, 
 /// against its folder). No data is built. Throws InputError.
 Config parse_point(const Json& doc, const std::string& file);
 
-/// Memory a point needs by estimate, in bytes, before any data is built: every batch, plus
-/// the larger of what building one batch holds for a while (file bytes, doubles) and what
-/// an analysis works with (about three double copies of the largest batch, or its
-/// AnalysisType::work_bytes), plus its tables' rows (kTableCellBytes per cell). Saturates.
-std::size_t point_memory(const Config& c, std::size_t stop_above);
-
 /// Builds a point's batches. With `previous` (the point before), a batch whose data spec,
 /// seed and dtype are unchanged is taken over instead of being built again; with
 /// `any_seed`, one built with another seed is taken over too (same shape, other values:
@@ -67,7 +61,7 @@ struct CheckedPoints {
     /// those built with the seed a point runs with are taken).
     Loaded last;
     std::string first_plan;    ///< point_plan() of the first point
-    /// The largest point_memory() without its tables, plus the tables of all points: a
+    /// The largest point's memory estimate without its tables, plus the tables of all points: a
     /// sweep's tables are kept until the report is written.
     std::size_t peak_bytes = 0;
     /// The points' notes (config_notes, then the analyses' own on their data: analysis_notes),
