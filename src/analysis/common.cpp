@@ -38,8 +38,22 @@ std::size_t step_stats_per_element(const std::vector<std::string>& norms, const 
     return std::min(kStepGroupBytes, bytes / E + (bytes % E != 0));
 }
 
+long long training_steps(ObjectReader& r, const std::string& key, long long fallback, long long lo) {
+    const long long v = r.integer(key, fallback);
+    if (v < lo || v > kMaxTrainingSteps)
+        r.at(key).fail(key + " must be in [" + std::to_string(lo) + ", " + std::to_string(kMaxTrainingSteps) +
+                       "], but got " + std::to_string(v));
+    return v;
+}
+
 std::string key_if_set(const AnalysisSpec& spec, const std::string& key) {
     return spec.params.is_object() && spec.params.contains(key) ? key : std::string();
+}
+
+std::string larger_key(const AnalysisSpec& spec, const std::string& a, double by_a, const std::string& b,
+                       double by_b) {
+    const std::string ka = key_if_set(spec, a), kb = key_if_set(spec, b);
+    return ka.empty() || (!kb.empty() && by_b > by_a) ? kb : ka;
 }
 
 void require_mask_to_save(const JsonLocation& at, const std::string& analysis, const std::string& data,

@@ -20,6 +20,9 @@ namespace normlab {
 /// port_check's steps; configs/README.md and results/README.md give it): every step is a
 /// forward pass of each norm or stack, so a count far beyond it would run for hours.
 constexpr long long kMaxTrainingSteps = 1000000;
+/// Integer `key` of r (`fallback` when absent), a count of training steps: throws JsonError
+/// at the key ("<key> must be in [lo, 1000000], but got ...") outside [lo, kMaxTrainingSteps].
+long long training_steps(ObjectReader& r, const std::string& key, long long fallback, long long lo);
 
 /// For the memory estimate (AnalysisType::work_bytes, rows), before any batch is built:
 /// bytes a tensor of dtype d holds per value (8 for float64, else 4: half formats are kept
@@ -52,6 +55,11 @@ struct Sat {
 /// `key` when analysis entry `spec` sets it, else "": the key a refusal of the estimate
 /// points at (WorkBytes::key, TableRows::key).
 std::string key_if_set(const AnalysisSpec& spec, const std::string& key);
+/// Of keys `a` and `b` of `spec`, each multiplying an estimate by its factor (`by_a`, `by_b`),
+/// the one the refusal points at: the set one with the larger factor, the one set when the
+/// other is not, "" when neither is (key_if_set).
+std::string larger_key(const AnalysisSpec& spec, const std::string& a, double by_a, const std::string& b,
+                       double by_b);
 
 /// For an analysis asked to save data entry `data`'s padding mask (`save: "mask"`; `at` is
 /// that entry of the save list): throws JsonError at `at`, naming the data entry as

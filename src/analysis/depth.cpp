@@ -58,10 +58,7 @@ Options read_options(const AnalysisSpec& spec) {
             at.fail("expected \"projection\", \"mean_square\" or {\"npy\": \"path\"}, but got " + l->dump());
         }
     }
-    o.train_steps = r.integer("train_steps", 0);
-    if (o.train_steps < 0 || o.train_steps > kMaxTrainingSteps)
-        r.at("train_steps").fail("train_steps must be in [0, " + std::to_string(kMaxTrainingSteps) + "], but got " +
-                                 std::to_string(o.train_steps));
+    o.train_steps = training_steps(r, "train_steps", 0, 0);
     o.draws = r.integer("draws", 1);
     if (o.draws < 1 || o.draws > 10000)
         r.at("draws").fail("draws must be in [1, 10000], but got " + std::to_string(o.draws));

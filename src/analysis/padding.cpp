@@ -233,8 +233,7 @@ WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
     if (R > R_default) {
         const double by_mates = static_cast<double>((Sat(mates) + N).n) / static_cast<double>(2 + N);
         const double by_length = static_cast<double>(R.n) / static_cast<double>(R_default.n) / by_mates;
-        const std::string mates_key = key_if_set(spec, "batch_mates"), length_key = key_if_set(spec, "extra_length");
-        wb.key = mates_key.empty() || (!length_key.empty() && by_length > by_mates) ? length_key : mates_key;
+        wb.key = larger_key(spec, "batch_mates", by_mates, "extra_length", by_length);
     }
     return wb;
 }

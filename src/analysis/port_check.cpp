@@ -86,10 +86,7 @@ Options read_options(const AnalysisSpec& spec) {
     }
     if (r.has("steps") && r.has("train_data"))
         r.at("steps").fail("give either steps or train_data, not both", {r.at("train_data").pointer});
-    o.steps = r.integer("steps", 0);
-    if ((o.steps < 1 && r.has("steps")) || o.steps > kMaxTrainingSteps)
-        r.at("steps").fail("steps must be in [1, " + std::to_string(kMaxTrainingSteps) + "], but got " +
-                           std::to_string(o.steps));
+    o.steps = r.has("steps") ? training_steps(r, "steps", 0, 1) : 0;  // 0: train_data or no training
     if (auto td = r.strings("train_data")) {
         if (td->empty()) r.at("train_data").fail("list is empty");
         o.train_data = *td;

@@ -24,10 +24,7 @@ struct Options {
 Options read_options(const AnalysisSpec& spec) {
     ObjectReader r = analysis_reader(spec);
     Options o;
-    o.steps = r.integer("steps", 5);
-    if (o.steps < 1 || o.steps > kMaxTrainingSteps)
-        r.at("steps").fail("steps must be in [1, " + std::to_string(kMaxTrainingSteps) + "], but got " +
-                           std::to_string(o.steps));
+    o.steps = training_steps(r, "steps", 5, 1);
     o.batch_size = r.integer("batch_size");
     if (o.batch_size && *o.batch_size < 1)
         r.at("batch_size").fail("batch_size must be >= 1, but got " + std::to_string(*o.batch_size));
@@ -136,10 +133,7 @@ WorkBytes work_bytes(const AnalysisSpec& spec, const WorkInputs& w) {
     // The key that makes the training batches outweigh the data most: more steps than the
     // default 5, or batches larger than the data's.
     const double by_steps = static_cast<double>(steps) / 5, by_size = static_cast<double>(bs) / static_cast<double>(N);
-    if (B * steps > Sat(E) * 5) {
-        const std::string steps_key = key_if_set(spec, "steps"), size_key = key_if_set(spec, "batch_size");
-        wb.key = steps_key.empty() || (!size_key.empty() && by_size > by_steps) ? size_key : steps_key;
-    }
+    if (B * steps > Sat(E) * 5) wb.key = larger_key(spec, "steps", by_steps, "batch_size", by_size);
     return wb;
 }
 
