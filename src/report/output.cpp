@@ -49,13 +49,6 @@ void remove_staging(const fs::path& staging, const std::vector<fs::path>& create
     for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
 }
 
-constexpr const char* kStagingInfix = ".normlab-staging-";
-
-// The staging folder of the output folder named `name`, for the process `pid`.
-std::string staging_name(const std::string& name, long long pid) {
-    return "." + name + kStagingInfix + std::to_string(pid);
-}
-
 // Removes the staging folders that runs killed beyond cleaning up (kill -9, a crash, a
 // power cut) left beside the output folder `name` in `parent`. A folder goes only when all
 // of these hold: its name is exactly a staging folder's of this output, with a process id;
@@ -66,7 +59,7 @@ std::string staging_name(const std::string& name, long long pid) {
 // file systems) keeps the folder. Leftovers "-old" (an earlier result set aside while it
 // was replaced) are never touched: they may be the only copy of that result.
 void remove_stale_staging(const fs::path& parent, const std::string& name) {
-    const std::string prefix = "." + name + kStagingInfix;
+    const std::string prefix = "." + name + std::string(kStagingInfix);
     std::error_code ec;
     std::vector<fs::path> stale;
     for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
@@ -279,7 +272,7 @@ void OutputFolder::commit() {
     fs::path old;
     if (fs::exists(m_path, ec)) {
         old = m_staging;
-        old += "-old";
+        old += kOldSuffix;
         fs::rename(m_path, old, ec);
         if (ec) throw EnvError(m_target.string() + ": cannot replace the existing folder: " + ec.message());
     }

@@ -9,11 +9,13 @@ namespace normlab {
 
 namespace {
 
-constexpr std::string_view kStagingInfix = ".normlab-staging-";
 constexpr std::size_t kPidDigits = 10;  // a pid_t (int) has at most 10 decimal digits
-constexpr std::string_view kOldSuffix = "-old";
 
 }  // namespace
+
+std::string staging_name(const std::string& name, long long pid) {
+    return "." + name + std::string(kStagingInfix) + std::to_string(pid);
+}
 
 std::size_t max_output_folder_name_bytes() {
     return kMaxNameBytes - 1 - kStagingInfix.size() - kPidDigits - kOldSuffix.size();

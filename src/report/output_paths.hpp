@@ -4,6 +4,7 @@
 // computed, rather than the file system at the first write.
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace normlab {
 
@@ -11,6 +12,13 @@ namespace normlab {
 /// btrfs, tmpfs, ZFS; APFS and NTFS count 255 characters): a longer path component
 /// cannot be created on any of them.
 constexpr std::size_t kMaxNameBytes = 255;
+
+/// A run writes into a staging folder beside its output folder `name`, called "." + name +
+/// kStagingInfix + its process id (staging_name), then renames it; while it replaces an
+/// earlier result, that result is set aside under the staging folder's name + kOldSuffix.
+constexpr std::string_view kStagingInfix = ".normlab-staging-";
+constexpr std::string_view kOldSuffix = "-old";
+std::string staging_name(const std::string& name, long long pid);
 
 /// The longest name of an output folder (its last component), in bytes: its staging folder
 /// beside it, "." + name + ".normlab-staging-" + pid (+ "-old" while it replaces an earlier
