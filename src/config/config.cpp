@@ -6,6 +6,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "data/npy.hpp"
+#include "json/text.hpp"
 #include "data/random.hpp"
 #include "data/sources.hpp"
 #include "report/output_paths.hpp"

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "tensor/errors.hpp"
+#include "json/text.hpp"
 #include "tensor/tensor.hpp"
 
 namespace normlab {

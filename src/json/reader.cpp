@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "json/foreign.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
 #include "tensor/tensor.hpp"
@@ -53,7 +54,7 @@ std::string JsonLocation::message(const std::string& what) const {
     // A key may hold a NUL or a newline, which would cut the printed line or split it: such
     // a pointer is shown with them escaped, as quoted_text shows a value.
     const bool plain = std::none_of(pointer.begin(), pointer.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        return static_cast<unsigned char>(c) < 0x20;
     });
     const std::string shown = pointer.empty() ? std::string("/") : plain ? pointer : quoted_text(pointer);
     return where + shown + ": " + what;

@@ -90,6 +90,10 @@ std::string nonfinite_literal_note(const std::string& text, std::size_t byte) {
 
 }  // namespace
 
+std::string quoted_text(const std::string& s) {
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void check_duplicate_keys(const std::string& text, const std::string& what) {
     DuplicateKeys keys(what);
     Json::sax_parse(text, &keys);

@@ -12,6 +12,11 @@ namespace normlab {
 /// nlohmann keeps the last without a word). Malformed text is left to the parser.
 void check_duplicate_keys(const std::string& text, const std::string& what);
 
+/// `s` in double quotes for a one-line message, with '"', '\\' and control characters
+/// escaped as JSON escapes them ("a\u0000b", "a\nb"; nlohmann's dump): a NUL would end the
+/// message where it is printed, a newline split it. Bytes that are not UTF-8 show as U+FFFD.
+std::string quoted_text(const std::string& s);
+
 /// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
 /// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
 /// range ...", "what: line L, column C: JSON nested deeper than 100 levels ...", or

@@ -135,24 +135,6 @@ std::size_t num_elements(const Shape& s) {
     return n;
 }
 
-std::string quoted_text(const std::string& s) {
-    std::string out = "\"";
-    for (char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') out += std::string("\\") + ch;
-        else if (c == '\n') out += "\\n";
-        else if (c == '\r') out += "\\r";
-        else if (c == '\t') out += "\\t";
-        else if (c < 0x20 || c == 0x7f) {
-            static const char hex[] = "0123456789abcdef";
-            out += std::string("\\u00") + hex[c >> 4] + hex[c & 15];
-        } else {
-            out += ch;
-        }
-    }
-    return out + "\"";
-}
-
 std::optional<std::size_t> checked_num_elements(const Shape& s) {
     std::size_t n = 1;
     for (auto d : s) {

@@ -61,10 +61,6 @@ std::optional<std::size_t> checked_num_elements(const Shape& s);
 std::string count_noun(std::size_t n, const std::string& noun);
 /// The items for a message, "a, b, c", or "a, b or c" with `last` " or ".
 std::string join_words(const std::vector<std::string>& items, const std::string& last = ", ");
-/// `s` in double quotes for a one-line message, with '"', '\\' and control characters
-/// escaped as JSON escapes them ("a\u0000b", "a\nb"): a NUL would end the message where
-/// it is printed, a newline split it.
-std::string quoted_text(const std::string& s);
 /// `s` in ASCII lower case (names compared without regard to case).
 std::string lower_case(std::string s);
 
