@@ -405,6 +405,28 @@ TEST_CASE("NaN and Infinity literals are answered with the strings a config acce
     CHECK(other.err.find("\"nan\"") == std::string::npos);
 }
 
+TEST_CASE("NaN and Infinity given by --set are answered with the strings a config accepts") {
+    const std::string note = R"( (JSON has no NaN or infinity: write the strings "nan", "inf" or "-inf", which normlab reads as )"
+                             "those numbers wherever a config gives a number)";
+    // Not JSON, so a string: refused where a number goes, with the note.
+    for (const std::string literal : {"NaN", "Infinity", "-Infinity"}) {
+        CAPTURE(literal);
+        for (const std::string& command : {"validate " + kQuick, "run " + kQuick + " --dry-run"}) {
+            CliResult r = run_normlab(command + " --set norms.ln.eps=" + literal);
+            check_refused(r, "error: --set norms.ln.eps=" + literal + ": /norms/ln/eps: expected a number, but got string \"" +
+                                 literal + "\"" + note);
+        }
+    }
+    // In a list, the value is malformed JSON: the note follows the parse error.
+    CliResult list = run_normlab("validate " + kQuick + " --set 'data.row.values=[[1, NaN, 3, 4]]'");
+    check_refused(list, "error: --set data.row.values=[[1, NaN, 3, 4]]: the value starts with '[' but is not valid JSON: parse error");
+    CHECK_MESSAGE(list.err.find(note + " (to set a string, quote it as JSON") != std::string::npos, list.err);
+    // Another word where a number goes gets no such note.
+    CliResult other = run_normlab("validate " + kQuick + " --set norms.ln.eps=NaNa");
+    check_refused(other, "expected a number, but got string \"NaNa\"");
+    CHECK(other.err.find("\"nan\"") == std::string::npos);
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;

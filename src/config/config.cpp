@@ -25,7 +25,8 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         std::string s = j.get<std::string>();
         if (s == "ones") p.kind = ParamInit::Kind::ones;
         else if (s == "zeros") p.kind = ParamInit::Kind::zeros;
-        else loc.fail("unknown initialiser " + quoted_text(s) + " (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})");
+        else loc.fail("unknown initialiser " + quoted_text(s) + " (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})" +
+                      nonfinite_note(s));
         return p;
     }
     if (const auto v = json_number(j)) {  // a number, or "nan", "inf", "-inf"

@@ -139,7 +139,7 @@ std::string apply_override(Json& config, const std::string& assignment) {
             std::string msg = e.what();
             if (const auto at = msg.find("parse error"); at != std::string::npos) msg = msg.substr(at);
             throw InputError(who + ": the value starts with '" + text[first] + "' but is not valid JSON: " + msg +
-                             " (to set a string, quote it as JSON: '\"...\"')");
+                             nonfinite_literal_note(text, e.byte) + " (to set a string, quote it as JSON: '\"...\"')");
         }
         value = text;  // not JSON: a plain string such as a path or a name
     } catch (const Json::out_of_range&) {

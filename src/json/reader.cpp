@@ -15,6 +15,11 @@ namespace normlab {
 
 namespace {
 
+// A string where a number goes, spelt as JavaScript or Python write a non-finite number
+// ("NaN", "Infinity"): most often a --set value, which reaches the config as a string
+// because it is no JSON. The note names the spellings read as numbers.
+std::string string_nonfinite_note(const Json& j) { return j.is_string() ? nonfinite_note(j.get<std::string>()) : ""; }
+
 // RFC 6901 escaping of one reference token.
 std::string escape_token(const std::string& s) {
     std::string out;
@@ -212,7 +217,7 @@ std::optional<double> ObjectReader::number(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     const auto v = json_number(*j);
-    if (!v) at(key).fail("expected a number, but got " + json_got(*j));
+    if (!v) at(key).fail("expected a number, but got " + json_got(*j) + string_nonfinite_note(*j));
     return v;
 }
 
@@ -300,7 +305,7 @@ std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto v = json_number(j[i]);
         if (!v)
-            loc.child(i).fail("expected a number, but got " + json_got(j[i]));
+            loc.child(i).fail("expected a number, but got " + json_got(j[i]) + string_nonfinite_note(j[i]));
         out.push_back(*v);
     }
     return out;
