@@ -3,7 +3,6 @@
 // list). Shape = nesting. NaN and infinities are written "nan", "inf", "-inf", as the
 // reports write them.
 #include "data/source_impl.hpp"
-#include "json/text.hpp"
 
 namespace normlab {
 
@@ -33,9 +32,7 @@ void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, con
             loc.fail("ragged nested list: expected a number here (as at " + first.pointer +
                      "), but got a list");
         const auto v = json_number(j);  // a number, or "nan", "inf", "-inf"
-        if (!v)
-            loc.fail("expected a number, but got " + json_type_name(j) + " " + j.dump() +
-                     (j.is_string() ? nonfinite_note(j.get<std::string>()) : ""));
+        if (!v) loc.fail("expected a number, but got " + json_type_name(j) + " " + j.dump());
         *out++ = *v;
         return;
     }
