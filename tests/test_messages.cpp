@@ -359,6 +359,37 @@ TEST_CASE("a NUL or newline in a name or a CSV cell is escaped in the message, w
     check_refused(run_normlab("validate " + (dir / "cfg.json").string()), R"(column 2: "2\u0000" is not a number)");
 }
 
+TEST_CASE("a name or value a config, --set or the command line gives is escaped where a message quotes it") {
+    const std::string two = R"({"type": "layernorm", "normalized_shape": [4]})";
+    auto with_norms = [&](const std::string& analysis) {
+        return R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": {"a": )" + two + R"(, "b": )" + two +
+               R"(}, "analyses": [)" + analysis + "]}";
+    };
+    struct Case {
+        std::string name, json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"train_data_newline", with_norms(R"({"type": "port_check", "data": ["x"], "norms": ["a", "b"], "train_data": ["x\ny"]})"),
+         R"(/analyses/0/train_data/0: no data entry named "x\ny"; did you mean "x"? (/data has: x))"},
+        {"port_nul", with_norms(R"({"type": "port_check", "data": ["x"], "norms": ["a", "b"], "ports": ["b\u0000"]})"),
+         R"(/analyses/0/ports/0: "b\u0000" is not among this analysis' norms (list it under "norms"); did you mean "b"?)"},
+        {"data_list_quote", with_norms(R"({"type": "apply", "data": ["x\"y"], "norms": ["a"]})"),
+         R"(/analyses/0/data/0: no data entry named "x\"y"; did you mean "x"? (/data has: x))"},
+        {"norms_list_control", with_norms(R"({"type": "apply", "data": ["x"], "norms": ["a\u001b[2J"]})"),
+         R"(/analyses/0/norms/0: no norms entry named "a\u001b[2J" (/norms has: a, b))"},
+        {"unknown_key_newline", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "e\nps": 1})"),
+         R"(: unknown key "e\nps")"},
+        {"unknown_value_tab", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "convention": "tor\tch"})"),
+         R"(/norms/n/convention: unknown value "tor\tch" (expected one of: )"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        check_refused(on_config("escaped_" + c.name, c.json, "validate"), c.expect);
+    }
+    // From the command line: a newline in what was typed for a command.
+    check_refused(run_normlab("\"$(printf 'ru\\nn')\" " + kQuick), R"(unknown command "ru\nn")");
+}
+
 TEST_CASE("NaN and Infinity literals are answered with the strings a config accepts") {
     for (const std::string literal : {"NaN", "Infinity", "-Infinity"}) {
         CAPTURE(literal);
@@ -371,6 +402,28 @@ TEST_CASE("NaN and Infinity literals are answered with the strings a config acce
     CliResult other = on_config("literal_other", config(kGauss, R"({"type": "layernorm", "normalized_shape": [4], "eps": True})"),
                                 "validate");
     check_refused(other, "malformed JSON");
+    CHECK(other.err.find("\"nan\"") == std::string::npos);
+}
+
+TEST_CASE("NaN and Infinity given by --set are answered with the strings a config accepts") {
+    const std::string note = R"( (JSON has no NaN or infinity: write the strings "nan", "inf" or "-inf", which normlab reads as )"
+                             "those numbers wherever a config gives a number)";
+    // Not JSON, so a string: refused where a number goes, with the note.
+    for (const std::string literal : {"NaN", "Infinity", "-Infinity"}) {
+        CAPTURE(literal);
+        for (const std::string& command : {"validate " + kQuick, "run " + kQuick + " --dry-run"}) {
+            CliResult r = run_normlab(command + " --set norms.ln.eps=" + literal);
+            check_refused(r, "error: --set norms.ln.eps=" + literal + ": /norms/ln/eps: expected a number, but got string \"" +
+                                 literal + "\"" + note);
+        }
+    }
+    // In a list, the value is malformed JSON: the note follows the parse error.
+    CliResult list = run_normlab("validate " + kQuick + " --set 'data.row.values=[[1, NaN, 3, 4]]'");
+    check_refused(list, "error: --set data.row.values=[[1, NaN, 3, 4]]: the value starts with '[' but is not valid JSON: parse error");
+    CHECK_MESSAGE(list.err.find(note + " (to set a string, quote it as JSON") != std::string::npos, list.err);
+    // Another word where a number goes gets no such note.
+    CliResult other = run_normlab("validate " + kQuick + " --set norms.ln.eps=NaNa");
+    check_refused(other, "expected a number, but got string \"NaNa\"");
     CHECK(other.err.find("\"nan\"") == std::string::npos);
 }
 

@@ -8,6 +8,7 @@
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
 #include "analysis/upstream.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -32,8 +33,8 @@ Options read_options(const AnalysisSpec& spec) {
         for (std::size_t i = 0; i < s->size(); ++i)
             if (std::find(kSaveable.begin(), kSaveable.end(), (*s)[i]) == kSaveable.end()) {
                 const std::string hint = did_you_mean((*s)[i], kSaveable);
-                r.at("save").child(i).fail("cannot save \"" + (*s)[i] + "\" (expected " + join_words(kSaveable, " or ") + ")" +
-                                           (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                r.at("save").child(i).fail("cannot save " + quoted_text((*s)[i]) + " (expected " + join_words(kSaveable, " or ") + ")" +
+                                           (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
             }
         o.save = *s;
     }
@@ -57,15 +58,15 @@ void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& la
         const std::string& what = o.save[i];
         JsonLocation at = spec.loc.child("save").child(i);
         if (what == "mean" && d.type == NormType::rmsnorm)
-            at.fail("rmsnorm \"" + d.name + "\" does not centre and has no mean (save var: the mean square, or rstd)",
+            at.fail("rmsnorm " + quoted_text(d.name) + " does not centre and has no mean (save var: the mean square, or rstd)",
                     norm_entry);
         if ((what == "running_mean" || what == "running_var") && !layer.has_running_stats())
-            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" keeps no running statistics" +
+            at.fail(norm_type_name(d.type) + " " + quoted_text(d.name) + " keeps no running statistics" +
                         (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""),
                     norm_entry);
         const bool weight = what == "grad_weight" || what == "weight", bias = what == "grad_bias" || what == "bias";
         if ((weight && !r.has_weight) || (bias && !r.has_bias))
-            at.fail(norm_type_name(d.type) + " \"" + d.name + "\" has no " + (weight ? "weight" : "bias") +
+            at.fail(norm_type_name(d.type) + " " + quoted_text(d.name) + " has no " + (weight ? "weight" : "bias") +
                         (d.type == NormType::rmsnorm && bias ? " (rmsnorm: weight only)" : " (affine is false)"),
                     norm_entry);
     }
@@ -138,9 +139,9 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const Resolution r = check_pair(d, ctx.dtype, shape_of(ctx.batch(dn)), dn);
             if (r.channels != channels)
                 spec.loc.child("data").child(i).fail(
-                    norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": running statistics have " +
-                    count_noun(channels, "channel") + " from an earlier step (data \"" + first +
-                    "\"), but this input has " + std::to_string(r.channels) + " (sequential steps carry them over)");
+                    norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": running statistics have " +
+                    count_noun(channels, "channel") + " from an earlier step (data " + quoted_text(first) +
+                    "), but this input has " + std::to_string(r.channels) + " (sequential steps carry them over)");
         }
     }
 }

@@ -16,6 +16,7 @@
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -128,7 +129,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         const DataShape d = shape_of(ctx.batch(dn));
         require_sample_axis(spec.loc, "batch_dependence", dn, d.shape, d.channel_axis);
         if (static_cast<std::size_t>(o.sample) >= d.shape[0])
-            spec.loc.child("sample").fail("batch_dependence on data \"" + dn + "\": sample " + std::to_string(o.sample) +
+            spec.loc.child("sample").fail("batch_dependence on data " + quoted_text(dn) + ": sample " + std::to_string(o.sample) +
                                           " out of range for a batch of " + std::to_string(d.shape[0]));
         const std::size_t N = d.shape[0];
         if (o.data_mates)
@@ -138,7 +139,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     std::vector<std::string> related = data_related(dn);
                     related.push_back(spec.loc.child("mates").pointer);
                     spec.loc.child("sizes").child(i).fail(
-                        "batch_dependence on data \"" + dn + "\": batch size " + std::to_string(o.sizes[i]) +
+                        "batch_dependence on data " + quoted_text(dn) + ": batch size " + std::to_string(o.sizes[i]) +
                             " with \"mates\": \"data\" needs " + std::to_string(o.sizes[i]) +
                             " samples, but the data has a batch of N = " + std::to_string(N) +
                             " (use sizes <= " + std::to_string(N) + ", or \"mates\": \"drawn\")",
@@ -147,7 +148,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         for (std::size_t i = 0; i < o.replicas.size(); ++i)
             if (N % static_cast<std::size_t>(o.replicas[i]) != 0)
                 spec.loc.child("replicas").child(i).fail(
-                    "batch_dependence on data \"" + dn + "\": replicas " + std::to_string(o.replicas[i]) +
+                    "batch_dependence on data " + quoted_text(dn) + ": replicas " + std::to_string(o.replicas[i]) +
                     " does not divide the batch of N = " + count_noun(N, "sample") +
                     " into equal slices (" + divisors_hint(N) + ")");
         for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);

@@ -6,6 +6,7 @@
 
 #include <xtensor/xbroadcast.hpp>
 
+#include "json/text.hpp"
 #include "norm/engine.hpp"
 #include "tensor/errors.hpp"
 
@@ -138,7 +139,7 @@ Batch gaussian_like(const Batch& b, std::size_t n, Rng& rng, DType dtype) {
 void require_sample_axis(const JsonLocation& loc, const std::string& analysis, const std::string& data,
                          const Shape& shape, std::size_t channel_axis) {
     if (shape.size() < 2 || channel_axis == 0)
-        loc.fail(analysis + " on data \"" + data + "\": needs a batch axis 0 apart from the channel axis, "
+        loc.fail(analysis + " on data " + quoted_text(data) + ": needs a batch axis 0 apart from the channel axis, "
                  "but got data of shape " + format_shape(shape) + " with channel axis " +
                  std::to_string(channel_axis));
 }

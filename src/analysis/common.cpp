@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "config/config.hpp"
+#include "json/text.hpp"
 
 namespace normlab {
 
@@ -59,8 +60,8 @@ std::string larger_key(const AnalysisSpec& spec, const std::string& a, double by
 void require_mask_to_save(const JsonLocation& at, const std::string& analysis, const std::string& data,
                           const Batch& b) {
     if (!b.has_mask())
-        at.fail(analysis + " on data \"" + data +
-                    "\": cannot save its padding mask, it has none (lengths or mask on its source)",
+        at.fail(analysis + " on data " + quoted_text(data) +
+                    ": cannot save its padding mask, it has none (lengths or mask on its source)",
                 data_related(data));
 }
 

@@ -20,6 +20,7 @@
 #include "analysis/types.hpp"
 #include "data/npy.hpp"
 #include "data/random.hpp"
+#include "json/text.hpp"
 
 namespace normlab {
 
@@ -72,7 +73,7 @@ Options read_options(const AnalysisSpec& spec) {
             else if (w == "mask") o.save_mask = true, o.save_mask_index = i;
             else {
                 const std::vector<std::string> arrays = {"activations", "gradients", "weights", "projection", "mask"};
-                r.at("save").child(i).fail("unknown array \"" + w + "\" (expected " + join_words(arrays, " or ") + ")" +
+                r.at("save").child(i).fail("unknown array " + quoted_text(w) + " (expected " + join_words(arrays, " or ") + ")" +
                                            did_you_mean_note(w, arrays, 3));
             }
         }
@@ -108,7 +109,7 @@ xt::xarray<double> projection(const AnalysisSpec& spec, std::uint64_t seed, cons
         }
         const Shape got(r.shape().begin(), r.shape().end());
         if (got != shape)
-            at.fail("r must have the stack output's shape " + format_shape(shape) + " (data \"" + dn + "\"), but " +
+            at.fail("r must have the stack output's shape " + format_shape(shape) + " (data " + quoted_text(dn) + "), but " +
                     o.loss_path + " has shape " + format_shape(got));
         return r;
     }

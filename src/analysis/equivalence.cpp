@@ -9,6 +9,7 @@
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -29,7 +30,7 @@ Options read_options(const AnalysisSpec& spec) {
         if (!j->is_object()) at.fail("expected an object {\"<norm>\": [dims...]}, but got " + json_type_name(*j));
         for (auto it = j->begin(); it != j->end(); ++it) {
             if (std::find(spec.norms.begin(), spec.norms.end(), it.key()) == spec.norms.end())
-                at.child(it.key()).fail("\"" + it.key() + "\" is not among this analysis' norms");
+                at.child(it.key()).fail(quoted_text(it.key()) + " is not among this analysis' norms");
             std::vector<long long> dims = read_integers(it.value(), at.child(it.key()));
             if (dims.empty()) at.child(it.key()).fail("a shape needs at least one dim");
             int inferred = 0;
@@ -57,7 +58,7 @@ Shape target_shape(const std::vector<long long>& dims, const Shape& in, const Js
     for (std::size_t i = 0; i < dims.size(); ++i) {
         std::size_t d = 0;
         if (dims[i] == 0) {
-            if (i >= in.size()) loc.child(i).fail("dim 0 copies the input's dim " + std::to_string(i) + ", but data \"" + data + "\" has shape " + format_shape(in));
+            if (i >= in.size()) loc.child(i).fail("dim 0 copies the input's dim " + std::to_string(i) + ", but data " + quoted_text(data) + " has shape " + format_shape(in));
             d = in[i];
         } else if (dims[i] == -1) {
             inferred_at = i;
@@ -70,11 +71,11 @@ Shape target_shape(const std::vector<long long>& dims, const Shape& in, const Js
     }
     if (inferred_at < dims.size()) {
         if (known == 0 || n % known != 0)
-            loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + count_noun(n, "element") + ") with a -1 dim");
+            loc.fail("cannot reshape data " + quoted_text(data) + " of shape " + format_shape(in) + " (" + count_noun(n, "element") + ") with a -1 dim");
         out[inferred_at] = n / known;
     }
     if (num_elements(out) != n)
-        loc.fail("cannot reshape data \"" + data + "\" of shape " + format_shape(in) + " (" + count_noun(n, "element") +
+        loc.fail("cannot reshape data " + quoted_text(data) + " of shape " + format_shape(in) + " (" + count_noun(n, "element") +
                  ") to " + format_shape(out) + " (" + count_noun(num_elements(out), "element") + ")");
     return out;
 }

@@ -20,6 +20,7 @@
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
 #include "data/estimate.hpp"
+#include "json/text.hpp"
 #include "norm/backward.hpp"
 #include "tensor/order_stats.hpp"
 
@@ -45,7 +46,7 @@ Options read_options(const AnalysisSpec& spec) {
         r.at("max_elements").fail("max_elements must be >= 1, but got " + std::to_string(o.max_elements));
     if (auto s = r.strings("save")) {
         for (std::size_t i = 0; i < s->size(); ++i)
-            if ((*s)[i] != "jacobian_sv") r.at("save").child(i).fail("cannot save \"" + (*s)[i] + "\" (expected jacobian_sv)");
+            if ((*s)[i] != "jacobian_sv") r.at("save").child(i).fail("cannot save " + quoted_text((*s)[i]) + " (expected jacobian_sv)");
         o.save_sv = !s->empty();
     }
     r.finish();
@@ -58,14 +59,14 @@ std::size_t group_size(const AnalysisSpec& spec, const Options& o, const Analysi
     const Batch& b = ctx.batch(dn);
     const Resolution r = NormLayer(ctx.norm(nn), ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
     if (!r.replicas.empty())
-        spec.loc.child("norms").fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " \"" + nn + "\" on data \"" +
-                                     dn + "\": each of its replicas normalises with its own statistics (sync false), "
+        spec.loc.child("norms").fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " " + quoted_text(nn) + " on data " +
+                                     quoted_text(dn) + ": each of its replicas normalises with its own statistics (sync false), "
                                      "so its groups are not those of one batch; use sync: true, or no replicas");
     const std::size_t n = r.num_stats ? b.x.size() / r.num_stats : 0;
     if (n > static_cast<std::size_t>(o.max_elements))
         spec.loc.child("max_elements")
-            .fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " \"" + nn + "\" on data \"" + dn +
-                  "\": its groups have " + std::to_string(n) + " elements, more than max_elements (" +
+            .fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) +
+                  ": its groups have " + std::to_string(n) + " elements, more than max_elements (" +
                   std::to_string(o.max_elements) + "); raise max_elements (an n x n SVD costs O(n^3): n = 4096 "
                   "takes about 40 s on one core) or give smaller data");
     return n;
@@ -94,7 +95,7 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
             const Resolution r = NormLayer(d, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
             if (static_cast<std::size_t>(o.groups) <= r.num_stats) continue;
             out.push_back({spec.loc.child("groups"),
-                           "jacobian of " + norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": groups " +
+                           "jacobian of " + norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": groups " +
                                std::to_string(o.groups) + ", but it has " + count_noun(r.num_stats, "statistics group") +
                                " here (statistics shape " + format_shape(r.stats_shape) + "); the table has a row for " +
                                (r.num_stats == 1 ? "it" : "each of them"),

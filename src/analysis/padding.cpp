@@ -9,6 +9,7 @@
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -146,7 +147,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     for (const auto& dn : spec.data) {
         const DataShape d = shape_of(ctx.batch(dn));
         if (!d.has_mask)
-            spec.loc.child("data").fail("padding on data \"" + dn + "\": needs data with a padding mask (give the "
+            spec.loc.child("data").fail("padding on data " + quoted_text(dn) + ": needs data with a padding mask (give the "
                                         "source \"mask\" or \"lengths\", or use a source that pads, such as tokens)");
         require_sample_axis(spec.loc, "padding", dn, d.shape, d.channel_axis);
         for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, d, dn);

@@ -17,6 +17,7 @@
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
 #include "data/random.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/numbers.hpp"
 
@@ -43,8 +44,8 @@ Options read_options(const AnalysisSpec& spec) {
     auto check_norm = [&](const std::string& n, const JsonLocation& at) {
         if (std::find(spec.norms.begin(), spec.norms.end(), n) == spec.norms.end()) {
             std::string hint = did_you_mean(n, spec.norms);
-            at.fail("\"" + n + "\" is not among this analysis' norms (list it under \"norms\")" +
-                    (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+            at.fail(quoted_text(n) + " is not among this analysis' norms (list it under \"norms\")" +
+                    (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
         }
     };
     if (const Json* pj = r.raw("pairs")) {
@@ -73,7 +74,7 @@ Options read_options(const AnalysisSpec& spec) {
             if (ps->empty()) r.at("ports").fail("list is empty");
             for (std::size_t i = 0; i < ps->size(); ++i) {
                 check_norm((*ps)[i], r.at("ports").child(i));
-                if ((*ps)[i] == ref) r.at("ports").child(i).fail("\"" + ref + "\" is the reference itself");
+                if ((*ps)[i] == ref) r.at("ports").child(i).fail(quoted_text(ref) + " is the reference itself");
             }
             ports = *ps;
         } else {
@@ -293,8 +294,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             std::vector<std::string> names;
             for (const auto& kv : *ctx.batches) names.push_back(kv.first);
             std::string hint = did_you_mean(o.train_data[i], names);
-            spec.loc.child("train_data").child(i).fail("no data entry named \"" + o.train_data[i] + "\"" +
-                                                      (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+            spec.loc.child("train_data").child(i).fail("no data entry named " + quoted_text(o.train_data[i]) +
+                                                      (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?") +
                                                       " (/data has: " + join_words(names) + ")");
         }
     const bool trained = o.steps > 0 || !o.train_data.empty();
@@ -315,8 +316,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     const Resolution r = check_pair(td, ctx.dtype, shape_of(ctx.batch(tn)), tn);
                     if (running && r.channels != channels)
                         spec.loc.child("train_data").child(i).fail(
-                            norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn + "\": running statistics have " +
-                            count_noun(r.channels, "channel") + " from training on \"" + tn + "\", but this input has " +
+                            norm_type_name(def.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": running statistics have " +
+                            count_noun(r.channels, "channel") + " from training on " + quoted_text(tn) + ", but this input has " +
                             std::to_string(channels));
                 }
                 check_pair(with_training(def, false), ctx.dtype, d, dn);

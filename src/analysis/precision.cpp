@@ -29,6 +29,7 @@
 
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -56,7 +57,7 @@ Options read_options(const AnalysisSpec& spec) {
                 r.at("dtypes").child(i).fail(e.what());
             }
             if (std::find(o.dtypes.begin(), o.dtypes.end(), d) != o.dtypes.end())
-                r.at("dtypes").child(i).fail("dtype \"" + (*ds)[i] + "\" listed twice");
+                r.at("dtypes").child(i).fail("dtype " + quoted_text((*ds)[i]) + " listed twice");
             o.dtypes.push_back(d);
         }
     }
@@ -68,8 +69,8 @@ Options read_options(const AnalysisSpec& spec) {
             if (std::find(kAlgorithms.begin(), kAlgorithms.end(), (*as)[i]) == kAlgorithms.end()) {
                 std::string hint = did_you_mean((*as)[i], kAlgorithms);
                 r.at("algorithms").child(i).fail(
-                    "unknown algorithm \"" + (*as)[i] + "\" (expected naive, two_pass, welford or normlab)" +
-                    (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                    "unknown algorithm " + quoted_text((*as)[i]) + " (expected naive, two_pass, welford or normlab)" +
+                    (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
             }
             o.algorithms.push_back((*as)[i]);
         }
@@ -293,7 +294,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (DType dt : run_dtypes(o, ctx)) {
                 const NormDef& def = ctx.norm(nn);
                 const Resolution res = check_pair(def, dt, shape_of(ctx.batch(dn)), dn);
-                const std::string pair = norm_type_name(def.type) + " \"" + nn + "\" on data \"" + dn + "\": ";
+                const std::string pair = norm_type_name(def.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": ";
                 if (!res.use_batch_stats)
                     spec.loc.child("norms").fail(pair + "normalises with running statistics (training: false), so there "
                                                         "is no variance to compute; precision compares batch statistics");

@@ -1,6 +1,7 @@
 #include "analysis/stack_weights.hpp"
 
 #include "data/random.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -31,7 +32,7 @@ StackWeights make_stack_weights(const StackDef& def, std::size_t features, DType
             const Shape got(given->shape().begin(), given->shape().end());
             if (got != slot.shape)
                 throw StackError(def.name, "weights/" + slot.name,
-                                 "stack \"" + def.name + "\": weight \"" + slot.name + "\" must have shape " +
+                                 "stack " + quoted_text(def.name) + ": weight " + quoted_text(slot.name) + " must have shape " +
                                      format_shape(slot.shape) + " (layers, fan_in, fan_out), but the given array has " +
                                      format_shape(got));
             t = Tensor::from_double(*given, dtype);

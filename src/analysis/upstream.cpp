@@ -6,6 +6,7 @@
 
 #include "data/npy.hpp"
 #include "data/random.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -24,7 +25,7 @@ Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
     if (j->is_string()) {
         const std::string s = j->get<std::string>();
         if (s == "ones") u.kind = Upstream::Kind::constant, u.value = 1, u.label = "ones";
-        else if (s != "normal") u.loc.fail("unknown upstream \"" + s + "\" (" + expected + ")");
+        else if (s != "normal") u.loc.fail("unknown upstream " + quoted_text(s) + " (" + expected + ")");
     } else if (j->is_number()) {
         u.kind = Upstream::Kind::constant;
         u.value = j->get<double>();
@@ -53,12 +54,12 @@ Upstream read_upstream(ObjectReader& r, const AnalysisSpec& spec) {
 
 void check_upstream(const Upstream& u, const Batch& b, const std::string& what) {
     if (u.masked_loss && b.mask.size() == 0)
-        u.masked_loc.fail(what + " on data \"" + b.name + "\": masked_loss zeroes dy at padded positions, but the data "
+        u.masked_loc.fail(what + " on data " + quoted_text(b.name) + ": masked_loss zeroes dy at padded positions, but the data "
                                                            "has no padding mask (lengths or mask on its source)");
     if (u.kind != Upstream::Kind::npy) return;
     const Shape got(u.values.shape().begin(), u.values.shape().end());
     if (got != b.x.shape())
-        u.loc.child("npy").fail(what + " on data \"" + b.name + "\": upstream gradient of shape " + format_shape(got) +
+        u.loc.child("npy").fail(what + " on data " + quoted_text(b.name) + ": upstream gradient of shape " + format_shape(got) +
                                 ", but the data has shape " + format_shape(b.x.shape()));
 }
 

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "json/reader.hpp"
+#include "json/text.hpp"
 #include "norm/engine.hpp"
 #include "run/bench.hpp"
 #include "run/bench_stack.hpp"
@@ -40,7 +41,7 @@ CLI::Option* add_list(CLI::App* app, const std::string& name, std::optional<std:
                 v.push_back(std::stoll(tok, &used));
                 if (used != tok.size()) throw std::invalid_argument(tok);
             } catch (const std::exception&) {
-                throw CLI::ValidationError(name, "expected comma-separated integers, but got \"" + s + "\"");
+                throw CLI::ValidationError(name, "expected comma-separated integers, but got " + quoted_text(s));
             }
         }
         target = v;
@@ -123,9 +124,9 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             if (a.empty() || a[0] != '-')
-                return "unknown command \"" + a + "\"" + did_you_mean_note(a, commands, 2) + "; see normlab --help";
+                return "unknown command " + quoted_text(a) + did_you_mean_note(a, commands, 2) + "; see normlab --help";
         }
-        if (argc > 1) return std::string("unknown option \"") + argv[1] + "\" (give a command first); see normlab --help";
+        if (argc > 1) return "unknown option " + quoted_text(argv[1]) + " (give a command first); see normlab --help";
         std::string list;
         for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
         return "a command is required: " + list + "; see normlab --help";
@@ -137,10 +138,10 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (const auto& a : app.remaining(true)) (a.size() > 1 && a[0] == '-' ? options : others).push_back(a);
         if (!options.empty()) {
             const std::string word = options.front().substr(0, options.front().find('='));
-            return where + "unknown option \"" + word + "\"" + did_you_mean_note(word, option_names(cmd), 4) + help;
+            return where + "unknown option " + quoted_text(word) + did_you_mean_note(word, option_names(cmd), 4) + help;
         }
         std::string list;
-        for (const auto& a : others) list += (list.empty() ? "\"" : " \"") + a + "\"";
+        for (const auto& a : others) list += (list.empty() ? "" : " ") + quoted_text(a);
         return where + (others.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list + help;
     }
     // An option that takes one value, given more often: CLI11 says "--out: At Most 1 required
@@ -157,7 +158,7 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
                     return v.empty() || v.find_first_of(", ") != std::string::npos;
                 });
                 std::string list;
-                for (const auto& v : values) list += (list.empty() ? "" : ", ") + (quote ? "\"" + v + "\"" : v);
+                for (const auto& v : values) list += (list.empty() ? "" : ", ") + (quote ? quoted_text(v) : v);
                 const std::string times = values.size() == 2 ? "twice" : std::to_string(values.size()) + " times";
                 return cmd->get_name() + " " + opt->get_name() + ": given " + times + " (" + list + "); give it once";
             }
@@ -177,7 +178,7 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         }
         if (const CLI::Option* opt = cmd->get_option_no_throw(name))
             return cmd->get_name() + " " + name + ": expected " + value_kind(*opt) +
-                   (got.empty() ? "" : ", but got \"" + got + "\"") + help;
+                   (got.empty() ? "" : ", but got " + quoted_text(got)) + help;
     }
     return where + e.what() + help;
 }

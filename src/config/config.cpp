@@ -25,7 +25,8 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         std::string s = j.get<std::string>();
         if (s == "ones") p.kind = ParamInit::Kind::ones;
         else if (s == "zeros") p.kind = ParamInit::Kind::zeros;
-        else loc.fail("unknown initialiser \"" + s + "\" (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})");
+        else loc.fail("unknown initialiser " + quoted_text(s) + " (expected \"ones\", \"zeros\", a number, a list, {\"npy\": path} or {\"normal\": {\"mean\": m, \"std\": s}})" +
+                      nonfinite_note(s));
         return p;
     }
     if (const auto v = json_number(j)) {  // a number, or "nan", "inf", "-inf"
@@ -366,8 +367,8 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
                     const std::string& n = (*list)[k];
                     if (std::find(known.begin(), known.end(), n) == known.end()) {
                         std::string hint = did_you_mean(n, known);
-                        ar.at(key).child(k).fail("no " + std::string(section) + " entry named \"" + n + "\"" +
-                                                 (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+                        ar.at(key).child(k).fail("no " + std::string(section) + " entry named " + quoted_text(n) +
+                                                 (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?") +
                                                  (known.empty() ? std::string(" (/") + section + " is empty)"
                                                                 : std::string(" (/") + section + " has: " + join_words(known) + ")"));
                     }
@@ -387,7 +388,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
                     const auto first = std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]);
                     if (first == list.begin() + static_cast<std::ptrdiff_t>(k)) continue;
                     const auto at = static_cast<std::size_t>(first - list.begin());
-                    ar.at(key).child(k).fail(what + " \"" + list[k] + "\" is listed twice (first at " +
+                    ar.at(key).child(k).fail(what + " " + quoted_text(list[k]) + " is listed twice (first at " +
                                              ar.at(key).child(at).pointer + "); a second listing would only repeat its rows" +
                                              (how.empty() ? "" : " (" + how + ")"));
                 }
@@ -406,7 +407,7 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         c.output_dir = orr.string("dir");
         if (c.output_dir) {
             const std::string why = output_folder_problem(*c.output_dir);
-            if (!why.empty()) orr.at("dir").fail("output folder \"" + *c.output_dir + "\" " + why);
+            if (!why.empty()) orr.at("dir").fail("output folder " + quoted_text(*c.output_dir) + " " + why);
         }
         orr.finish();
     }
@@ -435,7 +436,7 @@ std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::
                     continue;
                 const JsonLocation norm = JsonLocation{c.file, "/norms"}.child(nn);
                 out.push_back({norm.child("convention"),
-                               norm_type_name(d.type) + " \"" + nn + "\" on data \"" + dn + "\": channel axis 1 of input " +
+                               norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": channel axis 1 of input " +
                                    "shape " + format_shape(b->second.x.shape()) + ", normlab's default (channels first, " +
                                    "as in PyTorch); Keras's and Flax's layers take the last axis by default. Give " +
                                    "\"channel_axis\" to the norm or the data (-1 for channels last, 1 to keep this) to " +
@@ -524,7 +525,7 @@ NormType norm_type_option(const std::string& option, const std::string& name) {
     const auto it = std::find(types.begin(), types.end(), name);
     if (it == types.end()) {
         const std::string hint = did_you_mean_note(name, types);
-        throw InputError(option + ": unknown norm type \"" + name + "\"" +
+        throw InputError(option + ": unknown norm type " + quoted_text(name) +
                          (hint.empty() ? " (expected batchnorm, layernorm, instancenorm, groupnorm or rmsnorm)" : hint));
     }
     return static_cast<NormType>(it - types.begin());

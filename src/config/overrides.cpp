@@ -68,7 +68,7 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_a
                 idx = std::stoul(t, &used);
                 if (used != t.size() || t.empty() || t[0] == '-' || t[0] == '+') throw std::invalid_argument(t);
             } catch (const std::exception&) {
-                throw InputError(who + ": " + walked + ": expected an array index, but got \"" + t + "\"");
+                throw InputError(who + ": " + walked + ": expected an array index, but got " + quoted_text(t));
             }
             if (idx >= node->size())
                 throw InputError(who + ": " + walked + ": index out of range (the array has " +
@@ -139,7 +139,7 @@ std::string apply_override(Json& config, const std::string& assignment) {
             std::string msg = e.what();
             if (const auto at = msg.find("parse error"); at != std::string::npos) msg = msg.substr(at);
             throw InputError(who + ": the value starts with '" + text[first] + "' but is not valid JSON: " + msg +
-                             " (to set a string, quote it as JSON: '\"...\"')");
+                             nonfinite_literal_note(text, e.byte) + " (to set a string, quote it as JSON: '\"...\"')");
         }
         value = text;  // not JSON: a plain string such as a path or a name
     } catch (const Json::out_of_range&) {
@@ -187,8 +187,8 @@ std::string Provenance::blame(const JsonError& e) const {
     if (!e.unknown_key.empty()) {
         const std::string& p = e.where.pointer;
         const std::string object = p.substr(0, p.rfind('/'));
-        return who + ": unknown key \"" + e.unknown_key + "\" in " + (object.empty() ? "/" : object) +
-               (!e.note.empty() ? " (" + e.note + ")" : e.hint.empty() ? "" : " (did you mean \"" + e.hint + "\"?)");
+        return who + ": unknown key " + quoted_text(e.unknown_key) + " in " + (object.empty() ? "/" : object) +
+               (!e.note.empty() ? " (" + e.note + ")" : e.hint.empty() ? "" : " (did you mean " + quoted_text(e.hint) + "?)");
     }
     return JsonLocation{who, e.where.pointer}.message(e.reason);
 }

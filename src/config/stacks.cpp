@@ -5,6 +5,7 @@
 #include "config/config.hpp"
 #include "data/npy.hpp"
 #include "json/foreign.hpp"
+#include "json/text.hpp"
 
 namespace normlab {
 
@@ -35,9 +36,9 @@ WeightInit parse_init(const Json& j, const JsonLocation& loc) {
         const std::vector<std::string> named = {"xavier_normal", "xavier_uniform", "kaiming_normal"};
         if (std::find(named.begin(), named.end(), s) == named.end()) {
             if (const ForeignName f = foreign_name(s, named); !f.ours.empty())
-                loc.fail("unknown init \"" + s + "\" (" + expected + "); " + f.note);
+                loc.fail("unknown init " + quoted_text(s) + " (" + expected + "); " + f.note);
             const std::string hint = did_you_mean(s, named);
-            loc.fail("unknown init \"" + s + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") + " (" +
+            loc.fail("unknown init " + quoted_text(s) + (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?") + " (" +
                      expected + ")");
         }
         w.kind = enum_of<InitKind>(s, init_names());
@@ -93,8 +94,8 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
         if (!norms.count(*nn)) {
             const std::string hint = did_you_mean(*nn, norm_order);
             const std::string names = join_words(norm_order);
-            r.at("norm").fail("no norms entry named \"" + *nn + "\"" +
-                              (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+            r.at("norm").fail("no norms entry named " + quoted_text(*nn) +
+                              (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?") +
                               (names.empty() ? " (/norms is empty)" : " (/norms has: " + names + ")"));
         }
         d.norm = norms.at(*nn);
@@ -109,7 +110,7 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
         d.hidden = static_cast<std::size_t>(h);
         // Other activations of the field are not misspellings of these: "silu" is no "relu".
         if (const auto a = r.string("activation"); a && is_unsupported_activation(*a))
-            r.at("activation").fail("activation \"" + *a + "\" is not an activation of normlab's ffn block (relu, gelu, identity)");
+            r.at("activation").fail("activation " + quoted_text(*a) + " is not an activation of normlab's ffn block (relu, gelu, identity)");
         d.activation = enum_of<Activation>(r.choice("activation", activation_names(), "relu"), activation_names());
     } else {
         for (const char* k : {"hidden", "activation"})

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "config/overrides.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -71,13 +72,13 @@ Sweep extract_sweep(Json& config, const std::string& file) {
         // later would silently win and the CSV would get the column twice.
         const std::string pointer = config_pointer(key);
         for (const auto& p : s.paths) {
-            if (p == key) at.fail("path \"" + key + "\" is swept twice");
+            if (p == key) at.fail("path " + quoted_text(key) + " is swept twice");
             if (config_pointer(p) == pointer)
-                at.fail("path \"" + key + "\" is swept twice: \"" + p + "\" names the same value, " + pointer);
+                at.fail("path " + quoted_text(key) + " is swept twice: " + quoted_text(p) + " names the same value, " + pointer);
             // Distinct paths whose names differ only in punctuation ("/data/a.b/std",
             // "data.a_b.std") would give one CSV column two meanings.
             if (sweep_column(p) == sweep_column(key))
-                at.fail("sweep paths \"" + p + "\" and \"" + key + "\" would both be the CSV column \"" +
+                at.fail("sweep paths " + quoted_text(p) + " and " + quoted_text(key) + " would both be the CSV column \"" +
                         sweep_column(key) + "\" (punctuation becomes '_'): rename one of the entries they name");
         }
         s.paths.push_back(key);
@@ -98,8 +99,8 @@ Sweep extract_sweep(Json& config, const std::string& file) {
             for (auto z = it.value().begin(); z != it.value().end(); ++z) {
                 check_list(z.key(), z.value(), zl.child(z.key()));
                 if (len && z.value().size() != len)
-                    zl.fail("zip lists must have equal lengths, but \"" + paths.front() + "\" has " +
-                            std::to_string(len) + " values and \"" + z.key() + "\" has " +
+                    zl.fail("zip lists must have equal lengths, but " + quoted_text(paths.front()) + " has " +
+                            std::to_string(len) + " values and " + quoted_text(z.key()) + " has " +
                             std::to_string(z.value().size()));
                 len = z.value().size();
                 paths.push_back(z.key());

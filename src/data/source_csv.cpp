@@ -5,6 +5,7 @@
 #include "data/csv.hpp"
 #include "data/files.hpp"
 #include "data/source_impl.hpp"
+#include "json/text.hpp"
 
 namespace normlab {
 
@@ -38,7 +39,7 @@ std::size_t resolve(const ColumnRef& ref, std::size_t ncols, const std::vector<s
     if (!ref.name.empty()) {
         if (names.empty()) ref.loc.fail("column names need \"header\": true");
         auto it = std::find(names.begin(), names.end(), ref.name);
-        if (it == names.end()) ref.loc.fail("no column named \"" + ref.name + "\" in the header");
+        if (it == names.end()) ref.loc.fail("no column named " + quoted_text(ref.name) + " in the header");
         return static_cast<std::size_t>(it - names.begin());
     }
     return at_location(ref.loc, [&] { return canonicalize_index(ref.index, ncols, "column", "a table with " + count_noun(ncols, "column")); });
@@ -56,7 +57,7 @@ SourceData build_csv(const std::string&, ObjectReader& r, const DataContext& ctx
     opt.header = r.boolean("header", false);
     const std::string delim = r.string("delimiter", ",");
     if (delim.size() != 1 || delim == "\"" || delim == "\n")
-        r.at("delimiter").fail("delimiter must be one character (not a quote or newline), but got \"" + delim + "\"");
+        r.at("delimiter").fail("delimiter must be one character (not a quote or newline), but got " + quoted_text(delim));
     opt.delimiter = delim[0];
     const long long max_rows = r.integer("max_rows", 0);
     if (max_rows < 0 || (r.has("max_rows") && max_rows == 0))

@@ -15,6 +15,11 @@ namespace normlab {
 
 namespace {
 
+// A string where a number goes, spelt as JavaScript or Python write a non-finite number
+// ("NaN", "Infinity"): most often a --set value, which reaches the config as a string
+// because it is no JSON. The note names the spellings read as numbers.
+std::string string_nonfinite_note(const Json& j) { return j.is_string() ? nonfinite_note(j.get<std::string>()) : ""; }
+
 // RFC 6901 escaping of one reference token.
 std::string escape_token(const std::string& s) {
     std::string out;
@@ -150,7 +155,7 @@ std::string did_you_mean_note(const std::string& word, const std::vector<std::st
             if (c.rfind(word, 0) == 0) begun.push_back(c);
         if (begun.size() == 1) best = begun.front();
     }
-    return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+    return best.empty() ? "" : " (did you mean " + quoted_text(best) + "?)";
 }
 
 ObjectReader::ObjectReader(const Json& obj, JsonLocation loc) : m_obj(obj), m_loc(std::move(loc)) {
@@ -185,7 +190,7 @@ namespace {
 // of `candidates` (foreign_name): refused with whose name it is and normlab's.
 void throw_if_foreign(const JsonLocation& loc, const std::string& key, const std::vector<std::string>& candidates) {
     if (const ForeignName f = foreign_name(key, candidates); !f.ours.empty())
-        throw JsonError(loc.child(key), "unknown key \"" + key + "\" (" + f.note + ")", key, f.ours, f.note);
+        throw JsonError(loc.child(key), "unknown key " + quoted_text(key) + " (" + f.note + ")", key, f.ours, f.note);
 }
 
 }  // namespace
@@ -198,7 +203,7 @@ void ObjectReader::missing_one_of(const std::vector<std::string>& keys, const st
         throw_if_foreign(m_loc, it.key(), keys);
         const std::string hint = did_you_mean(it.key(), keys);
         if (!hint.empty())
-            throw JsonError(m_loc.child(it.key()), "unknown key \"" + it.key() + "\"; did you mean \"" + hint + "\"?",
+            throw JsonError(m_loc.child(it.key()), "unknown key " + quoted_text(it.key()) + "; did you mean " + quoted_text(hint) + "?",
                             it.key(), hint);
     }
     if (m_strict) finish();
@@ -212,7 +217,7 @@ std::optional<double> ObjectReader::number(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     const auto v = json_number(*j);
-    if (!v) at(key).fail("expected a number, but got " + json_got(*j));
+    if (!v) at(key).fail("expected a number, but got " + json_got(*j) + string_nonfinite_note(*j));
     return v;
 }
 
@@ -281,10 +286,10 @@ std::string ObjectReader::choice(const std::string& key, const std::vector<std::
     // Another framework's name first: "tensorflow" is closer to nothing, "pytorch" is close
     // to "torch" but the note says why.
     if (const ForeignName f = foreign_name(*s, allowed); !f.ours.empty())
-        at(key).fail("unknown value \"" + *s + "\" (expected one of: " + list + "); " + f.note);
+        at(key).fail("unknown value " + quoted_text(*s) + " (expected one of: " + list + "); " + f.note);
     std::string hint = did_you_mean(*s, allowed);
-    at(key).fail("unknown value \"" + *s + "\" (expected one of: " + list + ")" +
-                 (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+    at(key).fail("unknown value " + quoted_text(*s) + " (expected one of: " + list + ")" +
+                 (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
 }
 
 std::vector<long long> read_integers(const Json& j, const JsonLocation& loc) {
@@ -300,7 +305,7 @@ std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto v = json_number(j[i]);
         if (!v)
-            loc.child(i).fail("expected a number, but got " + json_got(j[i]));
+            loc.child(i).fail("expected a number, but got " + json_got(j[i]) + string_nonfinite_note(j[i]));
         out.push_back(*v);
     }
     return out;
@@ -357,7 +362,7 @@ void ObjectReader::finish() const {
         throw_if_foreign(m_loc, it.key(), known);
         std::string hint = did_you_mean(it.key(), known);
         throw JsonError(m_loc.child(it.key()),
-                        "unknown key \"" + it.key() + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"),
+                        "unknown key " + quoted_text(it.key()) + (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"),
                         it.key(), hint);
     }
 }

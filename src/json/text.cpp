@@ -74,21 +74,23 @@ private:
     std::vector<Level> m_levels;  // the containers open, outermost first
 };
 
-// " (JSON has no NaN ...)" when the parse error is at a NaN or Infinity literal, as Python's
-// json.dump and JavaScript write them: the strings a config accepts instead.
+}  // namespace
+
 std::string nonfinite_literal_note(const std::string& text, std::size_t byte) {
     // nlohmann's byte is 1-based and may lie just past the word it stopped in.
     std::size_t end = std::min(byte, text.size()), start = end;
     while (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) --start;
     while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
-    std::string word = text.substr(start, end - start);
-    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (word != "nan" && word != "infinity" && word != "inf") return "";
+    return nonfinite_note(text.substr(start, end - start));
+}
+
+std::string nonfinite_note(const std::string& word) {
+    std::string w = !word.empty() && (word[0] == '-' || word[0] == '+') ? word.substr(1) : word;
+    for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (w != "nan" && w != "infinity" && w != "inf") return "";
     return " (JSON has no NaN or infinity: write the strings \"nan\", \"inf\" or \"-inf\", which normlab reads as "
            "those numbers wherever a config gives a number)";
 }
-
-}  // namespace
 
 std::string quoted_text(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

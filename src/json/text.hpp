@@ -17,6 +17,15 @@ void check_duplicate_keys(const std::string& text, const std::string& what);
 /// message where it is printed, a newline split it. Bytes that are not UTF-8 show as U+FFFD.
 std::string quoted_text(const std::string& s);
 
+/// " (JSON has no NaN or infinity: write the strings "nan", "inf" or "-inf", ...)" when
+/// `word`, after an optional sign, is NaN, Infinity or inf in any case (as Python's json.dump
+/// and JavaScript write them, where a config reads only those three strings); "" otherwise.
+std::string nonfinite_note(const std::string& word);
+
+/// nonfinite_note for the word of `text` that a parse error at `byte` (nlohmann's, 1-based)
+/// stopped in or just after: "eps": NaN in a file, [1, NaN] in a --set value.
+std::string nonfinite_literal_note(const std::string& text, std::size_t byte);
+
 /// Parses JSON text; `what` names it in messages. Throws InputError "what: malformed JSON:
 /// parse error at line L, column C: ...", "what: line L, column C: number 1e400 is out of
 /// range ...", "what: line L, column C: JSON nested deeper than 100 levels ...", or

@@ -1,7 +1,7 @@
 normlab_module(normlab_report
   SOURCES report/table.cpp report/output.cpp report/output_paths.cpp report/figure.cpp report/figure_data.cpp report/html.cpp
           report/terminal.cpp report/result.cpp
-  DEPS normlab_tensor normlab_report_assets nlohmann_json::nlohmann_json)
+  DEPS normlab_tensor normlab_json normlab_report_assets nlohmann_json::nlohmann_json)
 
 # The Vega builds, from src/report/vega/node_modules (scripts/setup.sh runs `npm ci` there;
 # NORMLAB_VEGA_DIR points elsewhere), become bytes in the binary. Nothing is downloaded here.

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json/text.hpp"
 #include "report/output_paths.hpp"
 #include "tensor/errors.hpp"
 
@@ -174,8 +175,8 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                                  "result; choose another --out or pass --force to replace it");
             const std::string foreign = foreign_entry(m_path);
             if (!foreign.empty())
-                throw InputError(shown + ": output folder holds an earlier normlab result and also \"" + foreign +
-                                 "\", which normlab did not write; move it away, choose another --out or pass "
+                throw InputError(shown + ": output folder holds an earlier normlab result and also " + quoted_text(foreign) +
+                                 ", which normlab did not write; move it away, choose another --out or pass "
                                  "--force to replace the whole folder");
         }
     }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {
@@ -28,7 +29,7 @@ std::string column_list(const Table& t) {
 std::size_t find_column(const Table& t, const std::string& name, const char* option) {
     auto it = std::find(t.columns.begin(), t.columns.end(), name);
     if (it == t.columns.end())
-        throw InputError(std::string(option) + ": no column \"" + name + "\" (columns: " + column_list(t) + ")");
+        throw InputError(std::string(option) + ": no column " + quoted_text(name) + " (columns: " + column_list(t) + ")");
     return static_cast<std::size_t>(it - t.columns.begin());
 }
 

@@ -14,6 +14,7 @@
 
 #include "config/config.hpp"
 #include "data/random.hpp"
+#include "json/text.hpp"
 #include "norm/presets.hpp"
 #include "report/table.hpp"
 #include "run/process_memory.hpp"
@@ -138,7 +139,7 @@ std::string run_bench(const BenchOptions& o) {
     // The bytes per second count 4 or 8 bytes per value: the half formats are held in float
     // storage, so a figure for them would not be what it says.
     if (dtype != DType::float32 && dtype != DType::float64)
-        throw InputError("bench --dtype: expected float32 or float64, but got \"" + o.dtype + "\"");
+        throw InputError("bench --dtype: expected float32 or float64, but got " + quoted_text(o.dtype));
     std::vector<std::string> norms = o.norms;
     if (norms.empty()) norms = {"layernorm", "rmsnorm", "groupnorm", "instancenorm", "batchnorm"};
     // As shapes does: an option that no benchmarked norm takes is refused, not ignored.
@@ -157,7 +158,7 @@ std::string run_bench(const BenchOptions& o) {
     if (o.repeat == 0) throw InputError("bench --repeat: must be at least 1");
     if (!(o.min_time_ms >= 0)) throw InputError("bench --min-time-ms: must be at least 0");
     const std::optional<Compute> chosen = o.compute.empty() ? default_compute() : compute_from_name(o.compute);
-    if (!chosen) throw InputError("bench --compute: expected float or double, but got \"" + o.compute + "\"");
+    if (!chosen) throw InputError("bench --compute: expected float or double, but got " + quoted_text(o.compute));
     // What the forward runs: the arithmetic applies to float32 data; float64 is always double.
     const Compute arithmetic = dtype != DType::float32 ? Compute::float64 : *chosen;
     const std::string compute = compute_name(arithmetic);

@@ -14,6 +14,7 @@
 
 #include "analysis/stack_weights.hpp"
 #include "data/random.hpp"
+#include "json/text.hpp"
 #include "norm/engine.hpp"
 #include "run/process_memory.hpp"
 #include "run/safety.hpp"
@@ -144,7 +145,7 @@ StackDef bench_def(const StackBenchOptions& o) {
     bool found = false;
     for (std::size_t i = 0; i < placement_names().size(); ++i)
         if (placement_names()[i] == o.placement) def.placement = static_cast<Placement>(i), found = true;
-    if (!found) throw InputError("bench --placement: unknown placement \"" + o.placement + "\"");
+    if (!found) throw InputError("bench --placement: unknown placement " + quoted_text(o.placement));
     def.norm.name = o.norm;
     if (o.norm == "layernorm" || o.norm == "rmsnorm") {
         def.norm.type = o.norm == "layernorm" ? NormType::layernorm : NormType::rmsnorm;
@@ -152,7 +153,7 @@ StackDef bench_def(const StackBenchOptions& o) {
     } else if (o.norm == "batchnorm") {
         def.norm.type = NormType::batchnorm;
     } else {
-        throw InputError("bench --stack-norm: expected layernorm, rmsnorm or batchnorm, but got \"" + o.norm + "\"");
+        throw InputError("bench --stack-norm: expected layernorm, rmsnorm or batchnorm, but got " + quoted_text(o.norm));
     }
     return def;
 }

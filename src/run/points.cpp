@@ -9,6 +9,7 @@
 #include "data/estimate.hpp"
 #include "data/random.hpp"
 #include "data/sources.hpp"
+#include "json/text.hpp"
 #include "run/run_command.hpp"
 #include "run/safety.hpp"
 #include "tensor/errors.hpp"
@@ -161,7 +162,7 @@ MemoryEstimate check_memory(const Config& c, const std::string& file, const std:
         loc = loc.child(m.largest);
     }
     // Related to the largest entry's shape keys: a swept or overridden shape is named.
-    loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data \"" + m.largest + "\": " +
+    loc.fail("needs an estimated " + format_bytes(m.total) + " of memory (data " + quoted_text(m.largest) + ": " +
                  m.largest_what + ", " + format_bytes(m.largest_bytes) + ")," + over + advice + " or raise --max-memory",
              related);
 }

@@ -5,6 +5,7 @@
 #include "analysis/analysis.hpp"
 #include "config/sweep.hpp"
 #include "json/reader.hpp"
+#include "json/text.hpp"
 #include "report/output.hpp"
 #include "report/result.hpp"
 #include "tensor/errors.hpp"
@@ -68,7 +69,7 @@ std::string missing_column(const fs::path& dir, const std::vector<std::pair<std:
     std::string list, where;
     for (const auto& c : table.columns) list += (list.empty() ? "" : ", ") + c;
     for (const auto& w : others) where += (where.empty() ? "" : ", ") + w;
-    return "no column \"" + column + "\" in the " + type + " table" +
+    return "no column " + quoted_text(column) + " in the " + type + " table" +
            (others.empty() ? did_you_mean_note(column, table.columns) : "") + " (its columns: " + list + ")" +
            (others.empty() ? "" : "; " + where + (others.size() == 1 ? " has" : " have") + " it: normlab show " +
                                       dir.string() + " " + others.front());
@@ -129,8 +130,8 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
             types.push_back(p.first);
             have += (have.empty() ? "" : ", ") + p.first;
         }
-        throw InputError((dir / "report.json").string() + ": no analysis \"" + o.analysis +
-                         "\" in this result, which has " + (have.empty() ? "none" : have) +
+        throw InputError((dir / "report.json").string() + ": no analysis " + quoted_text(o.analysis) +
+                         " in this result, which has " + (have.empty() ? "none" : have) +
                          did_you_mean_note(o.analysis, types));
     }
     // A column a table lacks is named with the table, and with the analyses that have it.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data/estimate.hpp"
+#include "json/text.hpp"
 #include "report/output.hpp"
 #include "tensor/errors.hpp"
 
@@ -70,7 +71,7 @@ std::size_t parse_memory_size(const std::string& text) {
     if (s == "none") return kNoLimit;  // "0" is refused below: it is not a spelling of "no limit"
     auto bad = [&]() -> std::size_t {
         throw InputError("--max-memory: expected a size such as 8G, 512M, 1.5GiB or 75% (of the memory), or "
-                         "none, but got \"" + text + "\"");
+                         "none, but got " + quoted_text(text));
     };
     std::size_t used = 0;
     double v = 0;
@@ -80,7 +81,7 @@ std::size_t parse_memory_size(const std::string& text) {
         return bad();
     }
     if (v == 0 && s[0] != '-' && s[0] != '+')  // documented as refused: say what to give instead
-        throw InputError("--max-memory: \"" + text + "\" would allow no memory at all; for no limit, give none");
+        throw InputError("--max-memory: " + quoted_text(text) + " would allow no memory at all; for no limit, give none");
     if (!(v > 0) || !std::isfinite(v) || s[0] == '-' || s[0] == '+') return bad();
     std::string unit = s.substr(used);
     if (unit == "%") {

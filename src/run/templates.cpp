@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "json/text.hpp"
 #include "run/shapes_command.hpp"
 #include "tensor/errors.hpp"
 #include "tensor/tensor.hpp"
@@ -86,7 +87,7 @@ std::string template_text(const std::string& name) {
     if (name == "minimal") return kMinimal;
     if (name == "sweep") return kSweep;
     if (name == "depth") return kDepth;
-    throw InputError("init: unknown template \"" + name + "\" (expected one of: " + join_words(template_names()) + ")");
+    throw InputError("init: unknown template " + quoted_text(name) + " (expected one of: " + join_words(template_names()) + ")");
 }
 
 void write_template(const std::string& name, const std::string& path, bool force) {
