@@ -89,12 +89,19 @@ class TorchServer:
     run() sends it one list of bench_torch.py arguments and returns its JSON rows."""
 
     def __init__(self):
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            sys.exit("bench_compare.py: Debian's /usr/bin/python3 cannot import torch (install it with "
+                     "`apt-get install -y python3-torch`): " + (probe.stderr.strip().splitlines() or ["?"])[-1])
         self.p = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_torch.py"), "--serve"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, args):
-        self.p.stdin.write(json.dumps(args) + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(json.dumps(args) + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            sys.exit(f"bench_compare.py: bench_torch.py --serve stopped (exit {self.p.wait()}) before {args}")
         rows = []
         for line in self.p.stdout:
             row = json.loads(line)
