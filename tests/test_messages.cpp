@@ -427,6 +427,18 @@ TEST_CASE("NaN and Infinity given by --set are answered with the strings a confi
     CHECK(other.err.find("\"nan\"") == std::string::npos);
 }
 
+TEST_CASE("a --set that is not UTF-8 is refused as such, not as an internal error when it is printed") {
+    // 0xFF never occurs in UTF-8; 0xE9 is Latin-1's e-acute, a lead byte with no continuation.
+    for (const std::string bad : {"\xff", "caf\xe9"}) {
+        CAPTURE(bad);
+        for (const std::string at : {"norms.ln.eps=", "name=", "norms.ln.x\xff="}) {
+            CliResult r = run_normlab("validate " + kQuick + " --set '" + at + bad + "'");
+            check_refused(r, "not valid UTF-8 (a config's keys and strings are JSON text, which is UTF-8)");
+            CHECK(r.err.find("internal error") == std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("a misspelled required key is reported as the unknown key it is, for every object type") {
     struct Case {
         std::string name, json, expect;

@@ -117,6 +117,11 @@ std::string remove_config_value(Json& config, const std::string& path, const std
 }
 
 std::string apply_override(Json& config, const std::string& assignment) {
+    // Bytes that are not UTF-8 (a Latin-1 path, say) cannot be a JSON key or string: taken in,
+    // they would fail only when the report is written.
+    if (!is_utf8(assignment))
+        throw InputError("--set " + quoted_text(assignment) +
+                         ": not valid UTF-8 (a config's keys and strings are JSON text, which is UTF-8)");
     auto eq = assignment.find('=');
     const std::string who = "--set " + assignment;
     if (eq == std::string::npos || eq == 0)

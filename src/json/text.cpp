@@ -96,6 +96,15 @@ std::string quoted_text(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+bool is_utf8(const std::string& s) {
+    try {
+        (void)nlohmann::json(s).dump();
+        return true;
+    } catch (const nlohmann::json::type_error&) {
+        return false;
+    }
+}
+
 void check_duplicate_keys(const std::string& text, const std::string& what) {
     DuplicateKeys keys(what);
     Json::sax_parse(text, &keys);

@@ -17,6 +17,10 @@ void check_duplicate_keys(const std::string& text, const std::string& what);
 /// message where it is printed, a newline split it. Bytes that are not UTF-8 show as U+FFFD.
 std::string quoted_text(const std::string& s);
 
+/// Whether `s` is valid UTF-8, as JSON text's strings must be (nlohmann's own check, the one
+/// its dump applies).
+bool is_utf8(const std::string& s);
+
 /// " (JSON has no NaN or infinity: write the strings "nan", "inf" or "-inf", ...)" when
 /// `word`, after an optional sign, is NaN, Infinity or inf in any case (as Python's json.dump
 /// and JavaScript write them, where a config reads only those three strings); "" otherwise.
