@@ -17,7 +17,7 @@
 
 using namespace normlab;
 
-TEST_CASE("mid-length rows of streamed outputs: the walk's bits, every row, on 1, 2 and 3 threads") {
+TEST_CASE("mid-length rows of streamed outputs: the walk's bits, every row, on 1, 2 and 3 threads, pipelined or not") {
     xt::random::seed(36);
     // (rows, n): 8 MiB and more of float32 each. 255 and 2049 fall just outside the range,
     // 256 and 2048 at its ends; 768 leaves 85-row chunks with a remainder; 1000 is no
@@ -45,12 +45,16 @@ TEST_CASE("mid-length rows of streamed outputs: the walk's bits, every row, on 1
             masked.mask = &ones;  // a mask of ones: the walk's moments and output, the same bits
             set_engine_threads(1);
             const ForwardResult ref = forward(x, spec, masked);
-            for (unsigned threads : {1u, 2u, 3u}) {
-                CAPTURE(threads);
-                set_engine_threads(threads);
-                const ForwardResult got = forward(x, spec, plain);
-                norm_test::check_same_forward(got, ref);
-            }
+            for (int pipeline : {1, 0})  // the pipeline and whole chunks, whichever this CPU takes
+                for (unsigned threads : {1u, 2u, 3u}) {
+                    CAPTURE(pipeline);
+                    CAPTURE(threads);
+                    set_rows_pipeline(pipeline);
+                    set_engine_threads(threads);
+                    const ForwardResult got = forward(x, spec, plain);
+                    norm_test::check_same_forward(got, ref);
+                }
+            set_rows_pipeline(-1);
         }
     }
     set_engine_threads(saved);

@@ -3,6 +3,7 @@
 #include "norm/engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <thread>
 #include <type_traits>
@@ -170,7 +171,10 @@ void write_rows(const float* x, float* y, std::size_t f, std::size_t m, std::siz
 // per core, 480 MiB L3), alternating runs: LayerNorm (64,128,768) 2.40 -> 2.22 ms on one
 // thread, 1.19 -> 1.11 on two; rows of 256 to 2048 3 to 9% faster; rows of 64 and 128 no
 // faster, rows of 3072 and 4096 slower (the read-ahead kept there: (8,512,4096) 6.6 -> 11.7
-// ms with the pipeline on one thread).
+// ms with the pipeline on one thread). On a 2-core AMD EPYC (Zen 5, AVX-512) the
+// pipeline lost: LayerNorm (64,128,768) 2.02 -> 3.91 ms on one thread, 0.83 -> 1.21 on two,
+// RMSNorm 2.16 -> 3.42 and 0.79 -> 1.40 (medians of 5 alternating rounds), so it is taken
+// on Intel CPUs alone (rows_pipeline).
 constexpr std::size_t kPipelinedRowMin = 256, kPipelinedRowMax = 2048, kPipelinedGroupValues = 2048;
 
 // Values per chunk of rows_impl's rows whose output is not streamed (under kStreamBytes,
@@ -201,7 +205,7 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
         finish_rows(m, static_cast<double>(n), spec, so.bmean + f, so.blo + f, so.bvar + f, so.bcount + f, so.mean + f,
                     so.lo + f, so.var + f, so.rstd + f);
     };
-    if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax) {
+    if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax || !rows_pipeline()) {
         parallel_rows(
             rows, n,
             [&](std::size_t f, std::size_t m) {
@@ -290,6 +294,27 @@ void check_size(const Tensor& x, const Shape& shape) {
 
 void set_engine_threads(unsigned n) { g_threads = std::max(1u, n); }
 unsigned engine_threads() { return g_threads; }
+
+namespace {
+std::atomic<int> g_rows_pipeline{-1};  // -1: the CPU's default
+}  // namespace
+
+void set_rows_pipeline(int mode) { g_rows_pipeline.store(mode < 0 ? -1 : mode > 0, std::memory_order_relaxed); }
+
+bool rows_pipeline() {
+    const int mode = g_rows_pipeline.load(std::memory_order_relaxed);
+    if (mode >= 0) return mode == 1;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    // Measured on Intel (a gain) and on AMD (a loss) only: other CPUs keep whole chunks.
+    static const bool intel = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_is("intel") != 0;
+    }();
+    return intel;
+#else
+    return false;
+#endif
+}
 
 void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
              ForwardResult& out) {

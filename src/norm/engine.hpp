@@ -118,6 +118,16 @@ struct ForwardResult {
 void set_engine_threads(unsigned n);
 unsigned engine_threads();
 
+/// Whether float32 LayerNorm/RMSNorm rows of 256 to 2048 values whose output is streamed (8
+/// MiB and more) take the rows' pipeline (a few rows of one chunk's output, then as many rows
+/// of the next chunk's moments) or whole chunks (the chunk's moments, then its output, the
+/// next chunk read ahead). By default the pipeline on Intel CPUs alone: on a 2-core Xeon it
+/// was 3 to 9% faster, on a 2-core AMD EPYC (Zen 5) LayerNorm (64,128,768) took 3.9 ms with
+/// it against 2.0 without (scripts/PERFORMANCE.md). The bits are the same either way.
+/// set_rows_pipeline(1) or (0) forces one, (-1) restores the CPU's default.
+void set_rows_pipeline(int mode);
+bool rows_pipeline();
+
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is
 /// walked in cache-sized chunks (float64 BatchNorm planes whose channel holds at most 128
