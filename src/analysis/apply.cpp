@@ -139,7 +139,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             const Resolution r = check_pair(d, ctx.dtype, shape_of(ctx.batch(dn)), dn);
             if (r.channels != channels)
                 spec.loc.child("data").child(i).fail(
-                    norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": running statistics have " +
+                    norm_on_data(d.type, nn, dn) + ": running statistics have " +
                     count_noun(channels, "channel") + " from an earlier step (data " + quoted_text(first) +
                     "), but this input has " + std::to_string(r.channels) + " (sequential steps carry them over)");
         }

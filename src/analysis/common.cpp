@@ -47,6 +47,10 @@ long long training_steps(ObjectReader& r, const std::string& key, long long fall
     return v;
 }
 
+std::string norm_on_data(NormType type, const std::string& norm, const std::string& data) {
+    return norm_type_name(type) + " " + quoted_text(norm) + " on data " + quoted_text(data);
+}
+
 std::string key_if_set(const AnalysisSpec& spec, const std::string& key) {
     return spec.params.is_object() && spec.params.contains(key) ? key : std::string();
 }

@@ -52,6 +52,10 @@ struct Sat {
     friend bool operator<(Sat a, Sat b) { return a.n < b.n; }
     friend bool operator>(Sat a, Sat b) { return a.n > b.n; }
 };
+/// `<type> "<norm>" on data "<data>"`, the names quoted as JSON (quoted_text): the pair a
+/// message about one norm on one data entry names, as the engine's bind-time errors do.
+std::string norm_on_data(NormType type, const std::string& norm, const std::string& data);
+
 /// `key` when analysis entry `spec` sets it, else "": the key a refusal of the estimate
 /// points at (WorkBytes::key, TableRows::key).
 std::string key_if_set(const AnalysisSpec& spec, const std::string& key);

@@ -59,13 +59,12 @@ std::size_t group_size(const AnalysisSpec& spec, const Options& o, const Analysi
     const Batch& b = ctx.batch(dn);
     const Resolution r = NormLayer(ctx.norm(nn), ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
     if (!r.replicas.empty())
-        spec.loc.child("norms").fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " " + quoted_text(nn) + " on data " +
-                                     quoted_text(dn) + ": each of its replicas normalises with its own statistics (sync false), "
+        spec.loc.child("norms").fail("jacobian of " + norm_on_data(ctx.norm(nn).type, nn, dn) + ": each of its replicas normalises with its own statistics (sync false), "
                                      "so its groups are not those of one batch; use sync: true, or no replicas");
     const std::size_t n = r.num_stats ? b.x.size() / r.num_stats : 0;
     if (n > static_cast<std::size_t>(o.max_elements))
         spec.loc.child("max_elements")
-            .fail("jacobian of " + norm_type_name(ctx.norm(nn).type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) +
+            .fail("jacobian of " + norm_on_data(ctx.norm(nn).type, nn, dn) +
                   ": its groups have " + std::to_string(n) + " elements, more than max_elements (" +
                   std::to_string(o.max_elements) + "); raise max_elements (an n x n SVD costs O(n^3): n = 4096 "
                   "takes about 40 s on one core) or give smaller data");
@@ -95,7 +94,7 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
             const Resolution r = NormLayer(d, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn);
             if (static_cast<std::size_t>(o.groups) <= r.num_stats) continue;
             out.push_back({spec.loc.child("groups"),
-                           "jacobian of " + norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": groups " +
+                           "jacobian of " + norm_on_data(d.type, nn, dn) + ": groups " +
                                std::to_string(o.groups) + ", but it has " + count_noun(r.num_stats, "statistics group") +
                                " here (statistics shape " + format_shape(r.stats_shape) + "); the table has a row for " +
                                (r.num_stats == 1 ? "it" : "each of them"),

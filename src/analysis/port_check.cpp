@@ -316,7 +316,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     const Resolution r = check_pair(td, ctx.dtype, shape_of(ctx.batch(tn)), tn);
                     if (running && r.channels != channels)
                         spec.loc.child("train_data").child(i).fail(
-                            norm_type_name(def.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": running statistics have " +
+                            norm_on_data(def.type, nn, dn) + ": running statistics have " +
                             count_noun(r.channels, "channel") + " from training on " + quoted_text(tn) + ", but this input has " +
                             std::to_string(channels));
                 }

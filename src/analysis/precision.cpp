@@ -294,7 +294,7 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
             for (DType dt : run_dtypes(o, ctx)) {
                 const NormDef& def = ctx.norm(nn);
                 const Resolution res = check_pair(def, dt, shape_of(ctx.batch(dn)), dn);
-                const std::string pair = norm_type_name(def.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": ";
+                const std::string pair = norm_on_data(def.type, nn, dn) + ": ";
                 if (!res.use_batch_stats)
                     spec.loc.child("norms").fail(pair + "normalises with running statistics (training: false), so there "
                                                         "is no variance to compute; precision compares batch statistics");
