@@ -7,9 +7,31 @@
 #include <xtensor/xarray.hpp>
 
 #include "norm/engine.hpp"
+#include "norm/lanes.hpp"
 #include "norm/presets.hpp"
 
 namespace norm_test {
+
+/// The engine's settings for one scope: the thread count (and lane width, 0 for the CPU's
+/// widest) given, or those in force kept; on the way out, a failed REQUIRE's exception
+/// included, the thread count in force before, the widest lanes and the CPU's own choice of
+/// the rows' pipeline (set_rows_pipeline(-1)), so that no later test runs with a setting a
+/// failed one left behind.
+struct EngineSetting {
+    unsigned saved = normlab::engine_threads();
+    EngineSetting() = default;
+    EngineSetting(unsigned threads, int width) {
+        normlab::set_engine_threads(threads);
+        normlab::set_lane_width(width);
+    }
+    EngineSetting(const EngineSetting&) = delete;
+    EngineSetting& operator=(const EngineSetting&) = delete;
+    ~EngineSetting() {
+        normlab::set_rows_pipeline(-1);
+        normlab::set_lane_width(0);
+        normlab::set_engine_threads(saved);
+    }
+};
 
 /// Parameters or running statistics given as the values `v` (ParamInit::Kind::values).
 inline normlab::ParamInit values(const xt::xarray<double>& v) {

@@ -26,6 +26,8 @@
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 
+#include "norm_util.hpp"
+
 using namespace normlab;
 namespace fs = std::filesystem;
 
@@ -526,7 +528,7 @@ TEST_CASE("backward: padded positions get only the direct term, real ones the st
 }
 
 TEST_CASE("backward: bit-identical for 1, 2, 3 and 8 threads") {
-    const unsigned saved = engine_threads();
+    const norm_test::EngineSetting restore;
     std::vector<Config> configs = {
         Config("layernorm rows", {96, 1000}, {1}, {1}),
         Config("layernorm rows longer than a chunk", {2, 40000}, {1}, {1}),
@@ -557,7 +559,6 @@ TEST_CASE("backward: bit-identical for 1, 2, 3 and 8 threads") {
                 CHECK(std::memcmp(g.dbias.data(), ref.dbias.data(), ref.dbias.size() * sizeof(double)) == 0);
         }
     }
-    set_engine_threads(saved);
 }
 
 TEST_CASE("backward: dx is computed in double and rounded once to float32, float16, bfloat16") {

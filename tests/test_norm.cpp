@@ -359,20 +359,21 @@ TEST_CASE("results are bit-identical for every thread count, across chunk bounda
             xt::xarray<double> w = xt::random::randn<double>(select_dims(c.shape, c.params));
             ForwardInputs in;
             in.weight = &w;
-            const unsigned saved = engine_threads();
             ForwardResult r1;
-            for (Compute compute : {Compute::float64, Compute::float32}) {  // the default last: r1 below
-                CAPTURE(compute == Compute::float32);
-                spec.compute = compute;
-                set_engine_threads(1);
-                r1 = forward(t, spec, in);
-                for (unsigned th : {2u, 3u, 8u}) {
-                    set_engine_threads(th);
-                    ForwardResult rt = forward(t, spec, in);
-                    norm_test::check_same_forward(rt, r1);
+            {
+                const norm_test::EngineSetting restore;
+                for (Compute compute : {Compute::float64, Compute::float32}) {  // the default last: r1 below
+                    CAPTURE(compute == Compute::float32);
+                    spec.compute = compute;
+                    set_engine_threads(1);
+                    r1 = forward(t, spec, in);
+                    for (unsigned th : {2u, 3u, 8u}) {
+                        set_engine_threads(th);
+                        ForwardResult rt = forward(t, spec, in);
+                        norm_test::check_same_forward(rt, r1);
+                    }
                 }
             }
-            set_engine_threads(saved);
             // and the chunked merge agrees with a float64 two-pass reference
             xt::xarray<double> xd = t.to_double();
             xt::xarray<double> mu = xt::mean(xd, c.reduced, xt::keep_dims);
@@ -491,11 +492,6 @@ struct OnePassCase {
     bool center;
 };
 
-// Restores the engine's thread count when a test ends, failed checks included.
-struct ThreadsGuard {
-    unsigned saved = engine_threads();
-    ~ThreadsGuard() { set_engine_threads(saved); }
-};
 
 // Checks the forward of c's reduction (weight and bias, the unbiased variance) against
 // compute_moments and the normalize formula of engine.hpp applied element by element, in
@@ -586,7 +582,7 @@ TEST_CASE("streamed outputs give the bits of compute_moments plus the formula") 
                                             {{4, 370, 370, 4}, {1, 2}, {3}, true},
                                             {{4, 15, 15, 2400}, {1, 2}, {3}, true},
                                             {{4, 96, 96, 64}, {1, 2}, {3}, false}};
-    const ThreadsGuard guard;
+    const norm_test::EngineSetting guard;
     for (unsigned th : {1u, 2u}) {
         CAPTURE(th);
         set_engine_threads(th);

@@ -12,6 +12,8 @@
 
 #include "norm/engine.hpp"
 
+#include "norm_util.hpp"
+
 using namespace normlab;
 
 namespace {
@@ -36,7 +38,7 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
     // each), two or three in float32 (64 Ki); rows of 768 and 1000 leave part of a chunk
     // unused; (6, 8, 2, 1000) is a GroupNorm-like statistic of 2000 values over two axes.
     const std::vector<Case> cases = {{{100, 768}, 1}, {{80, 1000}, 1}, {{6, 8, 2, 1000}, 2}};
-    const unsigned saved = engine_threads();
+    const norm_test::EngineSetting restore;  // failed REQUIREs included
     for (const Case& c : cases) {
         // The statistics: every index of the kept axes, in row-major order, `block` values
         // each; a statistic alone has the shape `one`.
@@ -71,7 +73,6 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
                                           alone.rstd.data()[0] == all.rstd.data()[s];
                         mismatched += same ? 0 : 1;
                     }
-                    set_engine_threads(saved);
                     CHECK(mismatched == 0);
                 }
     }

@@ -14,19 +14,8 @@ using namespace normlab;
 
 namespace {
 
-// The engine's thread count and lane width for one scope, restored on the way out (a
-// failed REQUIRE throws). A width the CPU lacks runs its widest (active_lane_width).
-struct EngineSetting {
-    unsigned saved = engine_threads();
-    EngineSetting(unsigned threads, int width) {
-        set_engine_threads(threads);
-        set_lane_width(width);
-    }
-    ~EngineSetting() {
-        set_lane_width(0);
-        set_engine_threads(saved);
-    }
-};
+// A width the CPU lacks runs its widest (active_lane_width).
+using norm_test::EngineSetting;
 
 template <class A>
 bool same_bits(const A& a, const A& b) {

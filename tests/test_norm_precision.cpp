@@ -17,6 +17,8 @@
 #include "norm/engine.hpp"
 #include "norm/normalize_stream.hpp"
 
+#include "norm_util.hpp"
+
 using namespace normlab;
 
 namespace {
@@ -277,11 +279,7 @@ TEST_CASE("precision contract with parameters on some of the normalized axes (pa
 }
 
 TEST_CASE("precision contract on outputs of 8 MiB and more, streamed past the caches, on two threads") {
-    struct Threads {  // samples shared out over two threads, whatever the machine has
-        unsigned saved = engine_threads();
-        Threads() { set_engine_threads(2); }
-        ~Threads() { set_engine_threads(saved); }
-    } threads;
+    const norm_test::EngineSetting threads(2, 0);  // samples shared out over two threads, whatever the machine has
     for (const Layout& l : streamed_layouts())
         REQUIRE(num_elements(l.shape) * sizeof(float) >= kStreamBytes);
     xt::random::seed(2026);
