@@ -427,6 +427,30 @@ TEST_CASE("NaN and Infinity given by --set are answered with the strings a confi
     CHECK(other.err.find("\"nan\"") == std::string::npos);
 }
 
+TEST_CASE("a NaN or Infinity given by --set as one element of a values list gets the same note") {
+    for (const std::string literal : {"NaN", "-Infinity"}) {
+        CAPTURE(literal);
+        CliResult r = run_normlab("validate " + kQuick + " --set data.row.values.0.1=" + literal);
+        check_refused(r, "error: --set data.row.values.0.1=" + literal + ": /data/row/values/0/1: expected a number, but got string \"" +
+                             literal + "\" (JSON has no NaN or infinity: write the strings \"nan\", \"inf\" or \"-inf\"");
+    }
+    // Another word there gets no such note.
+    CliResult other = run_normlab("validate " + kQuick + " --set data.row.values.0.1=NaNa");
+    check_refused(other, "/data/row/values/0/1: expected a number, but got string \"NaNa\"");
+    CHECK(other.err.find("\"nan\"") == std::string::npos);
+}
+
+TEST_CASE("a --set or --unset with a control character is named escaped, as typed otherwise, on one line") {
+    // Refused while the override is applied, at its path.
+    check_refused(run_normlab("validate " + kQuick + " --set \"$(printf 'norms.l\\nn.eps=1')\""),
+                  R"(error: --set "norms.l\nn.eps=1": "/norms/l\nn" does not exist in the config)");
+    check_refused(run_normlab("validate " + kQuick + " --unset \"$(printf 'norms.ln.e\\nps')\""),
+                  R"(error: --unset "norms.ln.e\nps": "/norms/ln/e\nps" does not exist in the config)");
+    // Refused when the config is read, blaming the override.
+    check_refused(run_normlab("validate " + kQuick + " --set \"$(printf 'norms.ln.e\\tps=1')\""),
+                  R"(error: --set "norms.ln.e\tps=1": unknown key "e\tps" in /norms/ln)");
+}
+
 TEST_CASE("a --set that is not UTF-8 is refused as such, not as an internal error when it is printed") {
     // 0xFF never occurs in UTF-8; 0xE9 is Latin-1's e-acute, a lead byte with no continuation.
     for (const std::string bad : {"\xff", "caf\xe9"}) {

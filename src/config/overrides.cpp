@@ -56,7 +56,7 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_a
         const bool last = i + 1 == tokens.size();
         if (node->is_object()) {
             if ((!last || !may_add) && !node->contains(t))
-                throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + " does not exist in the config" +
+                throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + " does not exist in the config" +
                                  did_you_mean_note(t, object_keys(*node)));
             walked = JsonLocation{"", walked}.child(t).pointer;
             node = &(*node)[t];
@@ -68,15 +68,15 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_a
                 idx = std::stoul(t, &used);
                 if (used != t.size() || t.empty() || t[0] == '-' || t[0] == '+') throw std::invalid_argument(t);
             } catch (const std::exception&) {
-                throw InputError(who + ": " + walked + ": expected an array index, but got " + quoted_text(t));
+                throw InputError(who + ": " + plain_or_quoted(walked) + ": expected an array index, but got " + quoted_text(t));
             }
             if (idx >= node->size())
-                throw InputError(who + ": " + walked + ": index out of range (the array has " +
+                throw InputError(who + ": " + plain_or_quoted(walked) + ": index out of range (the array has " +
                                  std::to_string(node->size()) + " elements)");
             node = &(*node)[idx];
         } else {
-            throw InputError(who + ": " + JsonLocation{"", walked}.child(t).pointer + ": cannot descend into a " +
-                             json_type_name(*node) + " (" + (walked.empty() ? "/" : walked) + " is one)");
+            throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + ": cannot descend into a " +
+                             json_type_name(*node) + " (" + (walked.empty() ? "/" : plain_or_quoted(walked)) + " is one)");
         }
     }
     return node;
@@ -107,11 +107,12 @@ std::string remove_config_value(Json& config, const std::string& path, const std
     Json* parent = walk_path(config, tokens, false, who, walked);
     const std::string pointer = JsonLocation{"", walked}.child(key).pointer;
     if (!parent->is_object())
-        throw InputError(who + ": " + pointer + ": only a key of an object can be removed (" +
-                         (walked.empty() ? "/" : walked) + " is a" + (parent->is_array() ? "n array" : " " + json_type_name(*parent)) +
+        throw InputError(who + ": " + plain_or_quoted(pointer) + ": only a key of an object can be removed (" +
+                         (walked.empty() ? "/" : plain_or_quoted(walked)) + " is a" + (parent->is_array() ? "n array" : " " + json_type_name(*parent)) +
                          "; --set replaces a whole list)");
     if (!parent->contains(key))
-        throw InputError(who + ": " + pointer + " does not exist in the config" + did_you_mean_note(key, object_keys(*parent)));
+        throw InputError(who + ": " + plain_or_quoted(pointer) + " does not exist in the config" +
+                         did_you_mean_note(key, object_keys(*parent)));
     parent->erase(key);
     return pointer;
 }
@@ -123,7 +124,9 @@ std::string apply_override(Json& config, const std::string& assignment) {
         throw InputError("--set " + quoted_text(assignment) +
                          ": not valid UTF-8 (a config's keys and strings are JSON text, which is UTF-8)");
     auto eq = assignment.find('=');
-    const std::string who = "--set " + assignment;
+    // As typed, so that it can be found on the command line; escaped only where a control
+    // character would break the one-line message.
+    const std::string who = "--set " + plain_or_quoted(assignment);
     if (eq == std::string::npos || eq == 0)
         throw InputError(who + ": expected PATH=VALUE (e.g. norms.ln.eps=1e-3)");
     const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);

@@ -15,11 +15,6 @@ namespace normlab {
 
 namespace {
 
-// A string where a number goes, spelt as JavaScript or Python write a non-finite number
-// ("NaN", "Infinity"): most often a --set value, which reaches the config as a string
-// because it is no JSON. The note names the spellings read as numbers.
-std::string string_nonfinite_note(const Json& j) { return j.is_string() ? nonfinite_note(j.get<std::string>()) : ""; }
-
 // RFC 6901 escaping of one reference token.
 std::string escape_token(const std::string& s) {
     std::string out;
@@ -56,12 +51,8 @@ JsonLocation JsonLocation::child(std::size_t index) const {
 
 std::string JsonLocation::message(const std::string& what) const {
     std::string where = file.empty() ? std::string() : file + ": ";
-    // A key may hold a NUL or a newline, which would cut the printed line or split it: such
-    // a pointer is shown with them escaped, as quoted_text shows a value.
-    const bool plain = std::none_of(pointer.begin(), pointer.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20;
-    });
-    const std::string shown = pointer.empty() ? std::string("/") : plain ? pointer : quoted_text(pointer);
+    // A key may hold a NUL or a newline, which would cut the printed line or split it.
+    const std::string shown = pointer.empty() ? std::string("/") : plain_or_quoted(pointer);
     return where + shown + ": " + what;
 }
 

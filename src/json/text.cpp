@@ -92,8 +92,15 @@ std::string nonfinite_note(const std::string& word) {
            "those numbers wherever a config gives a number)";
 }
 
+std::string string_nonfinite_note(const Json& j) { return j.is_string() ? nonfinite_note(j.get<std::string>()) : ""; }
+
 std::string quoted_text(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string plain_or_quoted(const std::string& s) {
+    const bool plain = std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    return plain ? s : quoted_text(s);
 }
 
 bool is_utf8(const std::string& s) {

@@ -17,6 +17,11 @@ void check_duplicate_keys(const std::string& text, const std::string& what);
 /// message where it is printed, a newline split it. Bytes that are not UTF-8 show as U+FFFD.
 std::string quoted_text(const std::string& s);
 
+/// `s` as it is when it has no control character, else quoted_text(s): for what a message
+/// shows as typed (a JSON pointer, a --set assignment), where a NUL or a newline would still
+/// cut the line or split it.
+std::string plain_or_quoted(const std::string& s);
+
 /// Whether `s` is valid UTF-8, as JSON text's strings must be (nlohmann's own check, the one
 /// its dump applies).
 bool is_utf8(const std::string& s);
@@ -25,6 +30,11 @@ bool is_utf8(const std::string& s);
 /// `word`, after an optional sign, is NaN, Infinity or inf in any case (as Python's json.dump
 /// and JavaScript write them, where a config reads only those three strings); "" otherwise.
 std::string nonfinite_note(const std::string& word);
+
+/// nonfinite_note for a string where a number goes, spelt as JavaScript or Python write a
+/// non-finite number ("NaN", "Infinity"): most often a --set value, which reaches the config
+/// as a string because it is no JSON. "" for anything else.
+std::string string_nonfinite_note(const Json& j);
 
 /// nonfinite_note for the word of `text` that a parse error at `byte` (nlohmann's, 1-based)
 /// stopped in or just after: "eps": NaN in a file, [1, NaN] in a --set value.

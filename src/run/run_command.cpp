@@ -17,6 +17,7 @@
 #include "config/sweep.hpp"
 #include "data/files.hpp"
 #include "data/npy.hpp"
+#include "json/text.hpp"
 #include "report/output.hpp"
 #include "report/output_paths.hpp"
 #include "report/table.hpp"
@@ -40,13 +41,16 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 Json load_config_document(const RunOptions& o, Provenance* origins) {
     Json j = load_json_file(o.config_path);
+    // Named as typed in messages, escaped only where a control character would break the line
+    // (as apply_override names its own).
     for (const auto& u : o.unsets) {
-        const std::string pointer = remove_config_value(j, u, "--unset " + u);
-        if (origins) origins->record(pointer, "--unset " + u);
+        const std::string who = "--unset " + plain_or_quoted(u);
+        const std::string pointer = remove_config_value(j, u, who);
+        if (origins) origins->record(pointer, who);
     }
     for (const auto& s : o.sets) {
         const std::string pointer = apply_override(j, s);
-        if (origins) origins->record(pointer, "--set " + s);
+        if (origins) origins->record(pointer, "--set " + plain_or_quoted(s));
     }
     if (o.seed) {
         if (!j.is_object()) throw InputError(o.config_path + ": /: expected an object");
