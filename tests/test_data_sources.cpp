@@ -331,7 +331,10 @@ TEST_CASE("values: \"nan\", \"inf\" and \"-inf\" are the non-finite numbers, as 
     CHECK(v.x.f64(0, 2) == -std::numeric_limits<double>::infinity());
     CHECK(v.x.f64(0, 3) == 2.0);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [["Inf", 1]]})"),
-                         "cfg.json: /data/x/values/0/0: expected a number, but got string \"Inf\"", InputError);
+                         "cfg.json: /data/x/values/0/0: expected a number, but got string \"Inf\" (JSON has no NaN or infinity: "
+                         "write the strings \"nan\", \"inf\" or \"-inf\", which normlab reads as those numbers wherever a config "
+                         "gives a number)",
+                         InputError);
     // Other numbers from users: per-dimension token scales, image channel means.
     Batch s = batch(R"({"source": "tokens", "batch": 1, "max_len": 2, "dim": 2, "scale": ["inf", 1], "lengths": [2]})",
                     test_ctx(DType::float64));
