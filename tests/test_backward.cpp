@@ -23,6 +23,7 @@
 
 #include "data/npy.hpp"
 #include "norm/backward.hpp"
+#include "json/text.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 

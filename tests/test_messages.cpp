@@ -451,6 +451,14 @@ TEST_CASE("a --set or --unset with a control character is named escaped, as type
                   R"(error: --set "norms.ln.e\tps=1": unknown key "e\tps" in /norms/ln)");
 }
 
+TEST_CASE("a dtype name with a control character is named escaped, on one line") {
+    const std::string word = "\"$(printf 'float\\n32')\"";
+    const std::string shown = R"(unknown dtype "float\n32" (expected float16, bfloat16, float32 or float64))";
+    check_refused(run_normlab("validate " + kQuick + " --set dtype=" + word), "/dtype: " + shown);
+    check_refused(run_normlab("bench --norm layernorm --shape 4,8 --threads 1 --dtype " + word), shown);
+    check_refused(run_normlab("bench --stack --dtype " + word), shown);
+}
+
 TEST_CASE("a --set that is not UTF-8 is refused as such, not as an internal error when it is printed") {
     // 0xFF never occurs in UTF-8; 0xE9 is Latin-1's e-acute, a lead byte with no continuation.
     for (const std::string bad : {"\xff", "caf\xe9"}) {

@@ -14,6 +14,7 @@
 #include "analysis/common.hpp"
 #include "analysis_util.hpp"
 #include "data/npy.hpp"
+#include "json/text.hpp"
 
 using namespace normlab_test;
 namespace fs = std::filesystem;

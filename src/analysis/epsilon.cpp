@@ -12,6 +12,7 @@
 #include "analysis/batch_ops.hpp"
 #include "analysis/common.hpp"
 #include "analysis/types.hpp"
+#include "json/text.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {

@@ -103,6 +103,11 @@ std::string plain_or_quoted(const std::string& s) {
     return plain ? s : quoted_text(s);
 }
 
+DType parse_dtype(const std::string& name) {
+    if (auto d = dtype_from_name(name)) return *d;
+    throw InputError("unknown dtype " + quoted_text(name) + " (expected " + kDtypeNames + ")");
+}
+
 bool is_utf8(const std::string& s) {
     try {
         (void)nlohmann::json(s).dump();

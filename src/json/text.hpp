@@ -4,6 +4,7 @@
 #include <string>
 
 #include "json/reader.hpp"
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 
@@ -21,6 +22,10 @@ std::string quoted_text(const std::string& s);
 /// shows as typed (a JSON pointer, a --set assignment), where a NUL or a newline would still
 /// cut the line or split it.
 std::string plain_or_quoted(const std::string& s);
+
+/// The dtype named `name` (dtype_from_name); throws InputError "unknown dtype \"...\" (expected
+/// float16, ...)" with the name as quoted_text shows it, so that a typed newline stays escaped.
+DType parse_dtype(const std::string& name);
 
 /// Whether `s` is valid UTF-8, as JSON text's strings must be (nlohmann's own check, the one
 /// its dump applies).

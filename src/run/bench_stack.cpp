@@ -227,7 +227,7 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     for (const auto& name : o.dtypes) {
         const DType dt = parse_dtype(name);
         if (dt != DType::float32 && dt != DType::float64)
-            throw InputError("bench --stack: dtype must be float32 or float64, but got " + name);
+            throw InputError("bench --stack: dtype must be float32 or float64, but got " + quoted_text(name));
         const double need = static_cast<double>(stack_memory_bytes(def, {o.rows, o.features}, dt, false)) +
                             2.0 * static_cast<double>(o.rows) * static_cast<double>(o.features) * (dt == DType::float64 ? 8 : 4);
         check_default_memory("bench --stack: " + sizes + " in " + name, need);

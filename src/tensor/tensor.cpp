@@ -21,11 +21,12 @@ std::string dtype_name(DType d) {
     return "?";
 }
 
-DType parse_dtype(const std::string& name) {
+const char* const kDtypeNames = "float16, bfloat16, float32 or float64";
+
+std::optional<DType> dtype_from_name(const std::string& name) {
     for (DType d : {DType::float16, DType::bfloat16, DType::float32, DType::float64})
         if (dtype_name(d) == name) return d;
-    throw InputError("unknown dtype \"" + name +
-                     "\" (expected float16, bfloat16, float32 or float64)");
+    return std::nullopt;
 }
 
 double machine_eps(DType d) {

@@ -19,8 +19,11 @@ using Axes = std::vector<std::size_t>;  ///< canonical axes: non-negative, sorte
 
 /// "float32", "float64", ... ; the names numpy uses.
 std::string dtype_name(DType d);
-/// Inverse of dtype_name; throws InputError naming the accepted names.
-DType parse_dtype(const std::string& name);
+/// Inverse of dtype_name; nullopt for any other name. Messages naming a refused name are
+/// built above tensor/ (json/text's parse_dtype), where a typed name can be shown escaped.
+std::optional<DType> dtype_from_name(const std::string& name);
+/// The accepted dtype names, as a message lists them: "float16, bfloat16, float32 or float64".
+extern const char* const kDtypeNames;
 /// Machine epsilon of the dtype (torch.finfo(dtype).eps).
 double machine_eps(DType d);
 /// The type a framework does a layer's arithmetic in for inputs of dtype d (PyTorch's
