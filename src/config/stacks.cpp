@@ -169,7 +169,7 @@ StackDef parse_stack(const std::string& name, const Json& j, const JsonLocation&
             if (why.empty() && features && D != features) why = "the same D as the other weight (" + std::to_string(features) + ")";
             if (!why.empty())
                 nr.at("npy").fail("weight \"" + it.key() + "\" must have shape " + want + " with layers = " +
-                                  std::to_string(d.layers) + " and " + why + ", but " + *path + " has shape " +
+                                  std::to_string(d.layers) + " and " + why + ", but " + plain_or_quoted(*path) + " has shape " +
                                   format_shape(s));
             features = D;
             d.given.push_back({it.key(), std::move(v)});

@@ -74,7 +74,7 @@ Sweep extract_sweep(Json& config, const std::string& file) {
         for (const auto& p : s.paths) {
             if (p == key) at.fail("path " + quoted_text(key) + " is swept twice");
             if (config_pointer(p) == pointer)
-                at.fail("path " + quoted_text(key) + " is swept twice: " + quoted_text(p) + " names the same value, " + pointer);
+                at.fail("path " + quoted_text(key) + " is swept twice: " + quoted_text(p) + " names the same value, " + plain_or_quoted(pointer));
             // Distinct paths whose names differ only in punctuation ("/data/a.b/std",
             // "data.a_b.std") would give one CSV column two meanings.
             if (sweep_column(p) == sweep_column(key))
