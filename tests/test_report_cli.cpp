@@ -235,6 +235,19 @@ TEST_CASE("a report.json that is there but empty or malformed is said to be so, 
         CHECK(r.exit_code == 2);
         CHECK(r.err == "normlab: error: " + (res / "report.json").string() + ": /analyses/0/rows: table rows: expected an array\n");
     }
+    // Column names and table types with a newline are named escaped, on one line.
+    const std::string file = (res / "report.json").string();
+    report["analyses"] = nlohmann::ordered_json::parse(R"([{"type": "apply", "rows": [{"a\nb": 1}, {"c": 2}]}])");
+    write_text(res / "report.json", report.dump(2));
+    const CliResult lacks = run_normlab("show " + res.string());
+    CHECK(lacks.exit_code == 2);
+    CHECK(lacks.err == "normlab: error: " + file + R"(: /analyses/0/rows: table rows: row 1 lacks "a\nb")" + "\n");
+    report["analyses"] = nlohmann::ordered_json::parse(
+        R"([{"type": "a\nb", "rows": [{"x": 1}]}, {"type": "a\nb", "rows": [{"y": 1}]}])");
+    write_text(res / "report.json", report.dump(2));
+    const CliResult differ = run_normlab("show " + res.string());
+    CHECK(differ.exit_code == 2);
+    CHECK(differ.err == "normlab: error: " + file + R"(: /analyses/1: columns differ from the earlier "a\nb" rows)" + "\n");
 }
 
 TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figure's path") {

@@ -76,7 +76,7 @@ std::vector<std::pair<std::string, Table>> result_tables(const Json& report, con
             out.push_back({type, std::move(t)});
         } else if (!t.rows.empty()) {
             if (same->second.rows.empty()) same->second.columns = t.columns;
-            if (t.columns != same->second.columns) throw InputError(where + ": columns differ from the earlier " + type + " rows");
+            if (t.columns != same->second.columns) throw InputError(where + ": columns differ from the earlier " + quoted_text(type) + " rows");
             same->second.append(t);
         }
     }

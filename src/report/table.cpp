@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "json/text.hpp"
+
 namespace normlab {
 
 void Table::add_row(std::vector<Cell> row) {
@@ -102,7 +104,7 @@ Table table_from_json(const nlohmann::ordered_json& rows) {
         std::vector<Cell> row;
         for (const auto& col : t.columns) {
             auto it = o.find(col);
-            if (it == o.end()) throw std::invalid_argument("table rows: row " + std::to_string(r) + " lacks \"" + col + "\"");
+            if (it == o.end()) throw std::invalid_argument("table rows: row " + std::to_string(r) + " lacks " + quoted_text(col));
             const auto& v = *it;
             if (v.is_boolean()) row.push_back(v.get<bool>());
             else if (v.is_number_integer() && !v.is_number_unsigned()) row.push_back(v.get<long long>());
@@ -115,7 +117,7 @@ Table table_from_json(const nlohmann::ordered_json& rows) {
                 else if (s == "-inf") row.push_back(-HUGE_VAL);
                 else row.push_back(s);
             } else {
-                throw std::invalid_argument("table rows: row " + std::to_string(r) + ", \"" + col + "\": a " +
+                throw std::invalid_argument("table rows: row " + std::to_string(r) + ", " + quoted_text(col) + ": a " +
                                             std::string(v.type_name()) + " is not a table cell");
             }
         }
