@@ -116,6 +116,7 @@ void fused_impl(const T* x, T* y, const Shape& xs, const Strides& sa, const Walk
     args.mean = so.mean;
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
+    if (!std::is_same_v<T, double> && !walk_prefetch()) args.prefetch = 0;
     const bool stream = streams(wn, out.y.size() * sizeof(T));
     const std::size_t n = stats ? out.y.size() / stats : 0, per = n ? whole / n : 0;
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
@@ -296,16 +297,12 @@ void set_engine_threads(unsigned n) { g_threads = std::max(1u, n); }
 unsigned engine_threads() { return g_threads; }
 
 namespace {
-std::atomic<int> g_rows_pipeline{-1};  // -1: the CPU's default
-}  // namespace
+std::atomic<int> g_rows_pipeline{-1}, g_walk_prefetch{-1};  // -1: the CPU's default
 
-void set_rows_pipeline(int mode) { g_rows_pipeline.store(mode < 0 ? -1 : mode > 0, std::memory_order_relaxed); }
-
-bool rows_pipeline() {
-    const int mode = g_rows_pipeline.load(std::memory_order_relaxed);
-    if (mode >= 0) return mode == 1;
+// The memory-access choices below (rows_pipeline, walk_prefetch) were measured on Intel,
+// where they gained or cost nothing, and on AMD, where they lost, only: other CPUs take AMD's.
+bool cpu_is_intel() {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    // Measured on Intel (a gain) and on AMD (a loss) only: other CPUs keep whole chunks.
     static const bool intel = [] {
         __builtin_cpu_init();
         return __builtin_cpu_is("intel") != 0;
@@ -314,6 +311,24 @@ bool rows_pipeline() {
 #else
     return false;
 #endif
+}
+
+// A forced mode (0 or 1) from set_*, else -1.
+int forced_mode(int mode) { return mode < 0 ? -1 : mode > 0; }
+}  // namespace
+
+void set_rows_pipeline(int mode) { g_rows_pipeline.store(forced_mode(mode), std::memory_order_relaxed); }
+
+bool rows_pipeline() {
+    const int mode = g_rows_pipeline.load(std::memory_order_relaxed);
+    return mode >= 0 ? mode == 1 : cpu_is_intel();
+}
+
+void set_walk_prefetch(int mode) { g_walk_prefetch.store(forced_mode(mode), std::memory_order_relaxed); }
+
+bool walk_prefetch() {
+    const int mode = g_walk_prefetch.load(std::memory_order_relaxed);
+    return mode >= 0 ? mode == 1 : cpu_is_intel();
 }
 
 void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
@@ -380,7 +395,8 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         // 2-core Xeon, alternating builds, 5 rounds: LayerNorm (8,512,4096) 17.8 -> 14.6 ms
         // on one thread, RMSNorm 8.39 -> 5.55 on two, float64 LayerNorm (64,128,768) 9.91 ->
         // 6.95 on one; rows of 768 on two threads unchanged (scripts/PERFORMANCE.md). Float32
-        // rows of 256 to 2048 values take rows_impl's pipeline instead.
+        // rows of 256 to 2048 values take rows_impl's pipeline instead; float32 walks that are
+        // not rows prefetch on Intel alone (walk_prefetch).
         args.prefetch = whole;
         ensure_stats(out, ss);
         if (pstep >= 0) {
