@@ -15,7 +15,7 @@ namespace norm_test {
 /// The engine's settings for one scope: the thread count (and lane width, 0 for the CPU's
 /// widest) given, or those in force kept; on the way out, a failed REQUIRE's exception
 /// included, the thread count in force before, the widest lanes and the CPU's own choice of
-/// the rows' pipeline and of the walks' prefetch (set_rows_pipeline(-1), set_walk_prefetch(-1)),
+/// the rows' pipeline and of the read-ahead (set_rows_pipeline(-1), set_read_ahead(-1)),
 /// so that no later test runs with a setting a failed one left behind.
 struct EngineSetting {
     unsigned saved = normlab::engine_threads();
@@ -28,7 +28,7 @@ struct EngineSetting {
     EngineSetting& operator=(const EngineSetting&) = delete;
     ~EngineSetting() {
         normlab::set_rows_pipeline(-1);
-        normlab::set_walk_prefetch(-1);
+        normlab::set_read_ahead(-1);
         normlab::set_lane_width(0);
         normlab::set_engine_threads(saved);
     }

@@ -79,33 +79,42 @@ TEST_CASE("batches over many one-pass chunks give each statistic the bits it has
     }
 }
 
-TEST_CASE("streamed float32 walks over whole statistics: the walk's bits with and without the next chunk prefetched") {
-    // (8, 64, 64, 66) float32, InstanceNorm's statistics over the last two axes: 8.25 MiB of
-    // output, so it streams, and the one-pass walk prefetches the next chunk where
-    // walk_prefetch() says so; statistics of 4224 values leave part of each chunk unused.
+TEST_CASE("streamed float32 walks and long rows: the walk's bits with and without the next chunk read ahead") {
+    // Both over 8 MiB of output, so they stream, and the one-pass forward prefetches the next
+    // chunk where read_ahead() says so. (8, 64, 64, 66): InstanceNorm's statistics over the
+    // last two axes, 4224 values each, which leave part of each chunk unused; (520, 4100):
+    // LayerNorm rows longer than the rows' pipeline takes, no multiple of the 16-float store.
+    struct Case {
+        Shape xs;
+        std::size_t from;  // the statistics are the trailing axes from `from` on
+    };
     xt::random::seed(72);
-    const Shape xs = {8, 64, 64, 66};
-    xt::xarray<double> v = xt::random::randn<double>(xs) * 2.0 + 40.0;
-    for (std::size_t i = 0; i < v.size(); i += 4231) v.data()[i] = -3e4;  // outliers
-    const Tensor x = Tensor::from_double(v, DType::float32);
-    const xt::xarray<double> w = xt::random::randn<double>({64}) + 1.0, b = xt::random::randn<double>({64});
-    const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(xs);
-    NormSpec spec;
-    spec.reduction_axes = {2, 3};
-    spec.param_axes = {1};
-    ForwardInputs plain, masked;
-    plain.weight = masked.weight = &w;
-    plain.bias = masked.bias = &b;
-    masked.mask = &ones;  // a mask of ones: the two-pass walk's moments and output, the same bits
-    const norm_test::EngineSetting restore;  // threads and the prefetch's mode, failed REQUIREs included
-    set_engine_threads(1);
-    const ForwardResult ref = forward(x, spec, masked);
-    for (int prefetch : {1, 0})  // with and without, whichever this CPU takes
-        for (unsigned threads : {1u, 2u, 3u}) {
-            CAPTURE(prefetch);
-            CAPTURE(threads);
-            set_walk_prefetch(prefetch);
-            set_engine_threads(threads);
-            norm_test::check_same_forward(forward(x, spec, plain), ref);
-        }
+    const norm_test::EngineSetting restore;  // threads and the read-ahead's mode, failed REQUIREs included
+    const std::vector<Case> cases = {{{8, 64, 64, 66}, 2}, {{520, 4100}, 1}};
+    for (const Case& c : cases) {
+        CAPTURE(format_shape(c.xs));
+        xt::xarray<double> v = xt::random::randn<double>(c.xs) * 2.0 + 40.0;
+        for (std::size_t i = 0; i < v.size(); i += 4231) v.data()[i] = -3e4;  // outliers
+        const Tensor x = Tensor::from_double(v, DType::float32);
+        const std::size_t params = c.xs[1];
+        const xt::xarray<double> w = xt::random::randn<double>({params}) + 1.0, b = xt::random::randn<double>({params});
+        const xt::xarray<std::uint8_t> ones = xt::ones<std::uint8_t>(c.xs);
+        NormSpec spec;
+        for (std::size_t a = c.from; a < c.xs.size(); ++a) spec.reduction_axes.push_back(a);
+        spec.param_axes = {1};
+        ForwardInputs plain, masked;
+        plain.weight = masked.weight = &w;
+        plain.bias = masked.bias = &b;
+        masked.mask = &ones;  // a mask of ones: the two-pass walk's moments and output, the same bits
+        set_engine_threads(1);
+        const ForwardResult ref = forward(x, spec, masked);
+        for (int ahead : {1, 0})  // with and without, whichever this CPU takes
+            for (unsigned threads : {1u, 2u, 3u}) {
+                CAPTURE(ahead);
+                CAPTURE(threads);
+                set_read_ahead(ahead);
+                set_engine_threads(threads);
+                norm_test::check_same_forward(forward(x, spec, plain), ref);
+            }
+    }
 }

@@ -116,7 +116,7 @@ void fused_impl(const T* x, T* y, const Shape& xs, const Strides& sa, const Walk
     args.mean = so.mean;
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
-    if (!std::is_same_v<T, double> && !walk_prefetch()) args.prefetch = 0;
+    if (!std::is_same_v<T, double> && !read_ahead()) args.prefetch = 0;
     const bool stream = streams(wn, out.y.size() * sizeof(T));
     const std::size_t n = stats ? out.y.size() / stats : 0, per = n ? whole / n : 0;
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
@@ -207,6 +207,7 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
                     so.lo + f, so.var + f, so.rstd + f);
     };
     if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax || !rows_pipeline()) {
+        if (n > kPipelinedRowMax && !read_ahead()) args.prefetch = 0;
         parallel_rows(
             rows, n,
             [&](std::size_t f, std::size_t m) {
@@ -297,9 +298,9 @@ void set_engine_threads(unsigned n) { g_threads = std::max(1u, n); }
 unsigned engine_threads() { return g_threads; }
 
 namespace {
-std::atomic<int> g_rows_pipeline{-1}, g_walk_prefetch{-1};  // -1: the CPU's default
+std::atomic<int> g_rows_pipeline{-1}, g_read_ahead{-1};  // -1: the CPU's default
 
-// The memory-access choices below (rows_pipeline, walk_prefetch) were measured on Intel,
+// The memory-access choices below (rows_pipeline, read_ahead) were measured on Intel,
 // where they gained or cost nothing, and on AMD, where they lost, only: other CPUs take AMD's.
 bool cpu_is_intel() {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -324,10 +325,10 @@ bool rows_pipeline() {
     return mode >= 0 ? mode == 1 : cpu_is_intel();
 }
 
-void set_walk_prefetch(int mode) { g_walk_prefetch.store(forced_mode(mode), std::memory_order_relaxed); }
+void set_read_ahead(int mode) { g_read_ahead.store(forced_mode(mode), std::memory_order_relaxed); }
 
-bool walk_prefetch() {
-    const int mode = g_walk_prefetch.load(std::memory_order_relaxed);
+bool read_ahead() {
+    const int mode = g_read_ahead.load(std::memory_order_relaxed);
     return mode >= 0 ? mode == 1 : cpu_is_intel();
 }
 
@@ -395,8 +396,8 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         // 2-core Xeon, alternating builds, 5 rounds: LayerNorm (8,512,4096) 17.8 -> 14.6 ms
         // on one thread, RMSNorm 8.39 -> 5.55 on two, float64 LayerNorm (64,128,768) 9.91 ->
         // 6.95 on one; rows of 768 on two threads unchanged (scripts/PERFORMANCE.md). Float32
-        // rows of 256 to 2048 values take rows_impl's pipeline instead; float32 walks that are
-        // not rows prefetch on Intel alone (walk_prefetch).
+        // rows of 256 to 2048 values take rows_impl's pipeline instead on Intel; float32 walks
+        // and rows of over 2048 values prefetch on Intel alone (read_ahead).
         args.prefetch = whole;
         ensure_stats(out, ss);
         if (pstep >= 0) {

@@ -128,17 +128,19 @@ unsigned engine_threads();
 void set_rows_pipeline(int mode);
 bool rows_pipeline();
 
-/// Whether the one-pass forward of float32 data whose chunks hold whole statistics, where
-/// they are not the row kernels' rows (GroupNorm and InstanceNorm in (N, C, ...), for
-/// instance), brings the next chunk into L2 while this chunk's output streams out
-/// (NormalizeArgs::prefetch). By default on Intel CPUs alone: on a 2-core Xeon it cost
-/// nothing (and gained in one run, GroupNorm 5.97 -> 3.40 ms, with the VM in a slower
-/// state); on a 2-core AMD EPYC (Zen 5) GroupNorm (32,64,56,56) took 2.03 ms with it
-/// against 1.44 without on one thread, InstanceNorm 1.77 against 1.41
-/// (scripts/PERFORMANCE.md). float64 chunks and rows keep their prefetch. The bits are the same either way. set_walk_prefetch(1) or
-/// (0) forces one, (-1) restores the CPU's default.
-void set_walk_prefetch(int mode);
-bool walk_prefetch();
+/// Whether float32 one-pass forwards of streamed outputs bring the next chunk into L2 while
+/// this chunk's output streams out (NormalizeArgs::prefetch) where they are walks (GroupNorm
+/// and InstanceNorm in (N, C, ...), for instance) or rows longer than the rows' pipeline
+/// takes (over 2048 values). By default on Intel CPUs alone: on a 2-core Xeon it cost
+/// nothing on the walks (and gained in one run, GroupNorm 5.97 -> 3.40 ms, with the VM in a
+/// slower state) and gained on long rows (LayerNorm (8,512,4096) 17.8 -> 14.6 ms); on a
+/// 2-core AMD EPYC (Zen 5) it lost, one thread: GroupNorm (32,64,56,56) 2.03 ms with it
+/// against 1.44 without, InstanceNorm 1.77 against 1.41, RMSNorm (8,512,4096) 5.40 against
+/// 4.47 (scripts/PERFORMANCE.md). float64 chunks and rows of up to 2048 values keep their
+/// prefetch. The bits are the same either way. set_read_ahead(1) or (0) forces one, (-1)
+/// restores the CPU's default.
+void set_read_ahead(int mode);
+bool read_ahead();
 
 /// Batch moments over `reduction_axes` of x viewed with `shape` (same element count as x;
 /// GroupNorm's (N, G, C/G, ...) view of (N, C, ...)). One pass over memory: the data is

@@ -25,8 +25,9 @@ struct NormalizeArgs {
     /// block writer on SSE2 and for short runs): while writing x + i, bring x + i + prefetch
     /// into L2, one cache line per line written; 0: none. The one-pass forwards set it to
     /// their chunk's length, so the next chunk's input is read while this chunk's output
-    /// streams out (float32 walks that are not rows only where walk_prefetch()); BatchNorm's one-pass forward to a plane's, the other forwards to
-    /// kWholeChunk for float64 outputs, 0 for the rest. No effect on the bits.
+    /// streams out (float32 walks, and rows of over 2048 values, only where read_ahead());
+    /// BatchNorm's one-pass forward to a plane's, the other forwards to kWholeChunk for
+    /// float64 outputs, 0 for the rest. No effect on the bits.
     std::size_t prefetch = 0;
     /// Streaming chunk writers: fence the chunk's streamed stores at its end. False where the
     /// caller writes many short chunks and fences once after them (fence_stream_stores):
