@@ -22,8 +22,8 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "data/npy.hpp"
-#include "norm/backward.hpp"
 #include "json/text.hpp"
+#include "norm/backward.hpp"
 #include "norm/presets.hpp"
 #include "tensor/errors.hpp"
 

@@ -492,7 +492,6 @@ struct OnePassCase {
     bool center;
 };
 
-
 // Checks the forward of c's reduction (weight and bias, the unbiased variance) against
 // compute_moments and the normalize formula of engine.hpp applied element by element, in
 // both arithmetics: the statistics and every output bit equal.

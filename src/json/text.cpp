@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/errors.hpp"
+#include "tensor/tensor.hpp"
 
 namespace normlab {
 

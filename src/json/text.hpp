@@ -4,9 +4,10 @@
 #include <string>
 
 #include "json/reader.hpp"
-#include "tensor/tensor.hpp"
 
 namespace normlab {
+
+enum class DType;  // tensor/tensor.hpp
 
 /// Throws JsonError "what: /pointer/key: key given twice in one object ..." for the first
 /// key that an object of `text` gives twice (RFC 8259 leaves duplicate names to the parser;

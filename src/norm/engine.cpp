@@ -116,7 +116,6 @@ void fused_impl(const T* x, T* y, const Shape& xs, const Strides& sa, const Walk
     args.mean = so.mean;
     args.mean_lo = so.lo;
     args.rstd = so.rstd;
-    if (!std::is_same_v<T, double> && !read_ahead()) args.prefetch = 0;
     const bool stream = streams(wn, out.y.size() * sizeof(T));
     const std::size_t n = stats ? out.y.size() / stats : 0, per = n ? whole / n : 0;
     parallel_chunks(wn.num_chunks(), [&](std::size_t c, std::size_t) {
@@ -207,7 +206,6 @@ void rows_impl(const float* x, float* y, std::size_t n, std::size_t pstep, const
                     so.lo + f, so.var + f, so.rstd + f);
     };
     if (!stream || n < kPipelinedRowMin || n > kPipelinedRowMax || !rows_pipeline()) {
-        if (n > kPipelinedRowMax && !read_ahead()) args.prefetch = 0;
         parallel_rows(
             rows, n,
             [&](std::size_t f, std::size_t m) {
@@ -314,23 +312,23 @@ bool cpu_is_intel() {
 #endif
 }
 
-// A forced mode (0 or 1) from set_*, else -1.
-int forced_mode(int mode) { return mode < 0 ? -1 : mode > 0; }
+// A setting's mode: 1 or 0 when forced (mode > 0, mode == 0), -1 for the CPU's default.
+void store_mode(std::atomic<int>& setting, int mode) {
+    setting.store(mode < 0 ? -1 : mode > 0, std::memory_order_relaxed);
+}
+
+// The forced mode, else the default: on where the CPU is Intel's.
+bool mode_or_intel(const std::atomic<int>& setting) {
+    const int mode = setting.load(std::memory_order_relaxed);
+    return mode >= 0 ? mode == 1 : cpu_is_intel();
+}
 }  // namespace
 
-void set_rows_pipeline(int mode) { g_rows_pipeline.store(forced_mode(mode), std::memory_order_relaxed); }
+void set_rows_pipeline(int mode) { store_mode(g_rows_pipeline, mode); }
+bool rows_pipeline() { return mode_or_intel(g_rows_pipeline); }
 
-bool rows_pipeline() {
-    const int mode = g_rows_pipeline.load(std::memory_order_relaxed);
-    return mode >= 0 ? mode == 1 : cpu_is_intel();
-}
-
-void set_read_ahead(int mode) { g_read_ahead.store(forced_mode(mode), std::memory_order_relaxed); }
-
-bool read_ahead() {
-    const int mode = g_read_ahead.load(std::memory_order_relaxed);
-    return mode >= 0 ? mode == 1 : cpu_is_intel();
-}
+void set_read_ahead(int mode) { store_mode(g_read_ahead, mode); }
+bool read_ahead() { return mode_or_intel(g_read_ahead); }
 
 void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
              ForwardResult& out) {
@@ -397,9 +395,11 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         // on one thread, RMSNorm 8.39 -> 5.55 on two, float64 LayerNorm (64,128,768) 9.91 ->
         // 6.95 on one; rows of 768 on two threads unchanged (scripts/PERFORMANCE.md). Float32
         // rows of 256 to 2048 values take rows_impl's pipeline instead on Intel; float32 walks
-        // and rows of over 2048 values prefetch on Intel alone (read_ahead).
-        args.prefetch = whole;
+        // and rows of over 2048 values read ahead where read_ahead() says so.
         ensure_stats(out, ss);
+        const bool long_rows = pstep >= 0 && out.rstd.size() && x.size() / out.rstd.size() > kPipelinedRowMax;
+        const bool float_walk = pstep < 0 && x.dtype != DType::float64;
+        args.prefetch = (long_rows || float_walk) && !read_ahead() ? 0 : whole;
         if (pstep >= 0) {
             if (out.rstd.size())  // else an empty batch: nothing to compute
                 rows_impl(x.f32.data(), out.y.f32.data(), x.size() / out.rstd.size(), static_cast<std::size_t>(pstep),
