@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "data/files.hpp"
 #include "data/half.hpp"
 #include "data/npy.hpp"
 #include "tensor/errors.hpp"
@@ -190,4 +191,28 @@ TEST_CASE("npy: write_npy writes a file read_npy reads back - unwritable path is
     CHECK(read_npy(dir / "t.npy").values == t.to_double());
     CHECK_THROWS_AS(write_npy(dir / "no_such_dir" / "t.npy", t), EnvError);
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("npy: a file that would not fit in memory is refused from its size and header") {
+    // float64 (2, 3): 176 bytes on disk, 48 bytes of doubles; Fortran order adds the transpose.
+    const std::filesystem::path f8 = kDir + "float64.npy", fortran = kDir + "fortran_f8.npy";
+    const NpyHeader h = parse_npy_header(read_prefix(f8, 128), "f8");
+    CHECK(npy_read_bytes(h, 176) == 176 + 48);
+    NpyHeader hf = h;
+    hf.fortran_order = true;
+    CHECK(npy_read_bytes(hf, 176) == 176 + 96);
+    // A header that claims more than the file holds counts what it holds: 43 bytes of data.
+    CHECK(npy_read_bytes(h, 171) == 171 + 5 * 8);
+
+    CHECK_NOTHROW(check_npy_fits(f8, 224, "the limit"));
+    CHECK_NOTHROW(check_npy_fits(fortran, 272, "the limit"));
+    CHECK_THROWS_WITH_AS(check_npy_fits(f8, 223, "the limit"),
+                         doctest::Contains("float64.npy: reading it takes about 224 B of memory (the file's 176 B "
+                                           "and its values as doubles), more than the limit"),
+                         InputError);
+    CHECK_THROWS_AS(check_npy_fits(fortran, 271, "the limit"), InputError);
+    // Left to read_npy, which says what is wrong: no file, no header.
+    CHECK_NOTHROW(check_npy_fits(kDir + "no_such.npy", 0, "the limit"));
+    CHECK_NOTHROW(check_npy_fits(kDir + "truncated_header.npy", 0, "the limit"));
+    CHECK_NOTHROW(check_npy_fits(kDir, 0, "the limit"));
 }

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <string>
+
+#include <unistd.h>
 
 #include <zlib.h>
 
@@ -95,14 +98,6 @@ bool regular_file(const fs::path& p, std::size_t& size) {
     if (ec) return false;
     size = static_cast<std::size_t>(sz);
     return true;
-}
-
-std::string read_prefix(const fs::path& p, std::size_t n) {
-    std::ifstream in(p, std::ios::binary);
-    std::string out(n, '\0');
-    in.read(out.data(), static_cast<std::streamsize>(n));
-    out.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-    return out;
 }
 
 // Feeds the bytes of a regular file to fn(data, n), decompressed when it is gzip (as
@@ -228,11 +223,10 @@ DataEstimate of_npy(const fs::path& p, const Ctx& c) {
     e.build_bytes = size;  // read_npy holds the whole file
     try {
         const NpyHeader h = parse_npy_header(read_prefix(p, std::min<std::size_t>(size, 1 << 20)), p.string());
-        // A header may claim more than the file holds: read_npy rejects such a file before
-        // allocating, so only what the file holds counts.
+        // A header may claim more than the file holds: only what the file holds counts.
         const std::size_t held = size > h.data_offset ? (size - h.data_offset) / h.item_size : 0;
-        const std::size_t n = std::min(h.count(), held);
-        e = dense(n, c, saturating_add(size, h.fortran_order ? saturating_mul(n, 8) : 0));
+        e = dense(std::min(h.count(), held), c);
+        e.build_bytes = npy_read_bytes(h, size);
         e.shape = describe(h.shape);
         e.dims = h.shape;
     } catch (const std::exception&) {
@@ -410,6 +404,43 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
     }
     if (!e.dims.empty()) e.channel_axis = channel_axis_of(spec, e.dims.size());
     return e;
+}
+
+namespace {
+
+std::size_t meminfo_total() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    unsigned long long value = 0;
+    while (in >> key >> value) {
+        std::getline(in, unit);
+        if (key == "MemTotal:") return static_cast<std::size_t>(value) * 1024;  // kB
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
+// cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) of this process; 0 when unlimited.
+std::size_t cgroup_limit() {
+    for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+        std::ifstream in(f);
+        std::string s;
+        if (!(in >> s) || s == "max") continue;
+        try {
+            return static_cast<std::size_t>(std::stoull(s));
+        } catch (const std::exception&) {
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::size_t physical_memory_bytes() {
+    std::size_t total = meminfo_total();
+    const std::size_t cg = cgroup_limit();
+    if (cg > 0 && (total == 0 || cg < total)) total = cg;
+    return total;
 }
 
 }  // namespace normlab

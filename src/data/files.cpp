@@ -1,5 +1,6 @@
 #include "data/files.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -72,9 +73,22 @@ std::string read_file_bytes(const std::filesystem::path& path) {
         throw InputError(what + ": not a regular file (a device, pipe or socket); give a file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(what + ": cannot open: " + std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Reserved at the file's size: a string grown as it reads held up to twice the file
+    // at its peak (the old buffer and the new one), which memory estimates do not count.
+    std::string bytes;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec) bytes.reserve(static_cast<std::size_t>(size));
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw InputError(what + ": read error");
     return bytes;
+}
+
+std::string read_prefix(const std::filesystem::path& path, std::size_t n) {
+    std::ifstream in(path, std::ios::binary);
+    std::string out(n, '\0');
+    in.read(out.data(), static_cast<std::streamsize>(n));
+    out.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return out;
 }
 
 std::string gunzip(const std::string& bytes, const std::string& what) {

@@ -11,6 +11,11 @@ namespace normlab {
 /// "<path>: cannot open: <reason>" or "<path>: read error".
 std::string read_file_bytes(const std::filesystem::path& path);
 
+/// Up to the first n bytes of the file at `path` (fewer when it is shorter; none when it
+/// cannot be opened): enough for a header, without reading a large file whole. Records no
+/// input (the reader that follows does).
+std::string read_prefix(const std::filesystem::path& path, std::size_t n);
+
 /// Records the input files and folders read while it lives (every read_file_bytes, and the
 /// folders image_files lists), so that a run can refuse an output folder whose replacement
 /// would delete one of its inputs. One log at a time: a second one, while the first lives,

@@ -9,6 +9,7 @@
 
 #include <xtensor/xmanipulation.hpp>
 
+#include "data/estimate.hpp"
 #include "data/files.hpp"
 #include "data/half.hpp"
 #include "tensor/errors.hpp"
@@ -354,7 +355,34 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
     return out;
 }
 
+std::size_t npy_read_bytes(const NpyHeader& h, std::size_t file_bytes) {
+    const std::size_t held =
+        file_bytes > h.data_offset && h.item_size ? (file_bytes - h.data_offset) / h.item_size : 0;
+    const std::size_t n = std::min(h.count(), held);
+    return saturating_add(file_bytes, saturating_mul(n, h.fortran_order ? 16 : 8));
+}
+
+void check_npy_fits(const std::filesystem::path& path, std::size_t limit, const std::string& limit_what) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return;
+    const std::size_t file_bytes = static_cast<std::size_t>(size);
+    NpyHeader h;
+    try {
+        h = parse_npy_header(read_prefix(path, std::min<std::size_t>(file_bytes, 1 << 20)), path.string());
+    } catch (const InputError&) {
+        return;
+    }
+    const std::size_t need = npy_read_bytes(h, file_bytes);
+    if (need <= limit) return;
+    throw InputError(path.string() + ": reading it takes about " + format_bytes(need) + " of memory (the file's " +
+                     format_bytes(file_bytes) + " and its values as doubles), more than " + limit_what);
+}
+
 NpyArray read_npy(const std::filesystem::path& path) {
+    if (const std::size_t memory = physical_memory_bytes())  // 0: unknown
+        check_npy_fits(path, memory, "the " + format_bytes(memory) + " of memory this process may use");
     return parse_npy(read_file_bytes(path), path.string());
 }
 

@@ -42,6 +42,19 @@ struct NpyHeader {
 /// inside the header.
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& what);
 
+/// What read_npy holds at its peak for a file of `file_bytes` with header `h`: the file's
+/// bytes, and the values the file holds as doubles (twice for Fortran order: the array in
+/// file order and its transpose). A header that claims more values than the file holds
+/// counts only those (parse_npy refuses the file before allocating for them). Saturates at
+/// SIZE_MAX.
+std::size_t npy_read_bytes(const NpyHeader& h, std::size_t file_bytes);
+
+/// Throws InputError "<path>: reading it takes about <bytes> of memory (...), more than
+/// <limit_what>" when reading the .npy file at `path` would hold more than `limit` bytes
+/// (npy_read_bytes), judged from the file's size and its header alone. Does nothing for a
+/// path that is not a regular file or whose header does not parse: read_npy says why.
+void check_npy_fits(const std::filesystem::path& path, std::size_t limit, const std::string& limit_what);
+
 /// Parses the bytes of an .npy file. `what` names the file in messages. Accepts dtypes
 /// bool, int8..int64, uint8..uint64, float16/32/64 in either byte order. Throws InputError
 /// "<what>: <problem>" for a bad magic string, an unsupported version, a malformed header,
@@ -50,7 +63,9 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& what);
 NpyArray parse_npy(const std::string& bytes, const std::string& what);
 
 /// Reads an .npy file. Throws InputError naming the path when it is missing, is a
-/// directory, cannot be read, or is not a valid numeric .npy (see parse_npy).
+/// directory, cannot be read, or is not a valid numeric .npy (see parse_npy), and before
+/// reading it when it would take more than this machine's memory (check_npy_fits against
+/// physical_memory_bytes(): a file that large could only end in the process being killed).
 NpyArray read_npy(const std::filesystem::path& path);
 
 /// The bytes of an .npy file (version 1.0, little endian, C order) holding `values`

@@ -25,40 +25,7 @@ namespace {
 
 constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
 
-std::size_t meminfo_total() {
-    std::ifstream in("/proc/meminfo");
-    std::string key, unit;
-    unsigned long long value = 0;
-    while (in >> key >> value) {
-        std::getline(in, unit);
-        if (key == "MemTotal:") return static_cast<std::size_t>(value) * 1024;  // kB
-    }
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
-}
-
-// cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) of this process; 0 when unlimited.
-std::size_t cgroup_limit() {
-    for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-        std::ifstream in(f);
-        std::string s;
-        if (!(in >> s) || s == "max") continue;
-        try {
-            return static_cast<std::size_t>(std::stoull(s));
-        } catch (const std::exception&) {
-        }
-    }
-    return 0;
-}
-
 }  // namespace
-
-std::size_t physical_memory_bytes() {
-    std::size_t total = meminfo_total();
-    const std::size_t cg = cgroup_limit();
-    if (cg > 0 && (total == 0 || cg < total)) total = cg;
-    return total;
-}
 
 std::size_t default_memory_limit() {
     const std::size_t total = physical_memory_bytes();

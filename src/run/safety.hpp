@@ -6,11 +6,7 @@
 
 namespace normlab {
 
-/// Physical memory this process may use: MemTotal from /proc/meminfo (sysconf as the
-/// fallback), lowered to the cgroup's memory limit when one is set (containers).
-std::size_t physical_memory_bytes();
-
-/// The default of --max-memory: half of physical_memory_bytes().
+/// The default of --max-memory: half of physical_memory_bytes() (data/estimate.hpp).
 std::size_t default_memory_limit();
 
 /// Parses a --max-memory value: bytes ("1000000"), with a binary unit ("512M", "8G",
