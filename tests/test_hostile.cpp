@@ -151,7 +151,7 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
         {"source_key_typo", config(R"({"source": "gaussian", "shap": [2, 3]})"),
          R"(cfg.json: /data/x/shap: unknown key "shap"; did you mean "shape"?)"},
         {"wrong_type_shape", config(R"({"source": "gaussian", "shape": "2x3"})"),
-         "cfg.json: /data/x/shape: expected a list of integers, but got string"},
+         "cfg.json: /data/x/shape: expected a list of integers, but got string \"2x3\"\n"},
         {"wrong_type_bool", config(g, R"({"type": "batchnorm", "affine": "yes"})"),
          R"(cfg.json: /norms/n/affine: expected true or false, but got string "yes")"},
         {"null_value", config(g, R"({"type": "batchnorm", "convention": null})"),

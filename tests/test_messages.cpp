@@ -775,3 +775,20 @@ TEST_CASE("values, weights and other numbers accept \"nan\", \"inf\" and \"-inf\
     CliResult w = on_config("nonfinite_const", config(kGauss, R"({"type": "layernorm", "axes": [-1], "bias": "-inf"})"), "run", "-q");
     CHECK_MESSAGE(w.exit_code == 0, w.err);
 }
+
+TEST_CASE("a list typed without brackets, and a mask given inline, are answered with how to write them") {
+    // --set shape=4,5,8 gives the string "4,5,8": the message quotes it and shows the list.
+    check_refused(run_normlab("validate " + kQuick + " --set data.small.shape=4,5,8"),
+                  "/data/small/shape: expected a list of integers, but got string \"4,5,8\"; a list is written in "
+                  "brackets: [4,5,8]");
+    check_refused(run_normlab("validate " + kQuick + " --set 'data.row.values=1, 2.5'"),
+                  "but got string \"1, 2.5\"; a list is written in brackets: [1,2.5]");
+    // Not numbers between commas: no list to show.
+    const CliResult r = run_normlab("validate " + kQuick + " --set data.small.shape=4x5");
+    check_refused(r, "expected a list of integers, but got string \"4x5\"");
+    CHECK(r.err.find("brackets") == std::string::npos);
+    const std::string padded = R"({"source": "gaussian", "shape": [1, 4, 2], "mask": [[1, 1, 0, 0]]})";
+    check_refused(on_config("inline_mask", config(padded, kLn), "validate"),
+                  "/data/x/mask: expected the path of an .npy file of 0/1 or bool values (1: a real position, 0: "
+                  "padding), but got array [[1,1,0,0]]; for sequences, \"lengths\" lists their lengths");
+}

@@ -13,7 +13,7 @@ namespace {
 // sublist agrees, so a ragged list is reported at the sublist that differs.
 Shape nesting_shape(const Json& j, const JsonLocation& loc) {
     if (!j.is_array())
-        loc.fail("expected a nested list of numbers, but got " + json_type_name(j) + " " + j.dump());
+        loc.fail("expected a nested list of numbers, but got " + json_got(j) + bracket_hint(j));
     Shape shape;
     const Json* node = &j;
     JsonLocation at = loc;

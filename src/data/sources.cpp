@@ -56,7 +56,7 @@ const std::vector<SourceDef>& registry() {
 // Keys every source takes besides its own.
 std::vector<KeyInfo> common_keys(const SourceDef& d) {
     std::vector<KeyInfo> keys = {{"source", "required"}, {"channel_axis", d.default_channel_axis == 1 ? "1" : "-1"}};
-    if (!d.builds_mask) keys.insert(keys.end(), {{"mask", ""}, {"lengths", ""}, {"padding_side", "right"}});
+    if (!d.builds_mask) keys.insert(keys.end(), {{"mask", "an .npy path: 1 real, 0 padding"}, {"lengths", "a list, one per sequence"}, {"padding_side", "right"}});
     return keys;
 }
 
@@ -176,6 +176,10 @@ Batch make_batch(const std::string& name, const Json& spec, const JsonLocation& 
     b.lengths = std::move(data.lengths);
 
     if (!def.builds_mask) {
+        // An inline list is the likely mistake: the mask is a file, as large as the data.
+        if (const Json* m = r.raw("mask"); m && !m->is_string())
+            r.at("mask").fail("expected the path of an .npy file of 0/1 or bool values (1: a real position, 0: "
+                              "padding), but got " + json_got(*m) + "; for sequences, \"lengths\" lists their lengths");
         const auto mask_path = r.string("mask");
         const auto lengths = r.integers("lengths");
         const std::string side = r.choice("padding_side", {"right", "left"}, "right");

@@ -283,15 +283,32 @@ std::string ObjectReader::choice(const std::string& key, const std::vector<std::
                  (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
 }
 
+std::string bracket_hint(const Json& j) {
+    if (!j.is_string()) return "";
+    const std::string s = j.get<std::string>();
+    if (s.find(',') == std::string::npos) return "";
+    std::string list;
+    for (std::size_t at = 0; at <= s.size();) {
+        std::size_t end = s.find(',', at);
+        if (end == std::string::npos) end = s.size();
+        const std::string piece = s.substr(at, end - at);
+        Json v = Json::parse(piece, nullptr, false);
+        if (!v.is_number()) return "";
+        list += (list.empty() ? "" : ",") + v.dump();
+        at = end + 1;
+    }
+    return "; a list is written in brackets: [" + list + "]";
+}
+
 std::vector<long long> read_integers(const Json& j, const JsonLocation& loc) {
-    if (!j.is_array()) loc.fail("expected a list of integers, but got " + json_type_name(j));
+    if (!j.is_array()) loc.fail("expected a list of integers, but got " + json_got(j) + bracket_hint(j));
     std::vector<long long> out;
     for (std::size_t i = 0; i < j.size(); ++i) out.push_back(to_integer(j[i], loc.child(i)));
     return out;
 }
 
 std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
-    if (!j.is_array()) loc.fail("expected a list of numbers, but got " + json_type_name(j));
+    if (!j.is_array()) loc.fail("expected a list of numbers, but got " + json_got(j) + bracket_hint(j));
     std::vector<double> out;
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto v = json_number(j[i]);

@@ -82,6 +82,10 @@ std::string json_type_name(const Json& j);
 /// What a message says it got: the type and the value ("string \"a\"", "integer 3"), or
 /// "null" alone, not "null null".
 std::string json_got(const Json& j);
+/// For a string of numbers between commas ("4,5,8": a list typed without its brackets, as
+/// --set key=4,5,8 gives it): "; a list is written in brackets: [4,5,8]", to follow an
+/// "expected a list" message. Empty for anything else.
+std::string bracket_hint(const Json& j);
 /// The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 /// " (did you mean "X"?)" when `word` is close to one of `candidates` (did_you_mean) or
