@@ -792,3 +792,24 @@ TEST_CASE("a list typed without brackets, and a mask given inline, are answered 
                   "/data/x/mask: expected the path of an .npy file of 0/1 or bool values (1: a real position, 0: "
                   "padding), but got array [[1,1,0,0]]; for sequences, \"lengths\" lists their lengths");
 }
+
+TEST_CASE("gradients on padded data through norms without a mask, and no masked loss, are noted once per data entry") {
+    const std::string cfg = R"({"data": {"t": {"source": "tokens", "batch": 2, "max_len": 3, "dim": 4, "lengths": [3, 1]},
+        "x": {"source": "gaussian", "shape": [2, 3, 4]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}, "rms": {"type": "rmsnorm", "normalized_shape": [4]},
+                "lm": {"type": "layernorm", "normalized_shape": [4], "mask": true}},
+      "analyses": [{"type": "gradients", "data": ["t", "x"], "norms": ["ln", "rms"]},
+                   {"type": "gradients", "data": ["t"], "norms": ["lm"]},
+                   {"type": "gradients", "data": ["t"], "norms": ["ln"], "masked_loss": true}]})";
+    const fs::path dir = fresh_dir("gradients_padding");
+    write_text(dir / "c.json", cfg);
+    const auto r = run_normlab("validate " + (dir / "c.json").string());
+    CHECK(r.exit_code == 0);
+    const std::string note = "note: " + (dir / "c.json").string() + ": /analyses/0: gradients on data \"t\": its padded "
+                             "positions enter the statistics of \"ln\" and \"rms\" (no \"mask\": true) and get upstream "
+                             "gradients (no \"masked_loss\": true)";
+    CHECK_MESSAGE(r.err.find(note) != std::string::npos, r.err);
+    // Unpadded data, a masked norm, a masked loss: nothing to note.
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("data \"x\"") == std::string::npos);
+}

@@ -50,6 +50,34 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     for (const auto& dn : spec.data) check_upstream(o.upstream, ctx.batch(dn), "gradients");
 }
 
+// Padded data through norms without "mask": true, and no masked_loss: the padding enters
+// their statistics and gets upstream gradients, so dx there is part of every figure. A
+// group that is all padding (a padded token's row for LayerNorm or RMSNorm) has variance 0
+// and rstd 1/sqrt(eps), and its dx can dominate grad_input_rms (about 4e7 for RMSNorm on
+// float64 token padding). A note, not an error: comparing with and without the mask may be
+// the point. One per data entry, naming its norms.
+std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    std::vector<ConfigNote> out;
+    if (read_options(spec).upstream.masked_loss) return out;
+    for (const auto& dn : spec.data) {
+        if (!ctx.batch(dn).has_mask()) continue;
+        std::vector<std::string> unmasked;
+        for (const auto& nn : spec.norms)
+            if (!ctx.norm(nn).mask) unmasked.push_back(quoted_text(nn));
+        if (unmasked.empty()) continue;
+        std::string names;
+        for (std::size_t i = 0; i < unmasked.size(); ++i)
+            names += (i == 0 ? "" : i + 1 == unmasked.size() ? " and " : ", ") + unmasked[i];
+        out.push_back({spec.loc,
+                       "gradients on data " + quoted_text(dn) + ": its padded positions enter the statistics of " +
+                           names + " (no \"mask\": true) and get upstream gradients (no \"masked_loss\": true); a "
+                           "group of padding alone has variance 0 and rstd 1/sqrt(eps), which can dominate "
+                           "grad_input_rms",
+                       data_related(dn)});
+    }
+    return out;
+}
+
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // Root mean square; NaN for an empty array.
@@ -253,6 +281,7 @@ AnalysisType gradients_analysis() {
     };
     a.run = run;
     a.check = check;
+    a.notes = notes;
     return a;
 }
 
