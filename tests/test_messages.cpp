@@ -783,22 +783,37 @@ TEST_CASE("a list typed without brackets, and a mask given inline, are answered 
                   "brackets: [4,5,8]");
     check_refused(run_normlab("validate " + kQuick + " --set 'data.row.values=1, 2.5'"),
                   "but got string \"1, 2.5\"; a list is written in brackets: [1,2.5]");
+    // A number out of double's range among them is still such a list, not an out-of-range number.
+    check_refused(run_normlab("validate " + kQuick + " --set data.small.shape=1e999,2"),
+                  "/data/small/shape: expected a list of integers, but got string \"1e999,2\"");
     // Not numbers between commas: no list to show.
-    const CliResult r = run_normlab("validate " + kQuick + " --set data.small.shape=4x5");
-    check_refused(r, "expected a list of integers, but got string \"4x5\"");
-    CHECK(r.err.find("brackets") == std::string::npos);
+    for (const std::string v : {"4x5", "1,,2", "1,2,"}) {
+        CAPTURE(v);
+        const CliResult r = run_normlab("validate " + kQuick + " --set data.small.shape=" + v);
+        check_refused(r, "expected a list of integers, but got string \"" + v + "\"");
+        CHECK(r.err.find("brackets") == std::string::npos);
+    }
     const std::string padded = R"({"source": "gaussian", "shape": [1, 4, 2], "mask": [[1, 1, 0, 0]]})";
     check_refused(on_config("inline_mask", config(padded, kLn), "validate"),
                   "/data/x/mask: expected the path of an .npy file of 0/1 or bool values (1: a real position, 0: "
                   "padding), but got array [[1,1,0,0]]; for sequences, \"lengths\" lists their lengths");
+    // A mask as large as its data is shown by its start and its length, not whole.
+    std::string row = "[1";
+    for (int i = 1; i < 512; ++i) row += ",1";
+    const std::string big = R"({"source": "gaussian", "shape": [1, 512, 2], "mask": [)" + row + "]]}";
+    const CliResult rb = on_config("inline_mask_big", config(big, R"({"type": "layernorm", "normalized_shape": [2]})"),
+                                   "validate");
+    check_refused(rb, "but got array [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,... (1027 characters)");
+    CHECK(rb.err.size() < 400);
 }
 
 TEST_CASE("gradients on padded data through norms without a mask, and no masked loss, are noted once per data entry") {
     const std::string cfg = R"({"data": {"t": {"source": "tokens", "batch": 2, "max_len": 3, "dim": 4, "lengths": [3, 1]},
         "x": {"source": "gaussian", "shape": [2, 3, 4]}},
       "norms": {"ln": {"type": "layernorm", "normalized_shape": [4]}, "rms": {"type": "rmsnorm", "normalized_shape": [4]},
-                "lm": {"type": "layernorm", "normalized_shape": [4], "mask": true}},
-      "analyses": [{"type": "gradients", "data": ["t", "x"], "norms": ["ln", "rms"]},
+                "lm": {"type": "layernorm", "normalized_shape": [4], "mask": true},
+                "bne": {"type": "batchnorm", "training": false}},
+      "analyses": [{"type": "gradients", "data": ["t", "x"], "norms": ["ln", "rms", "bne"]},
                    {"type": "gradients", "data": ["t"], "norms": ["lm"]},
                    {"type": "gradients", "data": ["t"], "norms": ["ln"], "masked_loss": true}]})";
     const fs::path dir = fresh_dir("gradients_padding");
@@ -809,7 +824,8 @@ TEST_CASE("gradients on padded data through norms without a mask, and no masked 
                              "positions enter the statistics of \"ln\" and \"rms\" (no \"mask\": true) and get upstream "
                              "gradients (no \"masked_loss\": true)";
     CHECK_MESSAGE(r.err.find(note) != std::string::npos, r.err);
-    // Unpadded data, a masked norm, a masked loss: nothing to note.
+    // Unpadded data, running statistics, a masked norm, a masked loss: nothing to note.
+    CHECK(r.err.find("bne") == std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.err.find("data \"x\"") == std::string::npos);
 }

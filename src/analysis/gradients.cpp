@@ -50,8 +50,8 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     for (const auto& dn : spec.data) check_upstream(o.upstream, ctx.batch(dn), "gradients");
 }
 
-// Padded data through norms without "mask": true, and no masked_loss: the padding enters
-// their statistics and gets upstream gradients, so dx there is part of every figure. A
+// Padded data through norms without "mask": true that take batch statistics, and no
+// masked_loss: the padding enters their statistics and gets upstream gradients, so dx there is part of every figure. A
 // group that is all padding (a padded token's row for LayerNorm or RMSNorm) has variance 0
 // and rstd 1/sqrt(eps), and its dx can dominate grad_input_rms (about 4e7 for RMSNorm on
 // float64 token padding). A note, not an error: comparing with and without the mask may be
@@ -60,10 +60,15 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
     std::vector<ConfigNote> out;
     if (read_options(spec).upstream.masked_loss) return out;
     for (const auto& dn : spec.data) {
-        if (!ctx.batch(dn).has_mask()) continue;
+        const Batch& b = ctx.batch(dn);
+        if (!b.has_mask()) continue;
         std::vector<std::string> unmasked;
-        for (const auto& nn : spec.norms)
-            if (!ctx.norm(nn).mask) unmasked.push_back(quoted_text(nn));
+        for (const auto& nn : spec.norms) {
+            const NormDef& d = ctx.norm(nn);
+            // Running statistics (inference) take nothing from the batch.
+            if (!d.mask && NormLayer(d, ctx.dtype).resolve(b.x.shape(), b.channel_axis, dn).use_batch_stats)
+                unmasked.push_back(quoted_text(nn));
+        }
         if (unmasked.empty()) continue;
         std::string names;
         for (std::size_t i = 0; i < unmasked.size(); ++i)

@@ -151,7 +151,13 @@ std::string apply_override(Json& config, const std::string& assignment) {
         }
         value = text;  // not JSON: a plain string such as a path or a name
     } catch (const Json::out_of_range&) {
-        throw InputError(who + ": the number is out of range (a double holds magnitudes up to 1.8e308)");
+        // "1e999,2" is a list typed without brackets, not one number: taken as the string it
+        // is, the reader's message shows how to write the list.
+        const std::size_t first = text.find_first_not_of(" \t\n\r");
+        const bool json_like = first != std::string::npos && (text[first] == '[' || text[first] == '{');
+        if (json_like || text.find(',') == std::string::npos)
+            throw InputError(who + ": the number is out of range (a double holds magnitudes up to 1.8e308)");
+        value = text;
     }
     return set_config_value(config, path, std::move(value), who);
 }

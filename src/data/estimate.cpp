@@ -224,8 +224,7 @@ DataEstimate of_npy(const fs::path& p, const Ctx& c) {
     try {
         const NpyHeader h = parse_npy_header(read_prefix(p, std::min<std::size_t>(size, 1 << 20)), p.string());
         // A header may claim more than the file holds: only what the file holds counts.
-        const std::size_t held = size > h.data_offset ? (size - h.data_offset) / h.item_size : 0;
-        e = dense(std::min(h.count(), held), c);
+        e = dense(npy_values_held(h, size), c);
         e.build_bytes = npy_read_bytes(h, size);
         e.shape = describe(h.shape);
         e.dims = h.shape;
@@ -408,14 +407,20 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
 
 namespace {
 
-std::size_t meminfo_total() {
+// A /proc/meminfo line's value in bytes ("MemTotal:", "SwapTotal:"); 0 when absent.
+std::size_t meminfo_bytes(const std::string& name) {
     std::ifstream in("/proc/meminfo");
     std::string key, unit;
     unsigned long long value = 0;
     while (in >> key >> value) {
         std::getline(in, unit);
-        if (key == "MemTotal:") return static_cast<std::size_t>(value) * 1024;  // kB
+        if (key == name) return saturating_mul(static_cast<std::size_t>(value), 1024);  // kB
     }
+    return 0;
+}
+
+std::size_t meminfo_total() {
+    if (const std::size_t total = meminfo_bytes("MemTotal:")) return total;
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
 }
@@ -442,5 +447,7 @@ std::size_t physical_memory_bytes() {
     if (cg > 0 && (total == 0 || cg < total)) total = cg;
     return total;
 }
+
+std::size_t swap_bytes() { return meminfo_bytes("SwapTotal:"); }
 
 }  // namespace normlab

@@ -45,5 +45,8 @@ std::string format_bytes(std::size_t bytes);
 /// fallback), lowered to the cgroup's memory limit when one is set (containers); 0 when
 /// neither can be read.
 std::size_t physical_memory_bytes();
+/// The machine's swap space (SwapTotal from /proc/meminfo); 0 when there is none or it
+/// cannot be read.
+std::size_t swap_bytes();
 
 }  // namespace normlab

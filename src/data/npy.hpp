@@ -42,6 +42,10 @@ struct NpyHeader {
 /// inside the header.
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& what);
 
+/// The values a file of `file_bytes` with header `h` holds: the header's count, or fewer
+/// when the file is shorter than the header says.
+std::size_t npy_values_held(const NpyHeader& h, std::size_t file_bytes);
+
 /// What read_npy holds at its peak for a file of `file_bytes` with header `h`: the file's
 /// bytes, and the values the file holds as doubles (twice for Fortran order: the array in
 /// file order and its transpose). A header that claims more values than the file holds
@@ -64,8 +68,10 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what);
 
 /// Reads an .npy file. Throws InputError naming the path when it is missing, is a
 /// directory, cannot be read, or is not a valid numeric .npy (see parse_npy), and before
-/// reading it when it would take more than this machine's memory (check_npy_fits against
-/// physical_memory_bytes(): a file that large could only end in the process being killed).
+/// reading it when it would take more than the memory and swap this process may use
+/// (check_npy_fits against physical_memory_bytes() + swap_bytes(), whatever --max-memory
+/// says: a file that large cannot be read, and trying would end in the process being
+/// killed, not in a message).
 NpyArray read_npy(const std::filesystem::path& path);
 
 /// The bytes of an .npy file (version 1.0, little endian, C order) holding `values`

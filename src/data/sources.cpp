@@ -56,7 +56,10 @@ const std::vector<SourceDef>& registry() {
 // Keys every source takes besides its own.
 std::vector<KeyInfo> common_keys(const SourceDef& d) {
     std::vector<KeyInfo> keys = {{"source", "required"}, {"channel_axis", d.default_channel_axis == 1 ? "1" : "-1"}};
-    if (!d.builds_mask) keys.insert(keys.end(), {{"mask", "an .npy path: 1 real, 0 padding"}, {"lengths", "a list, one per sequence"}, {"padding_side", "right"}});
+    if (!d.builds_mask)
+        keys.insert(keys.end(), {{"mask", "an .npy path: 1 real, 0 padding"},
+                                 {"lengths", "a list, one per sequence"},
+                                 {"padding_side", "right"}});
     return keys;
 }
 

@@ -119,7 +119,20 @@ std::string json_type_name(const Json& j) {
     return j.type_name();
 }
 
-std::string json_got(const Json& j) { return j.is_null() ? "null" : json_type_name(j) + " " + j.dump(); }
+std::string json_got(const Json& j) {
+    if (j.is_null()) return "null";
+    // A message is one line: a long value (an inline mask as large as its data) is cut,
+    // at a character boundary, with its length said.
+    constexpr std::size_t kShown = 60;
+    std::string text = j.dump();
+    if (text.size() > kShown + 20) {
+        const std::size_t full = text.size();
+        std::size_t cut = kShown;
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 continuation
+        text = text.substr(0, cut) + "... (" + std::to_string(full) + " characters)";
+    }
+    return json_type_name(j) + " " + text;
+}
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
     std::string best;
@@ -291,13 +304,20 @@ std::string bracket_hint(const Json& j) {
     for (std::size_t at = 0; at <= s.size();) {
         std::size_t end = s.find(',', at);
         if (end == std::string::npos) end = s.size();
-        const std::string piece = s.substr(at, end - at);
-        Json v = Json::parse(piece, nullptr, false);
-        if (!v.is_number()) return "";
-        list += (list.empty() ? "" : ",") + v.dump();
+        const std::size_t first = s.find_first_not_of(' ', at);
+        const std::size_t last = s.find_last_not_of(' ', end - 1);
+        if (first >= end || last == std::string::npos || last < first) return "";
+        const std::string piece = s.substr(first, last - first + 1);
+        // Printable ASCII only: the parser would stop at a NUL and take "1\0" for 1.
+        for (char ch : piece)
+            if (ch < 0x21 || ch > 0x7e) return "";
+        if (!Json::parse(piece, nullptr, false).is_number()) return "";
+        list += (list.empty() ? "" : ",") + piece;  // as typed
         at = end + 1;
     }
-    return "; a list is written in brackets: [" + list + "]";
+    // A long list is not repeated: the message stays one readable line.
+    return list.size() > 60 ? "; a list is written in brackets: [v1,v2,...]"
+                            : "; a list is written in brackets: [" + list + "]";
 }
 
 std::vector<long long> read_integers(const Json& j, const JsonLocation& loc) {

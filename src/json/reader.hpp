@@ -80,7 +80,8 @@ std::optional<double> json_number(const Json& j);
 /// "number", "string", "array", ... as messages name JSON types.
 std::string json_type_name(const Json& j);
 /// What a message says it got: the type and the value ("string \"a\"", "integer 3"), or
-/// "null" alone, not "null null".
+/// "null" alone, not "null null". A value of over 80 characters as JSON is shown by its
+/// first 60 and its length.
 std::string json_got(const Json& j);
 /// For a string of numbers between commas ("4,5,8": a list typed without its brackets, as
 /// --set key=4,5,8 gives it): "; a list is written in brackets: [4,5,8]", to follow an

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <algorithm>
 #include <limits>
 #include <mutex>
