@@ -829,3 +829,28 @@ TEST_CASE("gradients on padded data through norms without a mask, and no masked 
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.err.find("data \"x\"") == std::string::npos);
 }
+
+TEST_CASE("a save entry some norms of an apply analysis cannot give is saved for the others and noted; none: an error") {
+    const std::string norms = R"({"ln": {"type": "layernorm", "normalized_shape": [4]},
+        "rms": {"type": "rmsnorm", "normalized_shape": [4]}, "ln2": {"type": "layernorm", "normalized_shape": [4]}})";
+    auto cfg = [&](const std::string& listed) {
+        return R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": )" + norms +
+               R"(, "analyses": [{"type": "apply", "data": ["x"], "norms": )" + listed +
+               R"(, "save": ["output", "mean"]}]})";
+    };
+    const fs::path dir = fresh_dir("save_mixed");
+    write_text(dir / "c.json", cfg(R"(["ln", "rms", "ln2"])"));
+    const CliResult r = run_normlab("run " + (dir / "c.json").string() + " --out " + (dir / "out").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_MESSAGE(r.err.find("/analyses/0/save/1: rmsnorm \"rms\" does not centre and has no mean (save var: the mean "
+                             "square, or rstd): \"mean\" is saved for the analysis' other norms only") != std::string::npos,
+                  r.err);
+    const fs::path arrays = dir / "out" / "arrays" / "x";
+    CHECK(fs::exists(arrays / "ln" / "mean.npy"));
+    CHECK(fs::exists(arrays / "ln2" / "mean.npy"));
+    CHECK(fs::exists(arrays / "rms" / "output.npy"));
+    CHECK_FALSE(fs::exists(arrays / "rms" / "mean.npy"));
+    // The same entry for RMSNorm alone asks for nothing that exists.
+    check_refused(on_config("save_none", cfg(R"(["rms"])"), "validate"),
+                  "/analyses/0/save/1: rmsnorm \"rms\" does not centre and has no mean");
+}

@@ -47,33 +47,74 @@ bool saves_gradients(const Options& o) {
     return std::any_of(o.save.begin(), o.save.end(), [](const std::string& w) { return w.rfind("grad_", 0) == 0; });
 }
 
-// Throws InputError at save[i] when norm `layer` cannot give what save[i] names on data
-// of resolution r: a mean of RMSNorm, running statistics of a norm that keeps none, the
-// gradient of a parameter it does not have. Each depends on the norm's kind only (type,
-// affine, track_running_stats): an override of the data's shape, or of eps, is not to blame.
-void check_saves(const AnalysisSpec& spec, const Options& o, const NormLayer& layer, const Resolution& r) {
+// Why norm `layer` cannot give `what` on data of resolution r, or "" when it can: a mean of
+// RMSNorm, running statistics of a norm that keeps none, a parameter's gradient or the
+// parameter it does not have. Each depends on the norm's kind only (type, affine,
+// track_running_stats): an override of the data's shape, or of eps, is not to blame.
+std::string save_problem(const std::string& what, const NormLayer& layer, const Resolution& r) {
     const NormDef& d = layer.def();
-    const std::vector<std::string> norm_entry = norm_kind_related(d.name);
-    for (std::size_t i = 0; i < o.save.size(); ++i) {
-        const std::string& what = o.save[i];
-        JsonLocation at = spec.loc.child("save").child(i);
-        if (what == "mean" && d.type == NormType::rmsnorm)
-            at.fail("rmsnorm " + quoted_text(d.name) + " does not centre and has no mean (save var: the mean square, or rstd)",
-                    norm_entry);
-        if ((what == "running_mean" || what == "running_var") && !layer.has_running_stats())
-            at.fail(norm_type_name(d.type) + " " + quoted_text(d.name) + " keeps no running statistics" +
-                        (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : ""),
-                    norm_entry);
-        const bool weight = what == "grad_weight" || what == "weight", bias = what == "grad_bias" || what == "bias";
-        if ((weight && !r.has_weight) || (bias && !r.has_bias))
-            at.fail(norm_type_name(d.type) + " " + quoted_text(d.name) + " has no " + (weight ? "weight" : "bias") +
-                        (d.type == NormType::rmsnorm && bias ? " (rmsnorm: weight only)" : " (affine is false)"),
-                    norm_entry);
+    if (what == "mean" && d.type == NormType::rmsnorm)
+        return "rmsnorm " + quoted_text(d.name) + " does not centre and has no mean (save var: the mean square, or rstd)";
+    if ((what == "running_mean" || what == "running_var") && !layer.has_running_stats())
+        return norm_type_name(d.type) + " " + quoted_text(d.name) + " keeps no running statistics" +
+               (d.type == NormType::instancenorm ? " (set track_running_stats: true)" : "");
+    const bool weight = what == "grad_weight" || what == "weight", bias = what == "grad_bias" || what == "bias";
+    if ((weight && !r.has_weight) || (bias && !r.has_bias))
+        return norm_type_name(d.type) + " " + quoted_text(d.name) + " has no " + (weight ? "weight" : "bias") +
+               (d.type == NormType::rmsnorm && bias ? " (rmsnorm: weight only)" : " (affine is false)");
+    return "";
+}
+
+// For each entry of save, the norms of the analysis that cannot give it, with why: an entry
+// no norm can give is an input error (check), one that some cannot is saved for the others
+// and noted (notes). Per norm, not per pair: the reason depends on the norm's kind alone.
+struct SaveGaps {
+    std::vector<std::vector<std::pair<std::string, std::string>>> by_entry;  ///< (norm, why) per save entry
+};
+
+SaveGaps save_gaps(const AnalysisSpec& spec, const Options& o, const AnalysisContext& ctx) {
+    SaveGaps g;
+    g.by_entry.resize(o.save.size());
+    if (spec.data.empty()) return g;
+    const std::string& dn = spec.data.front();
+    for (const auto& nn : spec.norms) {
+        const NormLayer layer(ctx.norm(nn), ctx.dtype);
+        const Resolution r = check_pair(layer.def(), ctx.dtype, shape_of(ctx.batch(dn)), dn);
+        for (std::size_t i = 0; i < o.save.size(); ++i) {
+            std::string why = save_problem(o.save[i], layer, r);
+            if (!why.empty()) g.by_entry[i].push_back({nn, std::move(why)});
+        }
     }
+    return g;
+}
+
+// Entries of save that none of the analysis' norms can give: an input error at the entry,
+// naming the first norm's reason.
+void check_saves(const AnalysisSpec& spec, const Options& o, const AnalysisContext& ctx) {
+    const SaveGaps g = save_gaps(spec, o, ctx);
+    for (std::size_t i = 0; i < o.save.size(); ++i)
+        if (!spec.norms.empty() && g.by_entry[i].size() == spec.norms.size())
+            spec.loc.child("save").child(i).fail(g.by_entry[i].front().second,
+                                                 norm_kind_related(g.by_entry[i].front().first));
+}
+
+// Entries of save that some norms cannot give: saved for the others, a note per such norm.
+std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
+    const Options o = read_options(spec);
+    const SaveGaps g = save_gaps(spec, o, ctx);
+    std::vector<ConfigNote> out;
+    for (std::size_t i = 0; i < o.save.size(); ++i) {
+        if (g.by_entry[i].size() == spec.norms.size()) continue;  // an error (check_saves)
+        for (const auto& [nn, why] : g.by_entry[i])
+            out.push_back({spec.loc.child("save").child(i),
+                           why + ": " + quoted_text(o.save[i]) + " is saved for the analysis' other norms only",
+                           norm_kind_related(nn)});
+    }
+    return out;
 }
 
 // Saves what the analysis asks for after one step, under arrays/<data>/<folder>/ (the norm's
-// name, or "<norm>/step<k>"); check() made sure each is there.
+// name, or "<norm>/step<k>"), those the norm can give (save_problem).
 void save_step(const AnalysisContext& ctx, const Options& o, const std::string& dn, NormLayer& layer,
                const StepResult& s, const std::string& folder) {
     // Statistics of half-precision runs are saved in float32, as frameworks keep them
@@ -97,6 +138,7 @@ void save_step(const AnalysisContext& ctx, const Options& o, const std::string& 
         return p;
     };
     for (const std::string& what : o.save) {
+        if (!save_problem(what, layer, s.res).empty()) continue;  // noted at validation (notes)
         if (what == "output") ctx.save(dn, folder, what, s.fwd.y.to_double(), ctx.dtype);
         else if (what == "input") ctx.save(dn, folder, what, b.x.to_double(), ctx.dtype);
         else if (what == "upstream") ctx.save(dn, folder, what, dy, ctx.dtype);
@@ -123,11 +165,9 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
         check_upstream(o.upstream, b, "apply");
         for (std::size_t i = 0; i < o.save.size(); ++i)
             if (o.save[i] == "mask") require_mask_to_save(spec.loc.child("save").child(i), "apply", dn, b);
-        for (const auto& nn : spec.norms) {
-            const NormLayer layer(ctx.norm(nn), ctx.dtype);
-            check_saves(spec, o, layer, check_pair(layer.def(), ctx.dtype, shape_of(b), dn));
-        }
+        for (const auto& nn : spec.norms) check_pair(ctx.norm(nn), ctx.dtype, shape_of(b), dn);
     }
+    check_saves(spec, o, ctx);
     if (!o.sequential || spec.data.empty()) return;
     for (const auto& nn : spec.norms) {
         const NormDef& d = ctx.norm(nn);
@@ -239,6 +279,7 @@ AnalysisType apply_analysis() {
     };
     a.run = run;
     a.check = check;
+    a.notes = notes;
     return a;
 }
 
