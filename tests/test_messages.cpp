@@ -854,3 +854,31 @@ TEST_CASE("a save entry some norms of an apply analysis cannot give is saved for
     check_refused(on_config("save_none", cfg(R"(["rms"])"), "validate"),
                   "/analyses/0/save/1: rmsnorm \"rms\" does not centre and has no mean");
 }
+
+TEST_CASE("a parameter's shape error blames the override or sweep point that changed the norm's axes") {
+    const std::string cfg = R"({"name": "p", "data": {"img": {"source": "gaussian", "shape": [2, 3, 4, 5]},
+        "seq": {"source": "gaussian", "shape": [2, 6, 16]}},
+      "norms": {"bn": {"type": "batchnorm", "training": false, "running_mean": [0, 0, 0], "running_var": [1, 1, 1]},
+                "ln": {"type": "layernorm", "normalized_shape": [16], "bias": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
+                "gn": {"type": "groupnorm", "num_groups": 3, "weight": [1, 1, 1]}},
+      "analyses": [{"type": "apply", "data": ["img"], "norms": ["bn", "gn"]}, {"type": "apply", "data": ["seq"], "norms": ["ln"]}]})";
+    const fs::path dir = fresh_dir("param_shape_blame");
+    write_text(dir / "c.json", cfg);
+    const std::string v = "validate " + (dir / "c.json").string() + " ";
+    REQUIRE(run_normlab(v).exit_code == 0);
+    check_refused(run_normlab(v + "--set norms.bn.channel_axis=2"),
+                  "error: --set norms.bn.channel_axis=2: /norms/bn/running_mean: batchnorm \"bn\" on data \"img\": "
+                  "running_mean: expected shape [4]");
+    check_refused(run_normlab(v + "--set 'norms.ln.normalized_shape=[6,16]'"),
+                  "error: --set norms.ln.normalized_shape=[6,16]: /norms/ln/bias:");
+    check_refused(run_normlab(v + "--set 'norms.ln.axes=[1,2]' --unset norms.ln.normalized_shape"),
+                  "error: --unset norms.ln.normalized_shape and --set norms.ln.axes=[1,2]: /norms/ln/bias:");
+    check_refused(run_normlab(v + "--set 'sweep={\"norms.bn.channel_axis\":[1,2]}'"),
+                  "/sweep/norms.bn.channel_axis/1 (sweep point 1): /norms/bn/running_mean:");
+    check_refused(run_normlab(v + "--set norms.gn.affine_per=group --set norms.gn.num_groups=1"),
+                  "error: --set norms.gn.num_groups=1 and --set norms.gn.affine_per=group: /norms/gn/weight:");
+    // An override of something else is not to blame.
+    const CliResult eps = run_normlab(v + "--set norms.bn.eps=0.1 --set 'norms.bn.running_var=[1,1]'");
+    check_refused(eps, "error: --set norms.bn.running_var=[1,1]: /norms/bn/running_var:");
+    CHECK(eps.err.find("eps") == std::string::npos);
+}

@@ -94,7 +94,7 @@ using FailRelated = std::function<void(const std::string&, const std::string&, s
 // message names both readings, since a port between ONNX opsets 18 (G) and 21 (C) is the
 // usual way to get it wrong.
 void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, const std::string& key,
-                       const Resolution& r, const Fail& fail) {
+                       const Resolution& r, const FailRelated& fail) {
     if (!p || p->kind != ParamInit::Kind::values) return;
     const Shape got(p->values.shape().begin(), p->values.shape().end());
     if (got == r.param_shape) return;
@@ -105,7 +105,8 @@ void check_group_param(const NormDef& d, const std::optional<ParamInit>& p, cons
                   "\"), but got " + format_shape(got) + "; groupnorm takes " + format_shape({C}) +
                   " with affine_per \"channel\" (one value per channel) or " + format_shape({G}) +
                   " with affine_per \"group\" (one value per group of C/G = " + count_noun(C / G, "channel") +
-                  ")");
+                  ")",
+         {"channel_axis", "num_groups", "affine_per"});
 }
 
 std::string list_text(const std::vector<long long>& v) {
@@ -189,10 +190,21 @@ std::string param_shape_reason(const NormDef& d, const Resolution& r) {
            (along.size() == 1 ? "normalized axis " : "normalized axes ") + axes_words(along);
 }
 
+// The norm's own keys that decide the shape its parameters and running statistics must
+// have, so that an override or sweep point that changed one is named for a shape error:
+// the channel axis (and GroupNorm's affine_per), or the normalized and parameter axes.
+std::vector<std::string> param_shape_keys(const NormDef& d) {
+    if (is_channel_norm(d.type))
+        return d.type == NormType::groupnorm ? std::vector<std::string>{"channel_axis", "affine_per"}
+                                             : std::vector<std::string>{"channel_axis"};
+    return {"normalized_shape", "axes", "param_axes"};
+}
+
 // A parameter given as values (a list or an npy file) must have `expected` shape; the
-// message names the data (through `fail`) and says why that shape.
+// message names the data (through `fail`), says why that shape, and relates the norm's keys
+// that decide it (param_shape_keys).
 void check_param_values(const NormDef& d, const std::optional<ParamInit>& p, const std::string& key,
-                        const Shape& expected, const Resolution& r, const Fail& fail) {
+                        const Shape& expected, const Resolution& r, const FailRelated& fail) {
     if (!p || p->kind != ParamInit::Kind::values) return;
     const Shape got(p->values.shape().begin(), p->values.shape().end());
     if (got == expected) return;
@@ -205,7 +217,8 @@ void check_param_values(const NormDef& d, const std::optional<ParamInit>& p, con
         nesting += " values)";
     }
     fail(key, key + ": expected shape " + format_shape(expected) + " (" + param_shape_reason(d, r) + "), but got " +
-                  format_shape(got) + nesting);
+                  format_shape(got) + nesting,
+         param_shape_keys(d));
 }
 
 // BatchNorm's replicas: slices of axis 0 that must cover the batch. Unsynchronised in
@@ -419,17 +432,17 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
             fail("", "running statistics have " + std::to_string(m_running_mean.size()) +
                             " channels from an earlier step, but this input has " +
                             std::to_string(r.channels) + ": input shape " + format_shape(xs));
-        check_param_values(d, d.running_mean, "running_mean", cs, r, fail);
-        check_param_values(d, d.running_var, "running_var", cs, r, fail);
+        check_param_values(d, d.running_mean, "running_mean", cs, r, fail_related);
+        check_param_values(d, d.running_var, "running_var", cs, r, fail_related);
         if (d.running_mean) materialize(*d.running_mean, cs, "running_mean", d.name);
         if (d.running_var) materialize(*d.running_var, cs, "running_var", d.name);
     }
     if (d.type == NormType::groupnorm) {
-        if (r.has_weight) check_group_param(d, d.weight, "weight", r, fail);
-        if (r.has_bias) check_group_param(d, d.bias, "bias", r, fail);
+        if (r.has_weight) check_group_param(d, d.weight, "weight", r, fail_related);
+        if (r.has_bias) check_group_param(d, d.bias, "bias", r, fail_related);
     }
-    if (r.has_weight) check_param_values(d, d.weight, "weight", r.param_shape, r, fail);
-    if (r.has_bias) check_param_values(d, d.bias, "bias", r.param_shape, r, fail);
+    if (r.has_weight) check_param_values(d, d.weight, "weight", r.param_shape, r, fail_related);
+    if (r.has_bias) check_param_values(d, d.bias, "bias", r.param_shape, r, fail_related);
     if (r.has_weight && d.weight) materialize(*d.weight, r.param_shape, "weight", d.name);
     if (r.has_bias && d.bias) materialize(*d.bias, r.param_shape, "bias", d.name);
     if (d.type == NormType::batchnorm && d.has_replicas()) resolve_replicas(d, r, fail);
