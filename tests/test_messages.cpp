@@ -774,6 +774,22 @@ TEST_CASE("values, weights and other numbers accept \"nan\", \"inf\" and \"-inf\
                   "cfg.json: /norms/n/eps: eps must be >= 0, but got nan");
     CliResult w = on_config("nonfinite_const", config(kGauss, R"({"type": "layernorm", "axes": [-1], "bias": "-inf"})"), "run", "-q");
     CHECK_MESSAGE(w.exit_code == 0, w.err);
+    // Used as given, with a note.
+    const CliResult rn = on_config("nonfinite_values_note", cfg, "validate");
+    CHECK(rn.err.find("/norms/n/weight: weight holds 1 NaN or infinite of its 4 values, used as given, as PyTorch "
+                      "does: the outputs it enters are NaN or infinite") != std::string::npos);
+    const CliResult wn = on_config("nonfinite_const_note", config(kGauss, R"({"type": "layernorm", "axes": [-1], "bias": "-inf"})"),
+                                   "validate");
+    CHECK(wn.err.find("/norms/n/bias: bias holds a NaN or infinite value") != std::string::npos);
+    const CliResult rv = on_config("nonfinite_running",
+                                   config(R"({"source": "gaussian", "shape": [2, 3, 4]})",
+                                          R"({"type": "batchnorm", "training": false, "running_var": [1, "inf", "nan"]})"),
+                                   "validate");
+    CHECK(rv.exit_code == 0);
+    CHECK(rv.err.find("/norms/n/running_var: running_var holds 2 NaN or infinite of its 3 values, used as given, as "
+                      "PyTorch does: NaN makes the output NaN where it enters, and inf makes x_hat 0 (rstd 0)") !=
+          std::string::npos);
+    CHECK(std::count(rv.err.begin(), rv.err.end(), '\n') == 1);
 }
 
 TEST_CASE("a list typed without brackets, and a mask given inline, are answered with how to write them") {

@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <xtensor/xadapt.hpp>
@@ -486,6 +487,33 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
                                "running_var holds a negative value (" + format_significant(lowest, 12) +
                                    "), which no variance is: in inference a channel whose running_var + eps is "
                                    "negative outputs NaN, as in PyTorch",
+                               {}});
+        }
+        // NaN or inf given in a parameter or running statistic (a weight file with a NaN):
+        // used as given, as PyTorch does. The data's get a warning; these a note, since a
+        // config may give them on purpose.
+        for (const auto& [key, p] : {std::pair<const char*, const std::optional<ParamInit>*>{"weight", &d.weight},
+                                     {"bias", &d.bias}, {"running_mean", &d.running_mean},
+                                     {"running_var", &d.running_var}}) {
+            if (!*p) continue;
+            const ParamInit& v = **p;
+            std::size_t bad = 0, n = 0;
+            if (v.kind == ParamInit::Kind::constant) n = 1, bad = !std::isfinite(v.constant);
+            if (v.kind == ParamInit::Kind::values) {
+                n = v.values.size();
+                bad = static_cast<std::size_t>(
+                    std::count_if(v.values.begin(), v.values.end(), [](double e) { return !std::isfinite(e); }));
+            }
+            if (bad)
+                out.push_back({norm.child(key), std::string(key) + " holds " +
+                                                    (n == 1 ? std::string("a NaN or infinite value")
+                                                            : std::to_string(bad) + " NaN or infinite of its " +
+                                                                  std::to_string(n) + " values") +
+                                                    ", used as given, as PyTorch does: " +
+                                                    (std::string(key) == "running_var"
+                                                         ? "NaN makes the output NaN where it enters, and inf makes "
+                                                           "x_hat 0 (rstd 0)"
+                                                         : "the outputs it enters are NaN or infinite"),
                                {}});
         }
         if (d.affine_rounding != AffineRounding::twice) continue;

@@ -81,9 +81,11 @@ private:
         fail(m_what, "bad npy header: " + problem + " (header: " + printable() + ")");
     }
     std::string printable() const {
+        // numpy pads the header with spaces up to its newline: neither is worth showing.
+        std::string h = m_s.substr(0, 120);
+        while (!h.empty() && (h.back() == ' ' || h.back() == '\n')) h.pop_back();
         std::string out;
-        for (char c : m_s.substr(0, 120)) out += (c >= 32 && c < 127) ? c : '?';
-        while (!out.empty() && out.back() == ' ') out.pop_back();
+        for (char c : h) out += (c >= 32 && c < 127) ? c : '?';
         return out;
     }
     char peek() const { return m_i < m_s.size() ? m_s[m_i] : '\0'; }
@@ -280,6 +282,11 @@ std::size_t NpyHeader::count() const {
 }
 
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& what) {
+    // A zip archive is the usual near miss: numpy.savez writes one (.npz), and so does
+    // torch.save (.pt, .pth) since PyTorch 1.6.
+    if (bytes.compare(0, 4, "PK\x03\x04") == 0)
+        fail(what, "a zip archive, not an npy file (numpy.savez's .npz or torch.save's .pt?): save the one array "
+                   "with numpy.save (for a tensor t: numpy.save(path, t.detach().numpy()))");
     if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
         fail(what, "not an npy file (bad magic: expected \\x93NUMPY at the start)");
     if (bytes.size() < kMagicLen + 2) fail(what, "truncated npy file (no version)");
