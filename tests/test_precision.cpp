@@ -583,6 +583,20 @@ TEST_CASE("port_check: settings_differ names what a port changes, and what is le
     CHECK(one(rows, {{"port", "annotated"}}).at("settings_differ") ==
           "eps 1e-05 vs 1e-06; eps inside the sqrt vs added to the std; normalised with the biased vs the unbiased variance");
 
+    // Two norms in eval mode and no training steps: their running statistics take no update,
+    // so the update rules are not a difference; one step in training mode updates them.
+    json ce = cfg;
+    for (const char* n : {"keras", "fixed"}) ce["norms"][n]["training"] = false;
+    ce["analyses"] = {{{"type", "port_check"}, {"data", {"b"}}, {"norms", {"keras", "fixed"}}},
+                      {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"same", "naive"}}}};
+    Run re = run_json("settings_differ_eval", ce);
+    REQUIRE_MESSAGE(re.cli.exit_code == 0, re.cli.err);
+    const auto erows = read_csv(re.out / "port_check.csv");
+    CHECK(one(erows, {{"port", "fixed"}}).at("settings_differ") == "none");
+    CHECK(one(erows, {{"port", "naive"}}).at("settings_differ") ==
+          "eps 0.001 vs 1e-05; running statistics' new-batch weight 0.01 vs 0.1 (momentum 0.99 keras vs 0.1 torch); "
+          "running_var from the biased vs the unbiased batch variance");
+
     // eps 0 on a constant group: PyTorch's InstanceNorm outputs the bias (rstd 0), ONNX's
     // divides by 0. The rule is named, and it is the only difference.
     json c0 = {{"name", "zero_var"},

@@ -128,6 +128,7 @@ struct Side {
     Step step;
     xt::xarray<double> y;
     bool has_running = false;
+    bool updated = false;  ///< its running statistics took at least one update (training)
     xt::xarray<double> running_mean, running_var;
 };
 
@@ -139,6 +140,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& 
         NormLayer layer(def, dtype);
         s.step = forward_batch(layer, b);
         s.has_running = layer.has_running_stats();
+        s.updated = s.step.res.update_running;
         s.running_mean = layer.running_mean();
         s.running_var = layer.running_var();
     } else {
@@ -146,6 +148,7 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& 
         for (const Batch* tb : train) forward_batch(trainer, *tb);
         NormDef ed = with_training(def, false);
         s.has_running = trainer.has_running_stats();
+        s.updated = s.has_running;
         if (s.has_running) {
             ParamInit m, v;
             m.kind = v.kind = ParamInit::Kind::values;
@@ -167,7 +170,8 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& 
 /// The settings in effect in which port `b` differs from reference `a`, in words, "; "
 /// between them ("eps 1e-05 vs 0.001; running_var from the unbiased vs the biased batch
 /// variance"), "none" when they agree on all: what a porter changes to close the gap. The
-/// running statistics' rules count only where both norms keep running statistics. Momentum
+/// running statistics' rules count only where both norms keep running statistics and at
+/// least one of them updated them (not two norms in eval mode without training). Momentum
 /// is compared as the weight of the new batch (new_batch_weight), the one quantity the
 /// conventions' momenta (PyTorch 0.1, Keras 0.99) both describe.
 std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, const Side& sb, DType dtype) {
@@ -216,7 +220,7 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
            b.mask ? "real positions" : "all positions");
     differ(ra.use_batch_stats == rb.use_batch_stats, "statistics of", ra.use_batch_stats ? "the batch" : "the running values",
            rb.use_batch_stats ? "the batch" : "the running values");
-    if (sa.has_running && sb.has_running) {
+    if (sa.has_running && sb.has_running && (sa.updated || sb.updated)) {
         // 12 digits: 1 - 0.99 is 0.010000000000000009 in double, and a Keras port's 0.99 must
         // read as PyTorch's 0.01.
         auto weight = [](const NormDef& n) {
