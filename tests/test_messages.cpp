@@ -218,7 +218,7 @@ TEST_CASE("an error or warning found at a value of the file names the override o
         const std::string narrow = config(R"({"source": "gaussian", "shape": [2, 6, 3]})", kLn);
         CliResult own_shape = on_config("blame_file_shape_" + command,
                                         narrow.substr(0, narrow.size() - 1) + R"(, "sweep": {"norms.n.eps": [1e-5, 1e-3]}})",
-                                        command, "--set norms.n.eps=1e-3");
+                                        command, "--set data.x.mean=1");
         check_refused(own_shape, "cfg.json: " + mismatch);
         CHECK(own_shape.err.find("sweep") == std::string::npos);
         CHECK(own_shape.err.find("--set") == std::string::npos);
@@ -897,4 +897,26 @@ TEST_CASE("a parameter's shape error blames the override or sweep point that cha
     const CliResult eps = run_normlab(v + "--set norms.bn.eps=0.1 --set 'norms.bn.running_var=[1,1]'");
     check_refused(eps, "error: --set norms.bn.running_var=[1,1]: /norms/bn/running_var:");
     CHECK(eps.err.find("eps") == std::string::npos);
+}
+
+TEST_CASE("a --set, --unset or --seed of a value the sweep sets at every point is refused, not silently unused") {
+    const std::string cfg = R"({"name": "t", "data": {"x": )" + kGauss +
+                            R"(}, "norms": {"n": {"type": "layernorm", "normalized_shape": [4], "eps": 1e-5}},
+        "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}],
+        "sweep": {"norms.n.eps": [1e-5, 1e-3], "/data/x/shape/0": [2, 3], "seed": [1, 2]}})";
+    const fs::path dir = fresh_dir("swept_override");
+    write_text(dir / "c.json", cfg);
+    const std::string v = "validate " + (dir / "c.json").string() + " ";
+    REQUIRE(run_normlab(v).exit_code == 0);
+    check_refused(run_normlab(v + "--set norms.n.eps=0.1"),
+                  "error: --set norms.n.eps=0.1: /norms/n/eps is swept (sweep key \"norms.n.eps\"): every point sets "
+                  "it, so this value would not be used");
+    check_refused(run_normlab(v + "--unset norms.n.eps"), "error: --unset norms.n.eps: /norms/n/eps is swept");
+    check_refused(run_normlab(v + "--set data.x.shape.0=4"),
+                  "error: --set data.x.shape.0=4: /data/x/shape/0 is swept (sweep key \"/data/x/shape/0\")");
+    check_refused(run_normlab("run " + (dir / "c.json").string() + " --dry-run --seed 5"),
+                  "error: --seed 5: /seed is swept (sweep key \"seed\")");
+    // Values the sweep does not set, and the sweep itself, may be overridden.
+    CHECK(run_normlab(v + "--set 'data.x.shape=[2,6,4]' --set norms.n.type=rmsnorm").exit_code == 0);
+    CHECK(run_normlab(v + "--set '/sweep/norms.n.eps=[0.5]'").exit_code == 0);
 }

@@ -39,6 +39,29 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+// Refuses (InputError) a --set, --unset or --seed of a value that the sweep sets at every
+// point (the swept path itself or a value under it): the sweep would overwrite it, so it
+// would be silently unused, while report.json's config would show it.
+void refuse_swept_overrides(const RunOptions& o, const Sweep& sweep) {
+    auto check = [&](const std::string& path, const std::string& who) {
+        const std::string pointer = config_pointer(path);
+        for (const std::string& sp : sweep.paths) {
+            const std::string swept = config_pointer(sp);
+            if (pointer == swept || pointer.rfind(swept + "/", 0) == 0)
+                throw InputError(who + ": " + pointer + " is swept (sweep key " + quoted_text(sp) +
+                                 "): every point sets it, so this value would not be used; change the sweep's "
+                                 "values instead, or take the key out of the sweep");
+        }
+    };
+    for (const auto& u : o.unsets) check(u, "--unset " + plain_or_quoted(u));
+    for (const auto& s : o.sets) check(s.substr(0, s.find('=')), "--set " + plain_or_quoted(s));
+    if (o.seed) check("/seed", "--seed " + std::to_string(*o.seed));
+}
+
+}  // namespace
+
 Json load_config_document(const RunOptions& o, Provenance* origins) {
     Json j = load_json_file(o.config_path);
     // Named as typed in messages, escaped only where a control character would break the line
@@ -81,6 +104,7 @@ ConfigFindings validate_config(const RunOptions& o) {
     return blame_origins(origins, [&] {
         Json doc = load_config_document(o, &origins);
         const Sweep sweep = extract_sweep(doc, o.config_path);
+        refuse_swept_overrides(o, sweep);
         std::vector<const SweepPoint*> all;
         for (const auto& pt : sweep.points) all.push_back(&pt);
         CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
@@ -144,6 +168,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     const Provenance base_origins = origins;
     const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
     Sweep sweep = extract_sweep(base_doc, o.config_path);
+    refuse_swept_overrides(o, sweep);
     std::size_t shard_i = 0, shard_n = 1;
     if (o.shard) std::tie(shard_i, shard_n) = parse_shard(*o.shard);
     const bool swept = !sweep.paths.empty();
