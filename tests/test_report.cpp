@@ -131,10 +131,10 @@ TEST_CASE("figure specs: lines put rows whose x cannot sit on a log axis at the 
 }
 
 TEST_CASE("a swept figure has one labelled panel row per point and metric-against-swept-value figures") {
-    // Four points with identical rows: each must be told apart by its label.
+    // Four points (two eps by two tags) with identical rows: each must be told apart by its label.
     Table t;
     t.columns = {"point", "norms_ln_eps", "tag", "data", "norm", "max_abs_diff"};
-    const double eps[] = {1e-7, 1e-5, 1e-3, 1e-1};
+    const double eps[] = {1e-7, 1e-7, 1e-1, 1e-1};
     for (int p = 0; p < 4; ++p)
         for (const char* norm : {"ln", "bn"})
             t.add_row({static_cast<long long>(p), eps[p], std::string(p % 2 ? "a" : "b"), std::string("x"),
@@ -147,7 +147,7 @@ TEST_CASE("a swept figure has one labelled panel row per point and metric-agains
     std::set<std::string> labels;
     for (const auto& r : values(main)) labels.insert(r["sweep_point"].get<std::string>());
     CHECK(labels.size() == 4);
-    CHECK(labels.count("point 2: norms_ln_eps = 0.001, tag = b") == 1);
+    CHECK(labels.count("point 2: norms_ln_eps = 0.1, tag = b") == 1);
 
     CHECK(specs[1].name == "demo_vs_norms_ln_eps");
     const Json& vs = specs[1].spec;

@@ -365,3 +365,32 @@ TEST_CASE("a sweep's summary figure says \"refused\" and names the series at 0 a
     CHECK(subtitle[0].get<std::string>().find("2 row(s) refused by the norm") != std::string::npos);
     CHECK(subtitle[1] == "2 series are exactly 0 everywhere, drawn one over another: ln, rms");
 }
+
+TEST_CASE("a swept depth's summary figure: the last layer's value, one line per stack, one figure for zipped paths") {
+    // Two stacks whose layers are swept together (a zip): each point's rows run over the
+    // layers; the gradient is largest at layer 1 (3 everywhere) and falls with depth at the last.
+    Figure f = norm_lines("per layer", "layer", "grad", "gradient");
+    f.series = {"stack", "layers"};
+    f.sweep_summary = SweepSummary::last;
+    const std::vector<std::string> columns = {"point", "stacks_a_layers", "stacks_b_layers", "stack", "layers", "layer", "grad"};
+    std::vector<std::map<std::string, Cell>> rows;
+    long long point = 0;
+    for (long long L : {2LL, 4LL, 8LL}) {
+        for (const char* stack : {"a", "b"})
+            for (long long l = 1; l <= L; ++l)
+                rows.push_back({{"point", point}, {"stacks_a_layers", L}, {"stacks_b_layers", L},
+                                {"stack", std::string(stack)}, {"layers", L}, {"layer", l},
+                                {"grad", l == 1 ? 3.0 : (std::string(stack) == "a" ? 1.0 : 2.0) / static_cast<double>(L)}});
+        ++point;
+    }
+    const auto specs = figure_specs("depth", f, table_of(columns, rows), {"stacks_a_layers", "stacks_b_layers"});
+    REQUIRE(specs.size() == 2);  // the main figure and one _vs_ figure: b's layers follow a's
+    CHECK(specs[1].name == "depth_vs_stacks_a_layers");
+    const Json& vs = specs[1].spec;
+    CHECK(vs["title"]["text"].get<std::string>().find("at each point's largest layer") != std::string::npos);
+    std::map<std::string, std::vector<double>> lines;
+    for (const auto& r : values(vs)) lines[r["series"].get<std::string>()].push_back(r["value"].get<double>());
+    REQUIRE(lines.size() == 2);  // "a" and "b": not a line per point (layers=2 ...)
+    CHECK(lines["a"] == std::vector<double>{0.5, 0.25, 0.125});
+    CHECK(lines["b"] == std::vector<double>{1.0, 0.5, 0.25});
+}

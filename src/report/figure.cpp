@@ -385,8 +385,11 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
     const PlotData d = swept_rows(f, t, sweep_columns, swept, &g.x_log);
     g.metrics = f.metrics;
     std::string what = d.has_panel ? "metrics" : f.metrics.front().title;
-    const std::string how = f.sweep_summary == SweepSummary::max ? "max" : "mean";
-    std::string title = analysis + ": " + what + " against " + swept + " (" + how + " over each point's rows" +
+    const bool last = f.sweep_summary == SweepSummary::last && f.kind == FigureKind::lines && !f.x.empty();
+    const std::string how = last ? "at each point's largest " + f.x
+                                 : std::string(f.sweep_summary == SweepSummary::mean ? "mean" : "max") +
+                                       " over each point's rows";
+    std::string title = analysis + ": " + what + " against " + swept + " (" + how +
                         (f.kind == FigureKind::ranges ? "; ranges: min of the low end, max of the high end" : "") +
                         ")";
     Json spec = assemble(g, d, title, d.has_panel ? "" : f.metrics.front().title, false, true);
@@ -419,8 +422,18 @@ std::vector<FigureSpec> figure_specs(const std::string& analysis, const Figure& 
     std::string title = analysis + ": " + figure.title;
     if (swept) title += " (one row of panels per sweep point)";
     out.push_back({analysis, assemble(figure, d, title, value_title, swept, figure.metrics.size() > 1)});
-    for (const auto& c : sweep_columns)
-        if (numeric_column(t, c)) out.push_back(swept_spec(analysis, figure, t, sweep_columns, c));
+    // One figure per swept column, but not a second one for a column that varies one to one
+    // with a column drawn already (zipped paths): it would be the same figure.
+    std::vector<std::size_t> drawn;
+    for (const auto& c : sweep_columns) {
+        if (!numeric_column(t, c)) continue;
+        const auto ci = static_cast<std::size_t>(std::find(t.columns.begin(), t.columns.end(), c) - t.columns.begin());
+        if (std::any_of(drawn.begin(), drawn.end(),
+                        [&](std::size_t k) { return determined_by(t, ci, k) && determined_by(t, k, ci); }))
+            continue;
+        drawn.push_back(ci);
+        out.push_back(swept_spec(analysis, figure, t, sweep_columns, c));
+    }
     return out;
 }
 

@@ -31,7 +31,9 @@ struct FigureMetric {
 };
 
 /// How a sweep point's rows are summarised for a "metric against swept value" figure.
-enum class SweepSummary { max, mean };
+/// How a `_vs_` figure summarises one sweep point's rows: their max, their mean, or (lines
+/// figures) the row at the largest x, such as a stack's last layer.
+enum class SweepSummary { max, mean, last };
 
 /// What an analysis draws. Labels made of several columns join their values with " · ".
 struct Figure {

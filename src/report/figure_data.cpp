@@ -373,7 +373,13 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     names.insert(names.end(), f.series.begin(), f.series.end());
     for (const auto& c : sweep_columns)
         if (c != swept) names.push_back(c);
-    const auto parts = varying(t, indices(t, names));
+    // Columns that follow from the swept value (a path zipped with it, the stack's own
+    // "layers" when its layers are swept) would make a line of each point: left out.
+    std::vector<std::size_t> label_columns = indices(t, names);
+    label_columns.erase(std::remove_if(label_columns.begin(), label_columns.end(),
+                                       [&](std::size_t c) { return determined_by(t, c, xi); }),
+                        label_columns.end());
+    const auto parts = varying(t, label_columns);
     d.series_title = names_of(t, parts);  // the lines' legend: category, series, other swept columns
     d.has_panel = f.metrics.size() > 1;
     d.x_column = swept;
@@ -385,7 +391,12 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         double x = 0;
         std::vector<Accumulator> acc;  // per metric: [low, high] for ranges, [value] otherwise
         bool refused = false;          // a row's status is an error: its empty summary says so
+        double last_at = -std::numeric_limits<double>::infinity();  // SweepSummary::last: the x kept
     };
+    // SweepSummary::last keeps, per group, the rows at the largest value of the main
+    // figure's x (a stack's last layer): only those enter the accumulators.
+    const bool last = f.sweep_summary == SweepSummary::last && f.kind == FigureKind::lines && !f.x.empty();
+    const std::size_t main_x = last ? column_index(t, f.x) : 0;
     const std::size_t status = status_column(t);
     std::vector<Group> groups;
     std::map<std::pair<std::string, double>, std::size_t> where;
@@ -409,13 +420,22 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         }
         Group& g = groups[where[key]];
         g.refused = g.refused || refused_row(row, status);
+        if (last) {
+            double at = 0;
+            if (!cell_number(row[main_x], at) || at < g.last_at) continue;
+            if (at > g.last_at) {
+                g.last_at = at;
+                g.acc.assign(2 * f.metrics.size(), Accumulator());
+            }
+        }
         for (std::size_t m = 0; m < f.metrics.size(); ++m) {
             g.acc[2 * m].add(row[column_index(t, f.metrics[m].column)]);
             if (!f.metrics[m].column2.empty()) g.acc[2 * m + 1].add(row[column_index(t, f.metrics[m].column2)]);
         }
     }
     *x_log = xmin > 0 && xmax >= 100 * xmin;
-    const char* how = f.sweep_summary == SweepSummary::max ? "max" : "mean";
+    // The rows kept at the last x are one per line there: their max is that row's value.
+    const char* how = f.sweep_summary == SweepSummary::mean ? "mean" : "max";
     for (const auto& g : groups)
         for (std::size_t m = 0; m < f.metrics.size(); ++m) {
             const bool range = !f.metrics[m].column2.empty();
@@ -441,6 +461,15 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     d.zero_series = zero_series(d.rows);
     d.same_series = same_series(d.rows, swept, d.zero_series);
     return d;
+}
+
+bool determined_by(const Table& t, std::size_t col, std::size_t by) {
+    std::map<std::string, std::string> seen;
+    for (const auto& row : t.rows) {
+        const auto [it, fresh] = seen.emplace(cell_to_string(row[by]), cell_to_string(row[col]));
+        if (!fresh && it->second != cell_to_string(row[col])) return false;
+    }
+    return true;
 }
 
 bool numeric_column(const Table& t, const std::string& column) {

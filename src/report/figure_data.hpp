@@ -79,4 +79,9 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
 /// True when `column` exists and every cell is a finite number, with at least two values.
 bool numeric_column(const Table& t, const std::string& column);
 
+/// Whether column `col` of t follows from column `by`: every row with the same value of
+/// `by` has the same value of `col` (a sweep path zipped with `by`, or a stack's own layers
+/// when its layers are swept).
+bool determined_by(const Table& t, std::size_t col, std::size_t by);
+
 }  // namespace normlab
