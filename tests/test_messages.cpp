@@ -35,6 +35,17 @@ std::string config(const std::string& data, const std::string& norm, const std::
 const std::string kGauss = R"({"source": "gaussian", "shape": [2, 6, 4]})";
 const std::string kLn = R"({"type": "layernorm", "normalized_shape": [4]})";
 
+// Writes `json` as <test dir>/c.json, checks that it validates as it is, and returns
+// "validate <path> ": the start of the commands a test then runs on it with overrides.
+std::string validate_command(const std::string& name, const std::string& json) {
+    const fs::path dir = fresh_dir(name);
+    write_text(dir / "c.json", json);
+    const std::string v = "validate " + (dir / "c.json").string() + " ";
+    const CliResult r = run_normlab(v);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return v;
+}
+
 // Exit 2 and one line on stderr holding `expect`.
 void check_refused(const CliResult& r, const std::string& expect) {
     CHECK(r.exit_code == 2);
@@ -878,21 +889,22 @@ TEST_CASE("a parameter's shape error blames the override or sweep point that cha
                 "ln": {"type": "layernorm", "normalized_shape": [16], "bias": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]},
                 "gn": {"type": "groupnorm", "num_groups": 3, "weight": [1, 1, 1]}},
       "analyses": [{"type": "apply", "data": ["img"], "norms": ["bn", "gn"]}, {"type": "apply", "data": ["seq"], "norms": ["ln"]}]})";
-    const fs::path dir = fresh_dir("param_shape_blame");
-    write_text(dir / "c.json", cfg);
-    const std::string v = "validate " + (dir / "c.json").string() + " ";
-    REQUIRE(run_normlab(v).exit_code == 0);
-    check_refused(run_normlab(v + "--set norms.bn.channel_axis=2"),
-                  "error: --set norms.bn.channel_axis=2: /norms/bn/running_mean: batchnorm \"bn\" on data \"img\": "
-                  "running_mean: expected shape [4]");
-    check_refused(run_normlab(v + "--set 'norms.ln.normalized_shape=[6,16]'"),
-                  "error: --set norms.ln.normalized_shape=[6,16]: /norms/ln/bias:");
-    check_refused(run_normlab(v + "--set 'norms.ln.axes=[1,2]' --unset norms.ln.normalized_shape"),
-                  "error: --unset norms.ln.normalized_shape and --set norms.ln.axes=[1,2]: /norms/ln/bias:");
-    check_refused(run_normlab(v + "--set 'sweep={\"norms.bn.channel_axis\":[1,2]}'"),
-                  "/sweep/norms.bn.channel_axis/1 (sweep point 1): /norms/bn/running_mean:");
-    check_refused(run_normlab(v + "--set norms.gn.affine_per=group --set norms.gn.num_groups=1"),
-                  "error: --set norms.gn.num_groups=1 and --set norms.gn.affine_per=group: /norms/gn/weight:");
+    const std::string v = validate_command("param_shape_blame", cfg);
+    const std::vector<std::pair<std::string, std::string>> cases = {  // (overrides, expected message)
+        {"--set norms.bn.channel_axis=2",
+         "error: --set norms.bn.channel_axis=2: /norms/bn/running_mean: batchnorm \"bn\" on data \"img\": "
+         "running_mean: expected shape [4]"},
+        {"--set 'norms.ln.normalized_shape=[6,16]'", "error: --set norms.ln.normalized_shape=[6,16]: /norms/ln/bias:"},
+        {"--set 'norms.ln.axes=[1,2]' --unset norms.ln.normalized_shape",
+         "error: --unset norms.ln.normalized_shape and --set norms.ln.axes=[1,2]: /norms/ln/bias:"},
+        {"--set 'sweep={\"norms.bn.channel_axis\":[1,2]}'",
+         "/sweep/norms.bn.channel_axis/1 (sweep point 1): /norms/bn/running_mean:"},
+        {"--set norms.gn.affine_per=group --set norms.gn.num_groups=1",
+         "error: --set norms.gn.num_groups=1 and --set norms.gn.affine_per=group: /norms/gn/weight:"}};
+    for (const auto& [overrides, expect] : cases) {
+        CAPTURE(overrides);
+        check_refused(run_normlab(v + overrides), expect);
+    }
     // An override of something else is not to blame.
     const CliResult eps = run_normlab(v + "--set norms.bn.eps=0.1 --set 'norms.bn.running_var=[1,1]'");
     check_refused(eps, "error: --set norms.bn.running_var=[1,1]: /norms/bn/running_var:");
@@ -904,18 +916,20 @@ TEST_CASE("a --set, --unset or --seed of a value the sweep sets at every point i
                             R"(}, "norms": {"n": {"type": "layernorm", "normalized_shape": [4], "eps": 1e-5}},
         "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}],
         "sweep": {"norms.n.eps": [1e-5, 1e-3], "/data/x/shape/0": [2, 3], "seed": [1, 2]}})";
-    const fs::path dir = fresh_dir("swept_override");
-    write_text(dir / "c.json", cfg);
-    const std::string v = "validate " + (dir / "c.json").string() + " ";
-    REQUIRE(run_normlab(v).exit_code == 0);
-    check_refused(run_normlab(v + "--set norms.n.eps=0.1"),
-                  "error: --set norms.n.eps=0.1: /norms/n/eps is swept (sweep key \"norms.n.eps\"): every point sets "
-                  "it, so this value would not be used");
-    check_refused(run_normlab(v + "--unset norms.n.eps"), "error: --unset norms.n.eps: /norms/n/eps is swept");
-    check_refused(run_normlab(v + "--set data.x.shape.0=4"),
-                  "error: --set data.x.shape.0=4: /data/x/shape/0 is swept (sweep key \"/data/x/shape/0\")");
-    check_refused(run_normlab("run " + (dir / "c.json").string() + " --dry-run --seed 5"),
-                  "error: --seed 5: /seed is swept (sweep key \"seed\")");
+    const std::string v = validate_command("swept_override", cfg);
+    const std::string run = "run " + v.substr(std::string("validate ").size()) + "--dry-run ";
+    const std::vector<std::pair<std::string, std::string>> cases = {  // (command, expected message)
+        {v + "--set norms.n.eps=0.1",
+         "error: --set norms.n.eps=0.1: /norms/n/eps is swept (sweep key \"norms.n.eps\"): every point sets it, so "
+         "this value would not be used"},
+        {v + "--unset norms.n.eps", "error: --unset norms.n.eps: /norms/n/eps is swept"},
+        {v + "--set data.x.shape.0=4",
+         "error: --set data.x.shape.0=4: /data/x/shape/0 is swept (sweep key \"/data/x/shape/0\")"},
+        {run + "--seed 5", "error: --seed 5: /seed is swept (sweep key \"seed\")"}};
+    for (const auto& [command, expect] : cases) {
+        CAPTURE(command);
+        check_refused(run_normlab(command), expect);
+    }
     // Values the sweep does not set, and the sweep itself, may be overridden.
     CHECK(run_normlab(v + "--set 'data.x.shape=[2,6,4]' --set norms.n.type=rmsnorm").exit_code == 0);
     CHECK(run_normlab(v + "--set '/sweep/norms.n.eps=[0.5]'").exit_code == 0);
