@@ -51,11 +51,11 @@ void check(const AnalysisSpec& spec, const AnalysisContext& ctx) {
 }
 
 // Padded data through norms without "mask": true that take batch statistics, and no
-// masked_loss: the padding enters their statistics and gets upstream gradients, so dx there is part of every figure. A
-// group that is all padding (a padded token's row for LayerNorm or RMSNorm) has variance 0
-// and rstd 1/sqrt(eps), and its dx can dominate grad_input_rms (about 4e7 for RMSNorm on
-// float64 token padding). A note, not an error: comparing with and without the mask may be
-// the point. One per data entry, naming its norms.
+// masked_loss: the padding enters their statistics and gets upstream gradients, so dx there
+// is part of every figure. A group that is all padding (a padded token's row for LayerNorm
+// or RMSNorm) has variance 0 and rstd 1/sqrt(eps), and its dx can dominate grad_input_rms
+// (about 4e7 for RMSNorm on float64 token padding). A note, not an error: comparing with and
+// without the mask may be the point. One per data entry, naming its norms.
 std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     std::vector<ConfigNote> out;
     if (read_options(spec).upstream.masked_loss) return out;
