@@ -68,13 +68,10 @@ std::string save_problem(const std::string& what, const NormLayer& layer, const 
 // For each entry of save, the norms of the analysis that cannot give it, with why: an entry
 // no norm can give is an input error (check), one that some cannot is saved for the others
 // and noted (notes). Per norm, not per pair: the reason depends on the norm's kind alone.
-struct SaveGaps {
-    std::vector<std::vector<std::pair<std::string, std::string>>> by_entry;  ///< (norm, why) per save entry
-};
+using SaveGaps = std::vector<std::vector<std::pair<std::string, std::string>>>;  // (norm, why) per save entry
 
 SaveGaps save_gaps(const AnalysisSpec& spec, const Options& o, const AnalysisContext& ctx) {
-    SaveGaps g;
-    g.by_entry.resize(o.save.size());
+    SaveGaps g(o.save.size());
     if (spec.data.empty()) return g;
     const std::string& dn = spec.data.front();
     for (const auto& nn : spec.norms) {
@@ -82,7 +79,7 @@ SaveGaps save_gaps(const AnalysisSpec& spec, const Options& o, const AnalysisCon
         const Resolution r = check_pair(layer.def(), ctx.dtype, shape_of(ctx.batch(dn)), dn);
         for (std::size_t i = 0; i < o.save.size(); ++i) {
             std::string why = save_problem(o.save[i], layer, r);
-            if (!why.empty()) g.by_entry[i].push_back({nn, std::move(why)});
+            if (!why.empty()) g[i].push_back({nn, std::move(why)});
         }
     }
     return g;
@@ -93,9 +90,8 @@ SaveGaps save_gaps(const AnalysisSpec& spec, const Options& o, const AnalysisCon
 void check_saves(const AnalysisSpec& spec, const Options& o, const AnalysisContext& ctx) {
     const SaveGaps g = save_gaps(spec, o, ctx);
     for (std::size_t i = 0; i < o.save.size(); ++i)
-        if (!spec.norms.empty() && g.by_entry[i].size() == spec.norms.size())
-            spec.loc.child("save").child(i).fail(g.by_entry[i].front().second,
-                                                 norm_kind_related(g.by_entry[i].front().first));
+        if (!spec.norms.empty() && g[i].size() == spec.norms.size())
+            spec.loc.child("save").child(i).fail(g[i].front().second, norm_kind_related(g[i].front().first));
 }
 
 // Entries of save that some norms cannot give: saved for the others, a note per such norm.
@@ -104,8 +100,8 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
     const SaveGaps g = save_gaps(spec, o, ctx);
     std::vector<ConfigNote> out;
     for (std::size_t i = 0; i < o.save.size(); ++i) {
-        if (g.by_entry[i].size() == spec.norms.size()) continue;  // an error (check_saves)
-        for (const auto& [nn, why] : g.by_entry[i])
+        if (g[i].size() == spec.norms.size()) continue;  // an error (check_saves)
+        for (const auto& [nn, why] : g[i])
             out.push_back({spec.loc.child("save").child(i),
                            why + ": " + quoted_text(o.save[i]) + " is saved for the analysis' other norms only",
                            norm_kind_related(nn)});

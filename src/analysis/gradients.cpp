@@ -70,12 +70,9 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
                 unmasked.push_back(quoted_text(nn));
         }
         if (unmasked.empty()) continue;
-        std::string names;
-        for (std::size_t i = 0; i < unmasked.size(); ++i)
-            names += (i == 0 ? "" : i + 1 == unmasked.size() ? " and " : ", ") + unmasked[i];
         out.push_back({spec.loc,
                        "gradients on data " + quoted_text(dn) + ": its padded positions enter the statistics of " +
-                           names + " (no \"mask\": true) and get upstream gradients (no \"masked_loss\": true); a "
+                           join_words(unmasked, " and ") + " (no \"mask\": true) and get upstream gradients (no \"masked_loss\": true); a "
                            "group of padding alone has variance 0 and rstd 1/sqrt(eps), which can dominate "
                            "grad_input_rms",
                        data_related(dn)});

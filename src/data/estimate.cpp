@@ -222,7 +222,7 @@ DataEstimate of_npy(const fs::path& p, const Ctx& c) {
     if (!regular_file(p, size)) return e;
     e.build_bytes = size;  // read_npy holds the whole file
     try {
-        const NpyHeader h = parse_npy_header(read_prefix(p, std::min<std::size_t>(size, 1 << 20)), p.string());
+        const NpyHeader h = read_npy_header(p, size);
         // A header may claim more than the file holds: only what the file holds counts.
         e = dense(npy_values_held(h, size), c);
         e.build_bytes = npy_read_bytes(h, size);

@@ -362,6 +362,10 @@ NpyArray parse_npy(const std::string& bytes, const std::string& what) {
     return out;
 }
 
+NpyHeader read_npy_header(const std::filesystem::path& path, std::size_t file_bytes) {
+    return parse_npy_header(read_prefix(path, std::min<std::size_t>(file_bytes, 1 << 20)), path.string());
+}
+
 std::size_t npy_values_held(const NpyHeader& h, std::size_t file_bytes) {
     const std::size_t held =
         file_bytes > h.data_offset && h.item_size ? (file_bytes - h.data_offset) / h.item_size : 0;
@@ -380,7 +384,7 @@ void check_npy_fits(const std::filesystem::path& path, std::size_t limit, const 
     const std::size_t file_bytes = static_cast<std::size_t>(size);
     NpyHeader h;
     try {
-        h = parse_npy_header(read_prefix(path, std::min<std::size_t>(file_bytes, 1 << 20)), path.string());
+        h = read_npy_header(path, file_bytes);
     } catch (const InputError&) {
         return;
     }

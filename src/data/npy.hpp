@@ -42,6 +42,10 @@ struct NpyHeader {
 /// inside the header.
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& what);
 
+/// The header of the .npy file at `path` of `file_bytes` bytes, read from its first MiB (a
+/// prefix is enough: parse_npy_header). Throws InputError as parse_npy_header does.
+NpyHeader read_npy_header(const std::filesystem::path& path, std::size_t file_bytes);
+
 /// The values a file of `file_bytes` with header `h` holds: the header's count, or fewer
 /// when the file is shorter than the header says.
 std::size_t npy_values_held(const NpyHeader& h, std::size_t file_bytes);

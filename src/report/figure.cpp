@@ -385,8 +385,7 @@ FigureSpec swept_spec(const std::string& analysis, const Figure& f, const Table&
     const PlotData d = swept_rows(f, t, sweep_columns, swept, &g.x_log);
     g.metrics = f.metrics;
     std::string what = d.has_panel ? "metrics" : f.metrics.front().title;
-    const bool last = f.sweep_summary == SweepSummary::last && f.kind == FigureKind::lines && !f.x.empty();
-    const std::string how = last ? "at each point's largest " + f.x
+    const std::string how = f.sweep_at_last_x() ? "at each point's largest " + f.x
                                  : std::string(f.sweep_summary == SweepSummary::mean ? "mean" : "max") +
                                        " over each point's rows";
     std::string title = analysis + ": " + what + " against " + swept + " (" + how +

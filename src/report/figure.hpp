@@ -30,7 +30,6 @@ struct FigureMetric {
     std::string column2;  ///< ranges only: the interval's upper end
 };
 
-/// How a sweep point's rows are summarised for a "metric against swept value" figure.
 /// How a `_vs_` figure summarises one sweep point's rows: their max, their mean, or (lines
 /// figures) the row at the largest x, such as a stack's last layer.
 enum class SweepSummary { max, mean, last };
@@ -63,6 +62,9 @@ struct Figure {
     /// Every column the figure reads, in the order a table shows them first: category or
     /// x, series, panels, metrics.
     std::vector<std::string> columns() const;
+    /// Whether a `_vs_` figure takes each point's rows at the largest x (SweepSummary::last,
+    /// which needs a lines figure with an x column).
+    bool sweep_at_last_x() const { return sweep_summary == SweepSummary::last && kind == FigureKind::lines && !x.empty(); }
 };
 
 /// One Vega-Lite specification and the name of its file (figures/<name>.vl.json).

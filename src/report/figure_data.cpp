@@ -395,7 +395,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     };
     // SweepSummary::last keeps, per group, the rows at the largest value of the main
     // figure's x (a stack's last layer): only those enter the accumulators.
-    const bool last = f.sweep_summary == SweepSummary::last && f.kind == FigureKind::lines && !f.x.empty();
+    const bool last = f.sweep_at_last_x();
     const std::size_t main_x = last ? column_index(t, f.x) : 0;
     const std::size_t status = status_column(t);
     std::vector<Group> groups;

@@ -37,10 +37,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace
-
-namespace {
-
 // Refuses (InputError) a --set, --unset or --seed of a value that the sweep sets at every
 // point (the swept path itself or a value under it): the sweep would overwrite it, so it
 // would be silently unused, while report.json's config would show it.
