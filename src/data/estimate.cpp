@@ -8,8 +8,6 @@
 #include <optional>
 #include <string>
 
-#include <unistd.h>
-
 #include <zlib.h>
 
 #include "data/files.hpp"
@@ -404,50 +402,5 @@ DataEstimate estimate_batch(const std::string&, const Json& spec, const DataCont
     if (!e.dims.empty()) e.channel_axis = channel_axis_of(spec, e.dims.size());
     return e;
 }
-
-namespace {
-
-// A /proc/meminfo line's value in bytes ("MemTotal:", "SwapTotal:"); 0 when absent.
-std::size_t meminfo_bytes(const std::string& name) {
-    std::ifstream in("/proc/meminfo");
-    std::string key, unit;
-    unsigned long long value = 0;
-    while (in >> key >> value) {
-        std::getline(in, unit);
-        if (key == name) return saturating_mul(static_cast<std::size_t>(value), 1024);  // kB
-    }
-    return 0;
-}
-
-std::size_t meminfo_total() {
-    if (const std::size_t total = meminfo_bytes("MemTotal:")) return total;
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
-}
-
-// cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) of this process; 0 when unlimited.
-std::size_t cgroup_limit() {
-    for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-        std::ifstream in(f);
-        std::string s;
-        if (!(in >> s) || s == "max") continue;
-        try {
-            return static_cast<std::size_t>(std::stoull(s));
-        } catch (const std::exception&) {
-        }
-    }
-    return 0;
-}
-
-}  // namespace
-
-std::size_t physical_memory_bytes() {
-    std::size_t total = meminfo_total();
-    const std::size_t cg = cgroup_limit();
-    if (cg > 0 && (total == 0 || cg < total)) total = cg;
-    return total;
-}
-
-std::size_t swap_bytes() { return meminfo_bytes("SwapTotal:"); }
 
 }  // namespace normlab

@@ -41,12 +41,4 @@ std::size_t saturating_add(std::size_t a, std::size_t b);
 /// "512 B", "1.5 KiB", "18.2 TiB": a byte count for messages (binary units).
 std::string format_bytes(std::size_t bytes);
 
-/// Physical memory this process may use: MemTotal from /proc/meminfo (sysconf as the
-/// fallback), lowered to the cgroup's memory limit when one is set (containers); 0 when
-/// neither can be read.
-std::size_t physical_memory_bytes();
-/// The machine's swap space (SwapTotal from /proc/meminfo); 0 when there is none or it
-/// cannot be read.
-std::size_t swap_bytes();
-
 }  // namespace normlab

@@ -3,7 +3,7 @@ normlab_module(normlab_data
           data/csv.cpp data/text.cpp data/image_decode.cpp data/sequences.cpp
           data/sources.cpp data/source_values.cpp data/source_gaussian.cpp data/source_npy.cpp
           data/source_images.cpp data/source_tokens.cpp data/source_text.cpp data/source_csv.cpp
-          data/source_image_files.cpp data/estimate.cpp
+          data/source_image_files.cpp data/estimate.cpp data/system_memory.cpp
   DEPS normlab_tensor normlab_json)
 target_link_libraries(normlab_data PRIVATE ZLIB::ZLIB)
 # Generated data must be the same bytes on every platform: the portable RNG and the image

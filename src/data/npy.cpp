@@ -12,6 +12,7 @@
 #include "data/estimate.hpp"
 #include "data/files.hpp"
 #include "data/half.hpp"
+#include "data/system_memory.hpp"
 #include "tensor/errors.hpp"
 
 namespace normlab {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "data/estimate.hpp"
+#include "data/system_memory.hpp"
 #include "json/text.hpp"
 #include "report/output.hpp"
 #include "tensor/errors.hpp"

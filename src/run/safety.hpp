@@ -6,7 +6,7 @@
 
 namespace normlab {
 
-/// The default of --max-memory: half of physical_memory_bytes() (data/estimate.hpp).
+/// The default of --max-memory: half of physical_memory_bytes() (data/system_memory.hpp).
 std::size_t default_memory_limit();
 
 /// Parses a --max-memory value: bytes ("1000000"), with a binary unit ("512M", "8G",
