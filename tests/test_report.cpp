@@ -377,3 +377,32 @@ TEST_CASE("figure cosmetics: a 0 bar is written, log bars have room, end dots un
     const Json ls = figure_specs("demo", l, small_table(), {})[0].spec;
     CHECK(layers(ls)[0]["mark"]["point"]["clip"] == false);
 }
+
+TEST_CASE("in a sweep, a series column with one value per point leaves the labels: each stack keeps one colour") {
+    // A swept depth: every point's stacks have that point's layers; two stacks per point.
+    Figure f;
+    f.title = "per layer";
+    f.kind = FigureKind::lines;
+    f.x = "layer";
+    f.series = {"stack", "layers"};
+    f.metrics = {{"grad", "gradient"}};
+    Table t;
+    t.columns = {"point", "depth", "stack", "layers", "layer", "grad"};
+    for (const long long layers : {2LL, 4LL})
+        for (const char* stack : {"pre", "post"})
+            for (long long l = 1; l <= layers; ++l)
+                t.add_row({layers / 2 - 1, static_cast<double>(layers), std::string(stack), layers, l, 1.0 / double(l)});
+    // The series labels of the main figure.
+    auto labels_of = [&](const Table& table) {
+        const Json spec = figure_specs("demo", f, table, {"depth"})[0].spec;
+        std::set<std::string> out;
+        for (const auto& v : values(spec)) out.insert(v["series"].get<std::string>());
+        return out;
+    };
+    CHECK(labels_of(t) == std::set<std::string>{"pre", "post"});
+    // Two stacks of different depths in one point: layers separates their lines there.
+    t.add_row({1LL, 4.0, std::string("pre"), 8LL, 1LL, 0.5});
+    const auto labels = labels_of(t);
+    CHECK(labels.count("pre \u00b7 layers=8") == 1);
+    CHECK(labels.count("post \u00b7 layers=2") == 1);
+}

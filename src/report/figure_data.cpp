@@ -209,7 +209,17 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     const auto cat = varying(t, indices(t, f.category));
     std::vector<std::size_t> ser;  // none: one colour, no legend
     {
-        const auto moving = changing(t, indices(t, f.series)), kept = indices(t, f.series_kept);
+        auto moving = changing(t, indices(t, f.series));
+        const auto kept = indices(t, f.series_kept);
+        if (!sweep_columns.empty()) {
+            // A row of panels is one sweep point, titled with its swept values: a series column
+            // with one value per point (a stack's layers when the depth is swept) separates no
+            // lines within a row, and would only give each point's lines colours of their own.
+            const std::size_t pc = column_index(t, "point");
+            moving.erase(std::remove_if(moving.begin(), moving.end(),
+                                        [&](std::size_t c) { return determined_by(t, c, pc); }),
+                         moving.end());
+        }
         for (auto c : indices(t, f.series))
             if (std::count(moving.begin(), moving.end(), c) || std::count(kept.begin(), kept.end(), c)) ser.push_back(c);
     }
