@@ -123,6 +123,29 @@ TEST_CASE("gradients: eps leaves a component along x_hat, rstd eps/(var+eps) of 
     CHECK(read_text(r.out / "report.html").find("non-finite cell") == std::string::npos);
 }
 
+TEST_CASE("gradients: with eps = 0 a constant group is left out of the finite-difference check, not judged") {
+    // Channel 0 and every (sample, channel 0) group are constant: PyTorch's batch_norm and
+    // instance_norm make their rstd 0, layer_norm's rows [1, 1, 1] get an infinite rstd.
+    // Any step gives such a group a spread and its output jumps, so no difference quotient
+    // approaches dx there; the other groups are still checked.
+    json c = base_config("float64");
+    c["data"] = {{"c", {{"source", "values"}, {"values", {{{1, 1, 1}, {1, 2, 3}}, {{1, 1, 1}, {4, 5, 6}}}}}},
+                 {"flat", {{"source", "values"}, {"values", {{{2, 2, 2}, {3, 3, 3}}}}}}};
+    c["norms"] = {{"bn", {{"type", "batchnorm"}, {"eps", 0}}},
+                  {"in", {{"type", "instancenorm"}, {"eps", 0}}},
+                  {"ln", {{"type", "layernorm"}, {"normalized_shape", {3}}, {"eps", 0}}}};
+    c["analyses"] = {{{"type", "gradients"}, {"data", {"c", "flat"}}, {"norms", {"bn", "in", "ln"}}}};
+    RunResult r = run_config("gradients_eps0", c);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    auto rows = r.csv("gradients");
+    for (const char* n : {"bn", "in", "ln"}) {
+        CAPTURE(n);
+        CHECK(num(one(rows, {{"data", "c"}, {"norm", n}}), "fd_max_rel_err") < 1e-6);
+        // Every group constant: nothing to check, an empty cell rather than a 0 that would pass.
+        CHECK(one(rows, {{"data", "flat"}, {"norm", n}}).at("fd_max_rel_err").empty());
+    }
+}
+
 TEST_CASE("jacobian: singular values match the closed forms to 1e-9 in float64 (n = 8 and 512)") {
     // Rows of 8 (x: (2, 8)) and of 512 (t: (2, 512)); LayerNorm and RMSNorm without
     // affine, BatchNorm in training over a channel of 8 (b: (4, 3, 2)); LayerNorm with a

@@ -172,8 +172,12 @@ double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarr
 // |fd - dx| relative to the larger of max |dx| and rms(dy) * max rstd (the size of the
 // direct term rstd * dy, so that a dx that is 0 to rounding is judged on the scale it would
 // otherwise have). The step is 1e-4 / rstd of the element's group (1e-4 of its spread).
-// Elements of fully padded groups are not picked: their dx is NaN.
-double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, const xt::xarray<double>& dy) {
+// Elements of fully padded groups are not picked: their dx is NaN. Nor are those of groups
+// whose rstd is 0 or infinite (no spread and eps = 0: PyTorch's batch_norm and instance_norm
+// make rstd 0 there, a layer_norm or Keras' formula infinite): the norm is not differentiable
+// there, since any step gives the group a spread and its output jumps (a constant channel
+// gave 6.4e6 against its dx of 0). Not applicable when no element is left to check.
+Cell fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, const xt::xarray<double>& dy) {
     Batch b64 = b;
     b64.x = Tensor::from_double(b.x.to_double(), DType::float64);
     // The run's dtype for the defaults it sets (RMSNorm's eps); the arithmetic is float64.
@@ -183,7 +187,11 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
     const std::vector<std::size_t> group = statistic_offsets(s.res);
 
     std::size_t empty = 0;
-    const std::vector<std::uint8_t> keep = in_real_groups(s, empty);
+    std::vector<std::uint8_t> keep = in_real_groups(s, empty);
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+        const double r = s.fwd.rstd.data()[group[i]];
+        if (!(std::isfinite(r) && r > 0)) keep[i] = 0;
+    }
     std::vector<std::size_t> picks;
     const std::size_t N = dx.size();
     const std::size_t kept = static_cast<std::size_t>(std::count(keep.begin(), keep.end(), std::uint8_t{1}));
@@ -205,16 +213,18 @@ double fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, 
             if (group[j] == g) l += dy.data()[j] * y.data()[j];
         return l;
     };
+    if (picks.empty()) return not_applicable();
     double scale = 0, rmax = 0, err = 0;
     for (std::size_t i = 0; i < N; ++i)
-        if (keep[i]) scale = std::max(scale, std::abs(dx.data()[i]));
-    for (double r : s.fwd.rstd) rmax = std::max(rmax, r);  // NaN (empty groups) is not > rmax
+        if (keep[i]) {
+            scale = std::max(scale, std::abs(dx.data()[i]));
+            rmax = std::max(rmax, s.fwd.rstd.data()[group[i]]);
+        }
     scale = std::max(scale, rms(dy) * rmax);
     for (std::size_t i : picks) {
         const std::size_t g = group[i];
-        const double r = s.fwd.rstd.data()[g];
         const double v = b64.x.f64.data()[i];
-        const double h = std::isfinite(r) && r > 0 ? 1e-4 / r : 1e-6 * std::max(1.0, std::abs(v));
+        const double h = 1e-4 / s.fwd.rstd.data()[g];
         b64.x.f64.data()[i] = v + h;
         const double up = group_loss(g);
         b64.x.f64.data()[i] = v - h;
@@ -248,7 +258,7 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                        up_rms > 0 ? in_rms / up_rms : kNan, sum_max, cos_max, cross_sample_fraction(b, s, dy, keep),
                        s.in.has_weight ? Cell(rms(g.dweight)) : not_applicable(),
                        s.in.has_bias ? Cell(rms(g.dbias)) : not_applicable(),
-                       o.fd_check ? Cell(fd_check(ctx, b, def, dy)) : not_applicable(), static_cast<long long>(empty)});
+                       o.fd_check ? fd_check(ctx, b, def, dy) : not_applicable(), static_cast<long long>(empty)});
         }
     }
     return t;
