@@ -406,3 +406,30 @@ TEST_CASE("in a sweep, a series column with one value per point leaves the label
     CHECK(labels.count("pre \u00b7 layers=8") == 1);
     CHECK(labels.count("post \u00b7 layers=2") == 1);
 }
+
+TEST_CASE("a swept value from 0 (eps 0, 1e-6, 1e-4, 1e-2) gets a log x axis; the 0 is a triangle at the left edge") {
+    Table t;
+    t.columns = {"point", "eps", "data", "norm", "max_abs_diff"};
+    const double eps[] = {0, 1e-6, 1e-4, 1e-2};
+    for (long long p = 0; p < 4; ++p) t.add_row({p, eps[p], std::string("x"), std::string("ln"), 0.5 + double(p)});
+    auto vs_spec = [&]() { return figure_specs("demo", bars_figure(), t, {"eps"}).at(1).spec; };
+    const Json vs = vs_spec();
+    CHECK(layers(vs)[0]["encoding"]["x"]["scale"]["type"] == "log");
+    const Json& v = values(vs);
+    REQUIRE(v.size() == 4);
+    CHECK(v[0]["x_ok"] == false);
+    CHECK(v[0]["eps"].is_null());
+    CHECK(v[0]["value"] == 0.5);  // the triangle is drawn at its value
+    CHECK(v[0]["note"] == "eps = 0");
+    CHECK(v[1]["x_ok"] == true);
+    bool triangle = false;
+    for (const auto& l : layers(vs)) triangle = triangle || (l["mark"].value("shape", "") == "triangle-left");
+    CHECK(triangle);
+    CHECK(vs["title"]["subtitle"].get<std::string>().find("1 row(s) with eps not on the log x axis") != std::string::npos);
+    // Two values, or a negative one: linear, every row on the axis.
+    t.rows.resize(2);
+    CHECK_FALSE(layers(vs_spec())[0]["encoding"]["x"].contains("scale"));
+    t.rows[0][1] = -1e-6;
+    t.add_row({2LL, 1e-2, std::string("x"), std::string("ln"), 1.0});
+    CHECK_FALSE(layers(vs_spec())[0]["encoding"]["x"].contains("scale"));
+}

@@ -410,7 +410,9 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
     const std::size_t status = status_column(t);
     std::vector<Group> groups;
     std::map<std::pair<std::string, double>, std::size_t> where;
-    double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
+    // The smallest swept value above 0: an eps swept from 0 (0, 1e-6, 1e-4, ...) gets a log
+    // axis like one without the 0, which is drawn at the left edge.
+    double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, xpos = xmin;
     for (const auto& row : t.rows) {
         // Category and series values as in the main figure; other swept columns as col=value.
         std::string line;
@@ -423,6 +425,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
         cell_number(row[xi], x);  // numeric_column() was checked by the caller
         xmin = std::min(xmin, x);
         xmax = std::max(xmax, x);
+        if (x > 0) xpos = std::min(xpos, x);
         auto key = std::make_pair(line, x);
         if (!where.count(key)) {
             where[key] = groups.size();
@@ -443,14 +446,16 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
             if (!f.metrics[m].column2.empty()) g.acc[2 * m + 1].add(row[column_index(t, f.metrics[m].column2)]);
         }
     }
-    *x_log = xmin > 0 && xmax >= 100 * xmin;
+    *x_log = xmin >= 0 && xpos < xmax && xmax >= 100 * xpos;
     // The rows kept at the last x are one per line there: their max is that row's value.
     const char* how = f.sweep_summary == SweepSummary::mean ? "mean" : "max";
     for (const auto& g : groups)
         for (std::size_t m = 0; m < f.metrics.size(); ++m) {
             const bool range = !f.metrics[m].column2.empty();
             for (int end = 0; end < (range ? 2 : 1); ++end) {
-                Json r = {{"series", g.line}, {swept, g.x}, {"x_ok", true}};
+                const bool x_ok = !*x_log || g.x > 0;
+                Json r = {{"series", g.line}, {swept, x_ok ? Json(g.x) : Json(nullptr)}, {"x_ok", x_ok}};
+                d.x_not_on_axis += !x_ok && m == 0 && end == 0;
                 if (d.has_panel) {
                     r["panel"] = f.metrics[m].title;
                     if (std::find(d.panel_order.begin(), d.panel_order.end(), r["panel"]) == d.panel_order.end())
@@ -463,6 +468,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
                 const Cell v = g.acc[2 * m + end].result(range ? (end == 0 ? "min" : "max") : how);
                 place(r, "value", v, f.log, d, note, nonfinite);
                 note_refused(r, g.refused, m == 0 && end == 0, note, d);
+                if (!x_ok) note = (note.empty() ? "" : note + ", ") + swept + " = " + format_number(g.x);
                 r["note"] = note.empty() ? Json(nullptr) : Json(note);
                 r["nonfinite"] = nonfinite;
                 d.rows.push_back(std::move(r));
