@@ -285,6 +285,51 @@ TEST_CASE("normlab list prints every data source's keys, and every key it lists 
     }
 }
 
+TEST_CASE("normlab list names the arrays each analysis' save key takes, and its reader takes each of them") {
+    CliResult list = run_normlab("list");
+    REQUIRE(list.exit_code == 0);
+    const std::string head = "save (a list of arrays to write: ";
+    const json rows = {{"source", "values"}, {"values", {{1, 2, 3, 4}, {4, 3, 2, 1}}}, {"channel_axis", -1}};
+    const json plain_norm = {{"type", "layernorm"}, {"normalized_shape", {4}}};
+    std::string analysis;
+    std::size_t described = 0;
+    for (const auto& line : lines_of(list.out)) {
+        if (line.rfind("  ", 0) == 0 && line[2] != ' ') analysis = line.substr(2, line.find(':') - 2);
+        const auto at = line.find(head);
+        if (line.rfind("    keys: ", 0) != 0 || at == std::string::npos) continue;
+        ++described;
+        // "a, b or c)" or "[\"a\"])" -> a, b, c; then one name no reader takes.
+        std::string text = line.substr(at + head.size(), line.find(')', at) - at - head.size());
+        for (const char* sep : {" or ", "[", "]", "\""})
+            for (auto p = text.find(sep); p != std::string::npos; p = text.find(sep))
+                text.replace(p, std::string(sep).size(), std::string(sep) == " or " ? ", " : "");
+        std::vector<std::string> arrays;
+        for (std::size_t b = 0, e; b <= text.size(); b = e + 2) {
+            e = std::min(text.find(", ", b), text.size());
+            arrays.push_back(text.substr(b, e - b));
+        }
+        arrays.push_back("no_such_array");
+        for (const auto& name : arrays) {
+            CAPTURE(analysis);
+            CAPTURE(name);
+            json a = {{"type", analysis}, {"data", {"x"}}, {"save", {name}}};
+            if (analysis == "depth") a["stacks"] = {"s"};
+            else a["norms"] = {"n"};
+            const json cfg = {{"data", {{"x", rows}}}, {"norms", {{"n", plain_norm}}},
+                              {"stacks", {{"s", {{"layers", 2}, {"placement", "pre"}, {"norm", "n"}}}}}, {"analyses", {a}}};
+            const fs::path dir = fresh_dir("save_" + analysis + "_" + name);
+            write_text(dir / "cfg.json", cfg.dump());
+            CliResult r = run_normlab("validate " + (dir / "cfg.json").string());
+            // Some arrays have conditions (a mask to save needs masked data): those refusals
+            // name the condition, not an array the reader does not know.
+            const bool unknown = r.err.find("cannot save \"" + name + "\" (expected") != std::string::npos ||
+                                 r.err.find("unknown array \"" + name + "\" (expected") != std::string::npos;
+            CHECK_MESSAGE(unknown == (name == "no_such_array"), r.err);
+        }
+    }
+    CHECK(described == 3);  // apply, jacobian, depth
+}
+
 TEST_CASE("configs/sweep.json: a small sweep in one process, as the docs describe it") {
     const fs::path out = run_shipped("sweep");
     const std::string csv = read_text(out / "apply.csv");

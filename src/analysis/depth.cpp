@@ -27,6 +27,8 @@ namespace normlab {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// What `save` can write.
+const std::vector<std::string> kSaveable = {"activations", "gradients", "weights", "projection", "mask"};
 
 struct Options {
     enum class Loss { projection, mean_square, npy } loss = Loss::projection;
@@ -72,9 +74,8 @@ Options read_options(const AnalysisSpec& spec) {
             else if (w == "projection") o.save_projection = true;
             else if (w == "mask") o.save_mask = true, o.save_mask_index = i;
             else {
-                const std::vector<std::string> arrays = {"activations", "gradients", "weights", "projection", "mask"};
-                r.at("save").child(i).fail("unknown array " + quoted_text(w) + " (expected " + join_words(arrays, " or ") + ")" +
-                                           did_you_mean_note(w, arrays, 3));
+                r.at("save").child(i).fail("unknown array " + quoted_text(w) + " (expected " + join_words(kSaveable, " or ") +
+                                           ")" + did_you_mean_note(w, kSaveable, 3));
             }
         }
     }
@@ -291,7 +292,7 @@ AnalysisType depth_analysis() {
     // does (configs/depth_sweep.json: pre-LN's last-layer gradient falls from 2.13 to 0.85
     // over 6 to 48 layers, while its largest over the layers stays at 3.24 to 3.27).
     a.figure.sweep_summary = SweepSummary::last;
-    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", ""}};
+    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", "a list of arrays to write: " + join_words(kSaveable, " or ")}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {
