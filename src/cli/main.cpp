@@ -428,7 +428,10 @@ int main(int argc, char** argv) {
         } else if (*merge_cmd) {
             merge_results(merge_out, merge_dirs, merge_force);
         } else if (*report_cmd) {
-            for (const auto& p : write_report(report_dir)) std::cout << p.string() << "\n";
+            const auto written = write_report(report_dir);
+            // A message, as run's and merge's summaries are: stderr, so stdout carries data only.
+            std::cerr << "normlab: report: " << count_noun(written.size(), "file") << " written to " << report_dir << "\n";
+            for (const auto& p : written) std::cerr << "  " << p.string() << "\n";
         } else if (*show_cmd) {
             std::stringstream ss(show_columns);
             std::string col;
