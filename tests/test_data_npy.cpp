@@ -96,6 +96,13 @@ TEST_CASE("npy: format versions 2.0 and 3.0 + scalars and empty arrays") {
 TEST_CASE("npy: errors name the file and the problem") {
     CHECK_THROWS_WITH_AS(fixture("no_such_file.npy"), doctest::Contains("no_such_file.npy: no such file"),
                          InputError);
+    // A relative path says which folder it was looked for in (a config on stdin resolves
+    // against the current folder); an absolute one needs no such words.
+    const std::string cwd = std::filesystem::current_path().string();
+    CHECK_THROWS_WITH_AS(read_npy("no_such_relative.npy"),
+                         ("no_such_relative.npy: no such file (relative to the current folder, " + cwd + ")").c_str(),
+                         InputError);
+    CHECK_THROWS_WITH_AS(fixture("no_such_file.npy"), (kDir + "no_such_file.npy: no such file").c_str(), InputError);
     CHECK_THROWS_WITH_AS(read_npy(kDir), doctest::Contains("is a directory"), InputError);
     CHECK_THROWS_WITH_AS(fixture("truncated.npy"),
                          doctest::Contains("truncated.npy: truncated npy file: shape [6] of float64 "

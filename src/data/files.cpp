@@ -65,7 +65,15 @@ std::string read_file_bytes(const std::filesystem::path& path) {
     const std::string what = path.string();
     std::error_code ec;
     auto st = std::filesystem::status(path, ec);
-    if (!std::filesystem::exists(st)) throw InputError(what + ": no such file");
+    if (!std::filesystem::exists(st)) {
+        // A relative path here was resolved against the current folder (a config read from
+        // stdin, or named by a relative path): which folder that was is part of the answer.
+        std::string where;
+        std::error_code cwd_ec;
+        const auto cwd = std::filesystem::current_path(cwd_ec);
+        if (path.is_relative() && !cwd_ec) where = " (relative to the current folder, " + cwd.string() + ")";
+        throw InputError(what + ": no such file" + where);
+    }
     if (std::filesystem::is_directory(st)) throw InputError(what + ": is a directory, not a file");
     // A device, pipe or socket may never end (/dev/zero) or block forever (a FIFO).
     if (!std::filesystem::is_regular_file(st))
