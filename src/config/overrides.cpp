@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "json/reader.hpp"
 #include "json/text.hpp"
 #include "tensor/errors.hpp"
 
@@ -75,8 +76,11 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_a
                                  std::to_string(node->size()) + " elements)");
             node = &(*node)[idx];
         } else {
-            throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + ": cannot descend into a " +
-                             json_type_name(*node) + " (" + (walked.empty() ? "/" : plain_or_quoted(walked)) + " is one)");
+            // The value in the way is shown: the fault is often there, in the file (a shape
+            // written "8x4x5x5"), not in the path that tried to go through it.
+            throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + ": cannot descend into " +
+                             (walked.empty() ? "/" : plain_or_quoted(walked)) + ", which is " + json_got(*node) +
+                             ", not an object or a list");
         }
     }
     return node;
