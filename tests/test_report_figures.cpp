@@ -199,9 +199,9 @@ TEST_CASE("bars: a value of 0 or too small to see against its axis is written be
     CHECK(v[7]["label"] == "0");
     bool text = false;
     for (const auto& l : layers(spec))
-        if (l["mark"]["type"] == "text" && l["encoding"]["text"].value("field", "") == "label") {
+        if (l["mark"]["type"] == "text" && l["encoding"]["text"].contains("condition")) {
             text = true;
-            CHECK(l["transform"][0]["filter"] == "datum.label != null");
+            CHECK(l["encoding"]["text"]["condition"]["field"] == "label");
             CHECK(l["encoding"]["x"]["field"] == "value");
         }
     CHECK(text);

@@ -252,10 +252,12 @@ Json layers(const Figure& f, const PlotData& d, const std::string& value_title) 
         if (!f.log && any_label(d)) {
             Json zero = base;
             zero["x"] = enc["x"];
-            zero["text"] = {{"field", "label"}};
+            // Every row, the unlabelled ones with empty text, rather than a filter: a panel
+            // without a label would filter to no rows, whose extent Vega warns of as
+            // [Infinity, -Infinity]. A null text is drawn as "null", so it is "" instead.
+            zero["text"] = {{"condition", {{"test", "datum.label != null"}, {"field", "label"}}}, {"value", ""}};
             zero["tooltip"] = enc["tooltip"];
-            L.push_back({{"transform", Json::array({{{"filter", "datum.label != null"}}})},
-                         {"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3},
+            L.push_back({{"mark", {{"type", "text"}, {"align", "left"}, {"baseline", "middle"}, {"dx", 3},
                                    {"fontSize", 10}, {"color", kGrey}}},
                          {"encoding", zero}});
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Opens each report.html in headless Chromium and checks it the way a person would see it:
-//   - no console error, no uncaught exception, no request that leaves the file (no network);
+//   - no console error or warning, no uncaught exception, no request that leaves the file (no network);
 //   - every figure container holds a rendered SVG with data marks, and no failure message;
 //   - a screenshot of the page is not blank, and neither is the area of each figure.
 // Screenshots are kept: SCREENSHOT_DIR/<folder>.png for the page, <folder>-<figure id>.png
@@ -149,7 +149,9 @@ async function checkReport(file) {
   const onEvent = (msg) => {
     if (msg.sessionId !== sessionId) return;
     const p = msg.params;
-    if (msg.method === 'Runtime.consoleAPICalled' && (p.type === 'error' || p.type === 'assert'))
+    // Warnings too: Vega warns of what it draws wrongly or not at all ("Infinite extent for
+    // field ..." where a layer of a panel has no rows).
+    if (msg.method === 'Runtime.consoleAPICalled' && (p.type === 'error' || p.type === 'assert' || p.type === 'warning'))
       problems.push('console.' + p.type + ': ' + p.args.map((a) => a.value !== undefined ? a.value : a.description).join(' '));
     else if (msg.method === 'Runtime.exceptionThrown')
       problems.push('exception: ' + (p.exceptionDetails.exception ? p.exceptionDetails.exception.description : p.exceptionDetails.text));

@@ -44,18 +44,23 @@ for dir in sweep sweep_merged; do
   done
 done
 
-# Negative controls: a figure that cannot be compiled, and a console error.
-mkdir -p "$work/broken_figure" "$work/console_error"
+# Negative controls: a figure that cannot be compiled, a console error, and a warning (as
+# Vega gives for a panel layer without rows).
+mkdir -p "$work/broken_figure" "$work/console_error" "$work/console_warning"
 sed '0,/"mark":{"type":"/s//"mark":{"type":"no_such_mark_/' "$work/quickstart/report.html" > "$work/broken_figure/report.html"
 sed "0,/'use strict';/s//'use strict'; console.error('injected');/" "$work/quickstart/report.html" > "$work/console_error/report.html"
+sed "0,/'use strict';/s//'use strict'; console.warn('injected warning');/" "$work/quickstart/report.html" > "$work/console_warning/report.html"
 if out="$("$node" "$here/check_reports.js" "$chromium" "$work/screenshots_controls" \
-            "$work/broken_figure/report.html" "$work/console_error/report.html")"; then
+            "$work/broken_figure/report.html" "$work/console_error/report.html" \
+            "$work/console_warning/report.html")"; then
   echo "$out"
   echo "browser_reports: the broken reports passed the check: it cannot fail" >&2
   exit 1
 fi
 echo "$out" | grep -q "figure error: fig-" || { echo "$out"; echo "control: broken figure not reported" >&2; exit 1; }
 echo "$out" | grep -q "console.error: injected" || { echo "$out"; echo "control: console error not reported" >&2; exit 1; }
-echo "negative controls: both broken reports fail the check, as they must"
+echo "$out" | grep -q "console.warning: injected warning" || { echo "$out"; echo "control: console warning not reported" >&2; exit 1; }
+echo "$out" | grep -q "0 passed, 3 failed" || { echo "$out"; echo "controls: not all three broken reports failed" >&2; exit 1; }
+echo "negative controls: the three broken reports fail the check, as they must"
 
 "$node" "$here/check_reports.js" "$chromium" "$work/screenshots" "${reports[@]}"
