@@ -71,14 +71,31 @@ TEST_CASE("cgroup memory limit: the process's own group and its ancestors, v2 an
         {"no /proc/self/cgroup text: the roots' files", {{"memory.max", "9000"}}, "", 9000},
         {"an unreadable number is no limit",
          {{"cgroup.controllers", "memory"}, {"a/memory.max", "12x"}}, "0::/a", 0},
+        {"a negative number is no limit (not 2^64 minus it)",
+         {{"cgroup.controllers", "memory"}, {"a/memory.max", "-18446744073709550616"}, {"memory.max", "-1"}}, "0::/a", 0},
+        {"a group outside the cgroup namespace (\"/..\"): the root's, nothing above it",
+         {{"cg/cgroup.controllers", "memory"}, {"cg/memory.max", "5000"}, {"memory.max", "100"}}, "0::/..", 5000},
     };
     for (const auto& c : cases) {
         const std::string what = c.what;
         CAPTURE(what);
         Tree t;
         for (const auto& f : c.files) put(t.root, f.first, f.second);
-        CHECK(cgroup_memory_limit(c.proc_self_cgroup, t.root) == c.want);
+        // The namespace case's root is a folder below the tree, whose own file must not be read.
+        const bool nested = c.files.front().first.rfind("cg/", 0) == 0;
+        CHECK(cgroup_memory_limit(c.proc_self_cgroup, nested ? t.root / "cg" : t.root) == c.want);
     }
+}
+
+TEST_CASE("cgroup memory limit: a root given with a trailing separator is not walked above") {
+    Tree t;
+    put(t.root, "memory.max", "100");  // above the root below: never read
+    put(t.root, "cg/cgroup.controllers", "memory");
+    put(t.root, "cg/a/memory.max", "7000");
+    const std::string root = (t.root / "cg").string();
+    CHECK(cgroup_memory_limit("0::/a", root + "/") == 7000);
+    CHECK(cgroup_memory_limit("0::/a", root + "//") == 7000);
+    CHECK(cgroup_memory_limit("0::/a", root) == 7000);
 }
 
 TEST_CASE("physical memory: positive here, and no more than /proc/meminfo's MemTotal") {

@@ -298,11 +298,9 @@ TEST_CASE("normlab list names the arrays each analysis' save key takes, and its 
         const auto at = line.find(head);
         if (line.rfind("    keys: ", 0) != 0 || at == std::string::npos) continue;
         ++described;
-        // "a, b or c)" or "[\"a\"])" -> a, b, c; then one name no reader takes.
+        // "a, b or c)" -> a, b, c; then one name no reader takes.
         std::string text = line.substr(at + head.size(), line.find(')', at) - at - head.size());
-        for (const char* sep : {" or ", "[", "]", "\""})
-            for (auto p = text.find(sep); p != std::string::npos; p = text.find(sep))
-                text.replace(p, std::string(sep).size(), std::string(sep) == " or " ? ", " : "");
+        for (auto p = text.find(" or "); p != std::string::npos; p = text.find(" or ")) text.replace(p, 4, ", ");
         std::vector<std::string> arrays;
         for (std::size_t b = 0, e; b <= text.size(); b = e + 2) {
             e = std::min(text.find(", ", b), text.size());

@@ -201,7 +201,7 @@ TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
     const std::string flat = config(R"({"source": "gaussian", "shape": "8x4x5x5"})", kLn);
     check_refused(on_config("descend_string", flat.substr(0, flat.size() - 1) + R"(, "sweep": {"data.x.shape.0": [2, 4]}})", "validate"),
                   "cfg.json: /sweep/data.x.shape.0/0 (sweep point 0): /data/x/shape/0: cannot descend into /data/x/shape, which "
-                  "is string \"8x4x5x5\", not an object or a list");
+                  "is string \"8x4x5x5\", not an object or an array");
     // The sweep entry itself set by --set: the override is named.
     CliResult s = on_config("blame_set_sweep", bad_path, "validate", "--set '/sweep/norms.m.eps=[2]'");
     check_refused(s, "error: --set /sweep/norms.m.eps=[2]: /sweep/norms.m.eps/0 (sweep point 0): /norms/m does not exist");

@@ -80,7 +80,7 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_a
             // written "8x4x5x5"), not in the path that tried to go through it.
             throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + ": cannot descend into " +
                              (walked.empty() ? "/" : plain_or_quoted(walked)) + ", which is " + json_got(*node) +
-                             ", not an object or a list");
+                             ", not an object or an array");
         }
     }
     return node;

@@ -1,5 +1,6 @@
 #include "data/system_memory.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -37,10 +38,13 @@ std::size_t meminfo_total() {
 constexpr unsigned long long kNoLimitV1 = 1ULL << 62;
 
 // The limit in `file` (v2's "max" and v1's near-2^63 mean none); 0 when none or unreadable.
+// Digits only: stoull would take "-1" as 2^64 - 1 and larger negatives as small limits. A
+// limit of 0 (a group that may use no memory) reads as none too, as physical_memory_bytes'
+// 0 means unknown.
 std::size_t limit_in(const fs::path& file) {
     std::ifstream in(file);
     std::string s;
-    if (!(in >> s) || s == "max") return 0;
+    if (!(in >> s) || s.find_first_not_of("0123456789") != std::string::npos) return 0;
     try {
         std::size_t used = 0;
         const unsigned long long v = std::stoull(s, &used);
@@ -50,26 +54,36 @@ std::size_t limit_in(const fs::path& file) {
     }
 }
 
-// The smallest limit in `file_name` from `dir` up to `top` (both inclusive); 0 when none.
+// `p` without "." and ".." steps and without a trailing separator.
+fs::path plain(const fs::path& p) {
+    fs::path n = p.lexically_normal();
+    return n.has_filename() || !n.has_relative_path() ? n : n.parent_path();
+}
+
+// The smallest limit in `file_name` from `dir` up to `top` (both inclusive), never above
+// `top`; 0 when none. `dir` lies under `top` (group_dir).
 std::size_t smallest_up_to(fs::path dir, fs::path top, const char* file_name) {
-    dir = dir.lexically_normal();
-    top = top.lexically_normal();
+    dir = plain(dir);
+    top = plain(top);
     std::size_t best = 0;
     for (;;) {
         const std::size_t v = limit_in(dir / file_name);
         if (v > 0 && (best == 0 || v < best)) best = v;
-        if (dir == top || !dir.has_relative_path() || dir.parent_path() == dir) break;
+        const fs::path rel = dir.lexically_relative(top);
+        if (rel.empty() || rel == "." || *rel.begin() == "..") break;
         dir = dir.parent_path();
     }
     return best;
 }
 
 // The hierarchy's directory for `path` ("/a/b") under `mount`: mount/a/b when it exists,
-// else the mount itself (a path from another mount namespace).
+// else the mount itself: a path from another mount namespace, or one outside the process's
+// cgroup namespace ("/..", which the kernel shows for a group above the namespace's root).
 fs::path group_dir(const fs::path& mount, const std::string& path) {
-    const fs::path rel = fs::path(path).relative_path();
+    const fs::path rel = fs::path(path).relative_path().lexically_normal();
+    const bool climbs = std::any_of(rel.begin(), rel.end(), [](const fs::path& step) { return step == ".."; });
     std::error_code ec;
-    if (!rel.empty() && fs::is_directory(mount / rel, ec)) return mount / rel;
+    if (!rel.empty() && rel != "." && !climbs && fs::is_directory(mount / rel, ec)) return mount / rel;
     return mount;
 }
 

@@ -71,8 +71,9 @@ void label_short_bars(PlotData& d, bool per_panel);
 /// The rows of "metric against `swept`": per line label (category, series and the other swept
 /// columns' values) and value of `swept`, each metric summarised over the point's rows by
 /// f.sweep_summary (ranges: the low end by min, the high end by max, rows tagged "end"). A nan
-/// among the rows makes the summary nan: nothing is dropped. Sets *x_log when every value of
-/// `swept` is > 0 and they span at least a factor 100.
+/// among the rows makes the summary nan: nothing is dropped. Sets *x_log when no value of
+/// `swept` is negative and those above 0 span at least a factor 100; a 0 then has x_ok false,
+/// its swept value null and a note, and is counted in x_not_on_axis.
 PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::string>& sweep_columns,
                     const std::string& swept, bool* x_log);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The browser check of report.html (ctest: browser_reports). Runs every shipped config, a
 # sweep, and the same sweep in two shards merged, then opens each report.html in headless
-# Chromium (check_reports.js). Two broken copies of a report are checked first and must fail,
+# Chromium (check_reports.js). Three broken copies of a report are checked first and must fail,
 # so a check that passes everything cannot go unnoticed.
 #   tests/browser/run.sh NORMLAB SOURCE_DIR WORK_DIR
 # Without chromium or node it prints why and exits 77 (ctest: skipped), except under CI=true,
