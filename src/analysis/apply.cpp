@@ -258,7 +258,7 @@ AnalysisType apply_analysis() {
     a.figure.metrics = {{"out_mean_min", "output mean (min..max over groups)", "out_mean_max"},
                         {"out_std_min", "output std (min..max over groups)", "out_std_max"},
                         {"out_rms_min", "output rms (min..max over groups)", "out_rms_max"}};
-    a.keys = {{"save", "a list of arrays to write: " + join_words(kSaveable, " or ")}, {"sequential", "false"}, {"upstream", "normal"}, {"masked_loss", "false"}};
+    a.keys = {save_key(kSaveable), {"sequential", "false"}, {"upstream", "normal"}, {"masked_loss", "false"}};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     // Sequential steps: a data entry listed again is one more training step (its running
     // statistics carried over), saved under its own step folder.

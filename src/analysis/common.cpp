@@ -368,4 +368,8 @@ double rounding_tolerance(DType d, const xt::xarray<double>& y, const std::vecto
     return 8 * machine_eps(d) * peak;
 }
 
+KeyInfo save_key(const std::vector<std::string>& arrays) {
+    return {"save", "a list of arrays to write: " + join_words(arrays, " or ")};
+}
+
 }  // namespace normlab

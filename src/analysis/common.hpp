@@ -38,6 +38,9 @@ std::size_t most_groups(const std::vector<std::string>& norms, const WorkInputs&
 /// Bytes a forward step keeps per statistics group: the mean (and its low part), variance
 /// and rstd it used and the batch moments (mean, low part, variance, count), in float64.
 constexpr std::size_t kStepGroupBytes = 64;
+
+/// The `save` key as `normlab list` shows it: a list, and the arrays it may name.
+KeyInfo save_key(const std::vector<std::string>& arrays);
 /// What a forward step of one of `norms` keeps for its statistics per element of its input
 /// (kStepGroupBytes per group, rounded up): 0 to 64 bytes, 4 for a LayerNorm over 16 values.
 std::size_t step_stats_per_element(const std::vector<std::string>& norms, const WorkInputs& w);

@@ -292,7 +292,7 @@ AnalysisType depth_analysis() {
     // does (configs/depth_sweep.json: pre-LN's last-layer gradient falls from 2.13 to 0.85
     // over 6 to 48 layers, while its largest over the layers stays at 3.24 to 3.27).
     a.figure.sweep_summary = SweepSummary::last;
-    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, {"save", "a list of arrays to write: " + join_words(kSaveable, " or ")}};
+    a.keys = {{"loss", "projection"}, {"train_steps", "0"}, {"draws", "1"}, save_key(kSaveable)};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.check = check;
     a.work_bytes = [](const AnalysisSpec& spec, const WorkInputs& w) {

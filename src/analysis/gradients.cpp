@@ -171,12 +171,13 @@ double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarr
 // to kFdElements seeded input elements, against the analytic dx in float64; the largest
 // |fd - dx| relative to the larger of max |dx| and rms(dy) * the largest rstd of the checked
 // groups (the size of the direct term rstd * dy, so that a dx that is 0 to rounding is
-// judged on the scale it would otherwise have). The step is 1e-4 / rstd of the element's group (1e-4 of its spread).
-// Elements of fully padded groups are not picked: their dx is NaN. Nor are those of groups
-// whose rstd is 0 or infinite (no spread and eps = 0: PyTorch's batch_norm and instance_norm
-// make rstd 0 there, a layer_norm or Keras' formula infinite): the norm is not differentiable
-// there, since any step gives the group a spread and its output jumps (a constant channel
-// gave 6.4e6 against its dx of 0). Not applicable when no element is left to check.
+// judged on the scale it would otherwise have). The step is 1e-4 / rstd of the element's
+// group (1e-4 of its spread). Elements of fully padded groups are not picked: their dx is
+// NaN. Nor are those of groups whose rstd is 0 or infinite (no spread and eps = 0: PyTorch's
+// batch_norm and instance_norm make rstd 0 there, a layer_norm or Keras' formula infinite):
+// the norm is not differentiable there, since any step gives the group a spread and its
+// output jumps (a constant channel gave 6.4e6 against its dx of 0). Not applicable when no
+// element is left to check.
 Cell fd_check(const AnalysisContext& ctx, const Batch& b, const NormDef& def, const xt::xarray<double>& dy) {
     Batch b64 = b;
     b64.x = Tensor::from_double(b.x.to_double(), DType::float64);

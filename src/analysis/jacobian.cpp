@@ -317,7 +317,7 @@ AnalysisType jacobian_analysis() {
     a.figure.metrics = {{"gain_xhat", "|J x_hat| / |x_hat|"}, {"gain_xhat_expected", "closed form"},
                         {"sv_max", "largest singular value"}};
     a.figure.log = true;
-    a.keys = {{"groups", "4"}, {"max_elements", "4096"}, {"save", "a list of arrays to write: jacobian_sv"}};
+    a.keys = {{"groups", "4"}, {"max_elements", "4096"}, save_key({"jacobian_sv"})};
     a.validate = [](const AnalysisSpec& s) { read_options(s); };
     a.work_bytes = work_bytes;
     a.rows = rows;

@@ -37,6 +37,9 @@ std::size_t meminfo_total() {
 // v1 writes "no limit" as the largest page-aligned 64-bit value (9223372036854771712).
 constexpr unsigned long long kNoLimitV1 = 1ULL << 62;
 
+// The smaller of two limits, where 0 is none.
+std::size_t smaller_limit(std::size_t a, std::size_t b) { return a == 0 || (b > 0 && b < a) ? b : a; }
+
 // The limit in `file` (v2's "max" and v1's near-2^63 mean none); 0 when none or unreadable.
 // Digits only: stoull would take "-1" as 2^64 - 1 and larger negatives as small limits. A
 // limit of 0 (a group that may use no memory) reads as none too, as physical_memory_bytes'
@@ -46,10 +49,9 @@ std::size_t limit_in(const fs::path& file) {
     std::string s;
     if (!(in >> s) || s.find_first_not_of("0123456789") != std::string::npos) return 0;
     try {
-        std::size_t used = 0;
-        const unsigned long long v = std::stoull(s, &used);
-        return used == s.size() && v < kNoLimitV1 ? static_cast<std::size_t>(v) : 0;
-    } catch (const std::exception&) {
+        const unsigned long long v = std::stoull(s);
+        return v < kNoLimitV1 ? static_cast<std::size_t>(v) : 0;
+    } catch (const std::out_of_range&) {  // more digits than 64 bits hold: no limit either
         return 0;
     }
 }
@@ -67,8 +69,7 @@ std::size_t smallest_up_to(fs::path dir, fs::path top, const char* file_name) {
     top = plain(top);
     std::size_t best = 0;
     for (;;) {
-        const std::size_t v = limit_in(dir / file_name);
-        if (v > 0 && (best == 0 || v < best)) best = v;
+        best = smaller_limit(best, limit_in(dir / file_name));
         const fs::path rel = dir.lexically_relative(top);
         if (rel.empty() || rel == "." || *rel.begin() == "..") break;
         dir = dir.parent_path();
@@ -93,9 +94,7 @@ std::size_t cgroup_memory_limit(const std::string& proc_self_cgroup, const fs::p
     std::istringstream lines(proc_self_cgroup);
     std::string line;
     std::size_t best = 0;
-    auto take = [&](std::size_t v) {
-        if (v > 0 && (best == 0 || v < best)) best = v;
-    };
+    auto take = [&](std::size_t v) { best = smaller_limit(best, v); };
     bool listed = false;
     while (std::getline(lines, line)) {
         // "hierarchy-ID:controller-list:cgroup-path"; the path may itself hold ':'.
@@ -131,13 +130,15 @@ std::size_t cgroup_memory_limit(const std::string& proc_self_cgroup, const fs::p
 }
 
 std::size_t physical_memory_bytes() {
-    std::size_t total = meminfo_total();
-    std::ifstream in("/proc/self/cgroup");
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::size_t cg = cgroup_memory_limit(in ? text.str() : std::string(), "/sys/fs/cgroup");
-    if (cg > 0 && (total == 0 || cg < total)) total = cg;
-    return total;
+    // Read once: every npy file read and each --max-memory message asks, and walking the
+    // cgroup tree each time would repeat the same reads for the same answer.
+    static const std::size_t bytes = [] {
+        std::ifstream in("/proc/self/cgroup");
+        std::ostringstream text;
+        text << in.rdbuf();
+        return smaller_limit(meminfo_total(), cgroup_memory_limit(in ? text.str() : std::string(), "/sys/fs/cgroup"));
+    }();
+    return bytes;
 }
 
 std::size_t swap_bytes() { return meminfo_bytes("SwapTotal:"); }

@@ -207,6 +207,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     PlotData d;
     const bool lines = f.kind == FigureKind::lines;
     const auto cat = varying(t, indices(t, f.category));
+    const std::size_t point = sweep_columns.empty() ? 0 : column_index(t, "point");
     std::vector<std::size_t> ser;  // none: one colour, no legend
     {
         auto moving = changing(t, indices(t, f.series));
@@ -215,9 +216,8 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             // A row of panels is one sweep point, titled with its swept values: a series column
             // with one value per point (a stack's layers when the depth is swept) separates no
             // lines within a row, and would only give each point's lines colours of their own.
-            const std::size_t pc = column_index(t, "point");
             moving.erase(std::remove_if(moving.begin(), moving.end(),
-                                        [&](std::size_t c) { return determined_by(t, c, pc); }),
+                                        [&](std::size_t c) { return determined_by(t, c, point); }),
                          moving.end());
         }
         for (auto c : indices(t, f.series))
@@ -227,7 +227,6 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
     d.category_title = names_of(t, cat);
     d.series_title = names_of(t, ser);
     const auto sweep = indices(t, sweep_columns);
-    const std::size_t point = sweep_columns.empty() ? 0 : column_index(t, "point");
     std::vector<std::string> raw = f.category;
     if (lines) raw.push_back(f.x);
     raw.insert(raw.end(), f.series.begin(), f.series.end());
