@@ -102,7 +102,8 @@ struct Row {
 
 void check_rows(const std::vector<Row>& rows) {
     for (const auto& row : rows) {
-        CAPTURE(row.name);
+        const std::string name = row.name;  // a char* would be logged as its address
+        CAPTURE(name);
         check_row(run_cfg(row.name, row.json), row.expect, out_of(row.name));
     }
 }
@@ -181,6 +182,22 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
         {"undefined_norm", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
             "analyses": [{"type": "apply", "data": ["x"], "norms": ["m"]}]})",
          R"(cfg.json: /analyses/0/norms/0: no norms entry named "m"; did you mean "n"?)"},
+        // A norm no analysis uses is still checked for what no data could make valid.
+        {"unused_rmsnorm_bias", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"},
+            "m": {"type": "rmsnorm", "normalized_shape": [4], "bias": 0.1}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+         "cfg.json: /norms/m/bias: rmsnorm has no bias (weight only)"},
+        {"unused_weight_without_affine", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"},
+            "m": {"type": "instancenorm", "weight": 2}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+         "cfg.json: /norms/m/weight: weight given but affine is false (instancenorm's default)"},
+        {"data_list_as_string", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": "x", "norms": ["n"]}]})",
+         R"(cfg.json: /analyses/0/data: expected a list of strings, but got string "x"; a list is written in brackets: ["x"])"},
+        {"seed_per_point_string", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}],
+            "sweep": {"norms.n.eps": [0.1, 1], "seed_per_point": "no"}})",
+         R"(cfg.json: /sweep/seed_per_point: expected true or false, but got string "no")"},
         {"unknown_source", config(R"({"source": "gausian", "shape": [2]})"),
          R"(cfg.json: /data/x/source: unknown value "gausian")"},
         {"huge_sweep", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"}},

@@ -215,6 +215,15 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     d.mask = r.boolean("mask", false);
     if (const Json* w = r.raw("weight")) d.weight = parse_param(*w, r.at("weight"), base_dir, seed);
     if (const Json* b = r.raw("bias")) d.bias = parse_param(*b, r.at("bias"), base_dir, seed);
+    // Parameters that no data can make valid: refused here too, so that validate finds them in
+    // a norm no analysis uses (NormLayer::resolve says the same when the norm meets its data).
+    if (!d.affine.value_or(d.type != NormType::instancenorm))
+        for (const char* key : {"weight", "bias"})
+            if (r.has(key))
+                r.at(key).fail(std::string(key) + " given but affine is false" +
+                                   (d.affine ? "" : " (" + type + "'s default)"),
+                               {r.at(d.affine ? "affine" : "type").pointer});
+    if (d.type == NormType::rmsnorm && d.bias) r.at("bias").fail("rmsnorm has no bias (weight only)");
     d.eps_placement = r.choice("eps_placement", {"inside_sqrt", "add_to_std"}, "inside_sqrt") == "add_to_std"
                           ? EpsPlacement::add_to_std : EpsPlacement::inside_sqrt;
     d.variance = r.choice("variance", {"biased", "unbiased"}, "biased") == "unbiased"

@@ -86,7 +86,7 @@ Sweep extract_sweep(Json& config, const std::string& file) {
     for (auto it = block.begin(); it != block.end(); ++it) {
         const std::string& key = it.key();
         if (key == "seed_per_point") {
-            if (!it.value().is_boolean()) loc.child(key).fail("expected true or false");
+            if (!it.value().is_boolean()) loc.child(key).fail("expected true or false, but got " + json_got(it.value()));
             s.seed_per_point = it.value().get<bool>();
             continue;
         }

@@ -320,6 +320,30 @@ std::string bracket_hint(const Json& j) {
                             : "; a list is written in brackets: [" + list + "]";
 }
 
+namespace {
+
+// For a string where a list of strings belongs ("tok", or "a,b" as --set key=a,b gives it):
+// "; a list is written in brackets: [\"a\",\"b\"]". Empty for anything else.
+std::string string_list_hint(const Json& j) {
+    if (!j.is_string()) return "";
+    const std::string s = j.get<std::string>();
+    Json list = Json::array();
+    for (std::size_t at = 0; at <= s.size();) {
+        std::size_t end = std::min(s.find(',', at), s.size());
+        const std::size_t first = s.find_first_not_of(' ', at);
+        const std::size_t last = end == at ? std::string::npos : s.find_last_not_of(' ', end - 1);
+        if (first >= end || last == std::string::npos || last < first) return "";
+        list.push_back(s.substr(first, last - first + 1));
+        at = end + 1;
+    }
+    const std::string text = list.dump();
+    // A long list is not repeated: the message stays one readable line.
+    return text.size() > 60 ? "; a list is written in brackets: [\"a\",\"b\",...]"
+                             : "; a list is written in brackets: " + text;
+}
+
+}  // namespace
+
 std::vector<long long> read_integers(const Json& j, const JsonLocation& loc) {
     if (!j.is_array()) loc.fail("expected a list of integers, but got " + json_got(j) + bracket_hint(j));
     std::vector<long long> out;
@@ -354,7 +378,7 @@ std::optional<std::vector<double>> ObjectReader::numbers(const std::string& key)
 std::optional<std::vector<std::string>> ObjectReader::strings(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
-    if (!j->is_array()) at(key).fail("expected a list of strings, but got " + json_type_name(*j));
+    if (!j->is_array()) at(key).fail("expected a list of strings, but got " + json_got(*j) + string_list_hint(*j));
     std::vector<std::string> out;
     for (std::size_t i = 0; i < j->size(); ++i) {
         if (!(*j)[i].is_string())
