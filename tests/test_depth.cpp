@@ -36,7 +36,7 @@ const std::map<std::string, std::string>& row(const std::vector<std::map<std::st
 }
 
 const char* kHeader =
-    "data,stack,placement,norm,layers,draws,layer,resid_rms,resid_growth,branch_rms,norm_in_rms,grad_x_rms,grad_w_norm,"
+    "data,stack,placement,norm,eps,layers,alpha,beta,draws,layer,resid_rms,resid_growth,branch_rms,norm_in_rms,grad_x_rms,grad_w_norm,"
     "grad_w1_norm,grad_gamma_norm,grad_gamma2_norm,eval_train_ratio";
 
 }  // namespace
@@ -83,6 +83,8 @@ TEST_CASE("depth: block columns a row does not have are empty cells (\"\" in rep
     const auto rep = report_rows(dir / "out", "depth");
     REQUIRE(rows.size() == 6 * 3);
     REQUIRE(rep.size() == rows.size());
+    // The stack norm's eps (layernorm's default in float64); none has no norm.
+    for (const auto& row : rows) CHECK(row.at("eps") == (row.at("stack") == "none" ? "" : "1e-05"));
     // stack -> the block columns it has (layer >= 1).
     const std::map<std::string, std::vector<std::string>> has = {
         {"pre", {"branch_rms", "norm_in_rms", "grad_w_norm", "grad_gamma_norm"}},
@@ -133,6 +135,13 @@ void check_sweep_effects(const std::vector<std::map<std::string, std::string>>& 
         const long long L = ref.layers;
         INFO("L = " << L);
         CHECK(row(rows, "post", L, L).at("draws") == "8");
+        // DeepNet's constants for L layers (Wang et al. 2022, table 1), the others' 1
+        CHECK(last("deepnorm", L, "alpha") == doctest::Approx(std::pow(2.0 * L, 0.25)).epsilon(1e-12));
+        CHECK(last("deepnorm", L, "beta") == doctest::Approx(std::pow(8.0 * L, -0.25)).epsilon(1e-12));
+        for (const char* s : {"pre", "post"}) {
+            CHECK(last(s, L, "alpha") == 1.0);
+            CHECK(last(s, L, "beta") == 1.0);
+        }
         // post-LN (Xiong et al. 2020, Theorem 1): the last layer's gradient does not shrink with depth
         post_lo = std::min(post_lo, last("post", L, "grad_w_norm"));
         post_hi = std::max(post_hi, last("post", L, "grad_w_norm"));
@@ -176,6 +185,11 @@ TEST_CASE("configs/depth_sweep.json shows Xiong et al.'s and DeepNet's effects a
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     const auto rows = read_csv(dir / "out" / "depth.csv");
     check_sweep_effects(rows);
+    // The dry run names DeepNet's constants of the first point (L = 6): (12)^(1/4), (48)^(-1/4).
+    auto dry = run_normlab("run " + (kSource / "configs/depth_sweep.json").string() + " --dry-run");
+    REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+    CHECK_MESSAGE(dry.out.find("stack deepnorm: 6 x deepnorm ffn around ln (alpha 1.861, beta 0.3799)\n") != std::string::npos,
+                  dry.out);
     // Another run seed draws other data, weights and projections: the same effects.
     auto r3 = run_normlab("run " + (kSource / "configs/depth_sweep.json").string() + " --set seed=3 --out " +
                           (dir / "seed3").string() + " -q");

@@ -259,8 +259,12 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                         if (mean[l][c]) *mean[l][c] += *v[l][c] / static_cast<double>(o.draws);
             }
             const std::string norm = def.has_norm() ? def.norm.name : "";
+            const Cell eps = def.has_norm()
+                                 ? Cell(def.norm.eps.value_or(default_eps(def.norm.type, def.norm.convention, ctx.dtype)))
+                                 : not_applicable();
             for (std::size_t l = 0; l <= def.layers; ++l) {
-                std::vector<Cell> row = {dn, sn, placement_name(def.placement), norm, static_cast<long long>(def.layers),
+                std::vector<Cell> row = {dn, sn, placement_name(def.placement), norm, eps,
+                                         static_cast<long long>(def.layers), def.residual_scale(), def.init_scale(),
                                          o.draws, static_cast<long long>(l)};
                 for (const auto& m : mean[l]) row.push_back(m ? Cell(*m) : not_applicable());
                 t.add_row(std::move(row));
@@ -277,8 +281,8 @@ AnalysisType depth_analysis() {
     a.name = "depth";
     a.summary = "residual stacks layer by layer: residual scale, branch and norm-input rms, gradients of x_l, W_l "
                 "and the norm weight; eval/train drift after training passes";
-    a.columns = {"data",        "stack",       "placement",    "norm",         "layers",      "draws",
-                 "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
+    a.columns = {"data",        "stack",       "placement",    "norm",         "eps",         "layers",
+                 "alpha",       "beta",        "draws",        "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
                  "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "grad_gamma2_norm",
                  "eval_train_ratio"};
     a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";

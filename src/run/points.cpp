@@ -270,7 +270,11 @@ std::string point_plan(const Loaded& l) {
     for (const auto& n : c.stack_order) {
         const StackDef& s = c.stacks.at(n);
         out << "stack " << n << ": " << s.layers << " x " << placement_name(s.placement) << " "
-            << block_name(s.block) << (s.has_norm() ? " around " + s.norm.name : "") << "\n";
+            << block_name(s.block) << (s.has_norm() ? " around " + s.norm.name : "")
+            << (s.placement == Placement::deepnorm
+                    ? " (alpha " + format_significant(s.residual_scale(), 4) + ", beta " + format_significant(s.init_scale(), 4) + ")"
+                    : "")
+            << "\n";
     }
     for (std::size_t i = 0; i < c.analyses.size(); ++i) {
         const auto& a = c.analyses[i];
