@@ -128,6 +128,10 @@ TEST_CASE("figure specs: lines put rows whose x cannot sit on a log axis at the 
     CHECK(values(s)[0]["note"] == "eps = 0");
     CHECK(s["title"]["subtitle"].get<std::string>().find("1 row(s) with eps not on the log x axis") != std::string::npos);
     CHECK(layers(s)[0]["mark"]["type"] == "line");
+    // Its edge a decade below the smallest eps on the axis (1e-5); without such rows, the data's own.
+    CHECK(layers(s)[0]["encoding"]["x"]["scale"]["domainMin"] == doctest::Approx(1e-6));
+    t.rows[0][2] = 1e-4;
+    CHECK_FALSE(layers(figure_specs("demo", f, t, {})[0].spec)[0]["encoding"]["x"]["scale"].contains("domainMin"));
 }
 
 TEST_CASE("a swept figure has one labelled panel row per point and metric-against-swept-value figures") {
@@ -429,6 +433,9 @@ TEST_CASE("a swept value from 0 (eps 0, 1e-6, 1e-4, 1e-2) gets a log x axis; the
     bool triangle = false;
     for (const auto& l : layers(vs)) triangle = triangle || (l["mark"].value("shape", "") == "triangle-left");
     CHECK(triangle);
+    // The left edge, where the triangle is, lies a decade below the smallest eps: not on its point.
+    CHECK(layers(vs)[0]["encoding"]["x"]["scale"]["domainMin"] == doctest::Approx(1e-7));
+    CHECK(layers(vs)[0]["encoding"]["x"]["axis"]["values"].front() == doctest::Approx(1e-6));
     CHECK(vs["title"]["subtitle"].get<std::string>().find("1 row(s) with eps not on the log x axis") != std::string::npos);
     // Two values, or a negative one: linear, every row on the axis.
     t.rows.resize(2);

@@ -296,6 +296,47 @@ TEST_CASE("lines: series with the same values at every point are named in the su
     CHECK_FALSE(none["title"].contains("subtitle"));
 }
 
+TEST_CASE("lines: lines on one another are found panel by panel, and within half a pixel") {
+    // Two panels: "growth" (about 1 to 3) and "share" (0 for ln and rms, not for bn).
+    Figure f = norm_lines("per layer", "layer", "growth", "growth");
+    f.x_log = false;
+    f.metrics.push_back(FigureMetric("share", "share"));
+    const std::vector<std::string> columns = {"point", "eps", "norm", "layer", "growth", "share"};
+    std::vector<std::map<std::string, Cell>> rows;
+    // At point 1 rms's growth parts from ln's by 1/100 of the axis (3): a line of its own.
+    for (long long p : {0LL, 1LL})
+        for (long long l : {1LL, 2LL, 3LL}) {
+            rows.push_back({{"point", p}, {"norm", std::string("bn")}, {"layer", l}, {"growth", 1.0 + l * 2.0 / 3},
+                            {"share", 0.1 * l}});
+            // ln and rms agree to 1e-5 (a 3e-6 of the axis): one line over the other
+            rows.push_back({{"point", p}, {"norm", std::string("ln")}, {"layer", l}, {"growth", 1.00325}, {"share", 0.0}});
+            rows.push_back({{"point", p}, {"norm", std::string("rms")}, {"layer", l},
+                            {"growth", p == 0 ? 1.00326 : 1.03325}, {"share", 0.0}});
+        }
+    for (auto& r : rows) r["eps"] = 0.1 * double(std::get<long long>(r.at("point")) + 1);
+    auto subtitle = [&](const std::vector<std::string>& sweep) {
+        const Json t = figure_specs("gradients", f, table_of(columns, rows), sweep).at(0).spec["title"];
+        std::vector<std::string> lines;
+        if (t.contains("subtitle"))
+            for (const auto& l : t["subtitle"].is_array() ? t["subtitle"] : Json::array({t["subtitle"]})) lines.push_back(l);
+        return lines;
+    };
+    // A sweep over eps, one row of panels per point: at point 1 growth has two lines.
+    CHECK(subtitle({"eps"}) ==
+          std::vector<std::string>{"2 series are exactly 0 in share, drawn one over another: ln, rms",
+                                   "2 series draw the same line in growth at 1 of 2 sweep points, one over another: ln, rms"});
+    // Point 0 alone, as a table without a sweep.
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [](const auto& r) { return std::get<long long>(r.at("point")) == 1; }),
+               rows.end());
+    CHECK(subtitle({}) == std::vector<std::string>{"2 series are exactly 0 in share, drawn one over another: ln, rms",
+                                                    "2 series draw the same line in growth, one over another: ln, rms"});
+    // Half a pixel apart is the same line; a pixel and more is not.
+    for (auto& r : rows)
+        if (std::get<std::string>(r.at("norm")) == "rms") r["growth"] = 1.00325 + 3.0 / 400 * 1.01;
+    CHECK(subtitle({}) == std::vector<std::string>{"2 series are exactly 0 in share, drawn one over another: ln, rms"});
+}
+
 TEST_CASE("invariance: every bar's colour carries its verdict, also when all rows share one") {
     const Figure& f = find_analysis("invariance")->figure;
     const std::vector<std::string> columns = {"data", "norm", "transform", "granularity", "max_abs_diff", "invariant"};

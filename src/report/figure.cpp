@@ -42,9 +42,10 @@ Json nominal(const std::string& field, const std::string& title) {
 }
 
 // Powers of ten from the decade below the smallest to the one above the largest positive
-// value of `fields`, thinned to at most 7; null when fewer than two (Vega's own ticks then).
+// value of `fields`, thinned to at most 7; null when they span fewer than `min_decades`
+// decades (Vega's own ticks then) or there is no positive value.
 // Vega's log ticks label every 2e-5, 3e-5, ... across a few decades, printed over each other.
-Json log_ticks(const PlotData& d, const std::vector<std::string>& fields) {
+Json log_ticks(const PlotData& d, const std::vector<std::string>& fields, int min_decades) {
     double lo = HUGE_VAL, hi = 0;
     for (const auto& r : d.rows)
         for (const auto& f : fields) {
@@ -58,7 +59,7 @@ Json log_ticks(const PlotData& d, const std::vector<std::string>& fields) {
         }
     if (!(hi > 0)) return nullptr;
     const int a = static_cast<int>(std::floor(std::log10(lo))), b = static_cast<int>(std::ceil(std::log10(hi)));
-    if (b - a < 2) return nullptr;
+    if (b - a < min_decades) return nullptr;
     const int step = (b - a + 6) / 7;
     Json ticks = Json::array();
     for (int e = a; e <= b; e += step) ticks.push_back(std::pow(10.0, e));
@@ -83,7 +84,17 @@ Json quantitative(const std::string& field, const std::string& title, bool log, 
         const std::vector<std::string> fields = field == "value" || field == "value2"
                                                     ? std::vector<std::string>{"value", "value2"}
                                                     : std::vector<std::string>{field};
-        const Json ticks = log_ticks(d, fields);
+        Json ticks = log_ticks(d, fields, 2);
+        if (field == d.x_column && d.x_not_on_axis > 0) {
+            // The rows drawn at the left edge (x = 0) get a decade of their own below the
+            // smallest x: on the data's own domain the edge is that x, and its point and the
+            // triangles would lie on one another. The edge has no tick: it is no value.
+            const Json data_ticks = log_ticks(d, fields, 0);
+            if (!data_ticks.is_null()) {
+                j["scale"]["domainMin"] = data_ticks.front().get<double>() / 10;
+                if (ticks.is_null()) ticks = data_ticks;
+            }
+        }
         if (!ticks.is_null()) j["axis"]["values"] = ticks;
     }
     return j;
@@ -296,8 +307,7 @@ std::string subtitle_counts(const PlotData& d) {
     return s;
 }
 
-// The subtitle lines naming series that lie on one another (PlotData::zero_series,
-// same_series), after "<count><head>": the labels in full (which lines are hidden is the point), cut at about 100 characters,
+// The subtitle lines naming series that lie on one another (PlotData::overlaps), after "<count><head>": the labels in full (which lines are hidden is the point), cut at about 100 characters,
 // since a title does not wrap and a longer line widens the page. Characters, not bytes: the
 // labels' separator is two bytes of UTF-8. None when `names` is empty.
 std::vector<std::string> series_lines(const std::string& head, const std::vector<std::string>& names) {
@@ -341,11 +351,18 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
     Json t = {{"text", lines.size() == 1 ? lines[0] : lines}, {"anchor", "start"}};
     Json subtitle = Json::array();
     if (const std::string counts = subtitle_counts(d); !counts.empty()) subtitle.push_back(counts);
-    for (const auto& line : series_lines(" series are exactly 0 everywhere, drawn one over another:", d.zero_series))
-        subtitle.push_back(line);
-    for (const auto& group : d.same_series)
-        for (const auto& line : series_lines(" series draw the same line, one over another:", group))
-            subtitle.push_back(line);
+    for (const bool zero : {true, false})
+        for (const auto& o : d.overlaps) {
+            if (o.zero != zero) continue;
+            std::string where;
+            if (o.panels.size() > 3) where = " in " + std::to_string(o.panels.size()) + " panels";
+            for (std::size_t i = 0; i < o.panels.size() && o.panels.size() <= 3; ++i)
+                where += (i ? ", " : " ") + std::string(o.panels[i].rfind("at ", 0) == 0 ? "" : "in ") + o.panels[i];
+            const std::string head = zero ? " series are exactly 0" + (where.empty() ? std::string(" everywhere") : where) +
+                                                ", drawn one over another:"
+                                          : " series draw the same line" + where + ", one over another:";
+            for (const auto& line : series_lines(head, o.series)) subtitle.push_back(line);
+        }
     if (!subtitle.empty()) t["subtitle"] = subtitle.size() == 1 ? subtitle[0] : subtitle;
     spec["title"] = t;
     spec["data"] = {{"values", d.rows}};

@@ -152,53 +152,115 @@ void note_refused(const Json& r, bool refused, bool count, std::string& note, Pl
     d.refused += count;
 }
 
-// The series labels whose every row has the value 0, in first-seen order; none unless two
-// or more are (one line alone at 0 hides nothing).
-std::vector<std::string> zero_series(const Json& rows) {
-    std::vector<std::string> order;
-    std::map<std::string, bool> all_zero;
+// Lines drawn on one another, found panel by panel (a panel being one metric's, or one
+// sweep point's, own plot): per panel, the series whose every value is exactly 0 when two or
+// more are, and groups of series that agree at every x within half a pixel of the panel's
+// value axis (kSameLineFraction of its extent, 0 included on a linear axis as Vega-Lite's
+// scale includes it; log10 of the values on a log axis). A group that lies on one another
+// in every panel where all its series are drawn is reported once, without panels.
+std::vector<Overlap> overlaps(const Json& rows, const std::string& x_key, bool log_values) {
+    struct Cell {
+        std::string panel;                  // the "panel" field, "" without panels
+        std::string point;                  // the "sweep_point" field's dump
+        std::vector<std::string> order;     // series, first-seen
+        std::map<std::string, std::map<std::string, Json>> at;  // series -> x|end -> value
+        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    };
+    std::vector<Cell> cells;
+    std::map<std::string, std::size_t> cell_of;
     for (const auto& r : rows) {
+        const Json panel = r.value("panel", Json());
+        const std::string point = r.value("sweep_point", Json()).dump();
+        auto [it, fresh] = cell_of.emplace(panel.dump() + "|" + point, cells.size());
+        if (fresh) cells.push_back({panel.is_string() ? panel.get<std::string>() : "", point, {}, {}});
+        Cell& c = cells[it->second];
         const std::string s = r["series"].get<std::string>();
-        const bool zero = r["value"].is_number() && r["value"].get<double>() == 0.0;
-        auto [it, fresh] = all_zero.emplace(s, zero);
-        if (fresh) order.push_back(s);
-        else it->second = it->second && zero;
+        if (!c.at.count(s)) c.order.push_back(s);
+        const Json& v = r["value"];
+        c.at[s][r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump()] = v;
+        if (v.is_number() && std::isfinite(v.get<double>()) && (!log_values || v.get<double>() > 0)) {
+            const double y = log_values ? std::log10(v.get<double>()) : v.get<double>();
+            c.lo = std::min(c.lo, y);
+            c.hi = std::max(c.hi, y);
+        }
     }
-    std::vector<std::string> out;
-    for (const auto& s : order)
-        if (all_zero[s]) out.push_back(s);
-    if (out.size() < 2) out.clear();
+    // (zero, series) -> the cells where they lie on one another, in first-seen order.
+    std::vector<std::pair<bool, std::vector<std::string>>> found;
+    std::map<std::pair<bool, std::vector<std::string>>, std::vector<std::size_t>> where;
+    auto add = [&](bool zero, const std::vector<std::string>& group, std::size_t cell) {
+        auto [it, fresh] = where.emplace(std::make_pair(zero, group), std::vector<std::size_t>{});
+        if (fresh) found.emplace_back(zero, group);
+        it->second.push_back(cell);
+    };
+    for (std::size_t k = 0; k < cells.size(); ++k) {
+        const Cell& c = cells[k];
+        const double lo = log_values ? c.lo : std::min(c.lo, 0.0), hi = log_values ? c.hi : std::max(c.hi, 0.0);
+        const double tol = hi > lo ? kSameLineFraction * (hi - lo) : 0.0;
+        std::vector<std::string> zero, rest;
+        for (const auto& s : c.order) {
+            bool all_zero = true, drawn = false;
+            for (const auto& [x, v] : c.at.at(s)) {
+                all_zero = all_zero && v.is_number() && v.get<double>() == 0.0;
+                drawn = drawn || v.is_number();
+            }
+            if (all_zero) zero.push_back(s);
+            else if (drawn) rest.push_back(s);  // a line that can hide another
+        }
+        if (zero.size() >= 2) add(true, zero, k);
+        auto close = [&](const Json& a, const Json& b) {
+            if (!a.is_number() || !b.is_number()) return a == b;
+            const double u = a.get<double>(), v = b.get<double>();
+            if (u == v) return true;
+            if (!std::isfinite(u) || !std::isfinite(v)) return false;
+            if (log_values) return u > 0 && v > 0 && std::abs(std::log10(u) - std::log10(v)) <= tol;
+            return std::abs(u - v) <= tol;
+        };
+        std::vector<std::vector<std::string>> groups;  // each compared through its first member
+        for (const auto& s : rest) {
+            const auto& mine = c.at.at(s);
+            auto same = [&](const std::vector<std::string>& g) {
+                const auto& theirs = c.at.at(g.front());
+                if (theirs.size() != mine.size()) return false;
+                for (const auto& [x, v] : mine) {
+                    auto it = theirs.find(x);
+                    if (it == theirs.end() || !close(v, it->second)) return false;
+                }
+                return true;
+            };
+            auto g = std::find_if(groups.begin(), groups.end(), same);
+            if (g == groups.end()) groups.push_back({s});
+            else g->push_back(s);
+        }
+        for (const auto& g : groups)
+            if (g.size() >= 2) add(false, g, k);
+    }
+    std::vector<Overlap> out;
+    for (const auto& [zero, group] : found) {
+        const auto& mine = where.at({zero, group});
+        // The cells where every series of the group is drawn: where it could have held.
+        std::vector<std::size_t> all;
+        for (std::size_t k = 0; k < cells.size(); ++k)
+            if (std::all_of(group.begin(), group.end(), [&](const std::string& s) { return cells[k].at.count(s) > 0; }))
+                all.push_back(k);
+        Overlap o{zero, group, {}};
+        if (mine.size() < all.size()) {
+            // Panels in first-seen order; a panel that holds it at some sweep points only says so.
+            std::vector<std::string> names;
+            for (std::size_t k : mine)
+                if (std::find(names.begin(), names.end(), cells[k].panel) == names.end()) names.push_back(cells[k].panel);
+            for (const auto& name : names) {
+                auto in = [&](std::size_t k) { return cells[k].panel == name; };
+                const auto n = std::count_if(mine.begin(), mine.end(), in), m = std::count_if(all.begin(), all.end(), in);
+                std::string where_text = name;
+                if (n < m)
+                    where_text += (name.empty() ? "" : " ") + std::string("at ") + std::to_string(n) + " of " +
+                                  std::to_string(m) + " sweep points";
+                o.panels.push_back(where_text);
+            }
+        }
+        out.push_back(std::move(o));
+    }
     return out;
-}
-
-// Groups of two or more series whose rows agree in panel, x (`x_key`), range end and value,
-// in first-seen order, leaving out the series in `skip` (the zero_series, named apart).
-std::vector<std::vector<std::string>> same_series(const Json& rows, const std::string& x_key,
-                                                  const std::vector<std::string>& skip) {
-    std::vector<std::string> order;
-    std::map<std::string, std::vector<std::string>> points;
-    std::set<std::string> drawn;  // series with at least one number: a line that can hide another
-    for (const auto& r : rows) {
-        const std::string s = r["series"].get<std::string>();
-        if (std::find(skip.begin(), skip.end(), s) != skip.end()) continue;
-        if (r["value"].is_number()) drawn.insert(s);
-        auto [it, fresh] = points.emplace(s, std::vector<std::string>{});
-        if (fresh) order.push_back(s);
-        it->second.push_back(r.value("panel", Json()).dump() + "|" + r.value("sweep_point", Json()).dump() + "|" +
-                             r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump() + "|" + r["value"].dump());
-    }
-    std::vector<std::vector<std::string>> groups;
-    std::map<std::vector<std::string>, std::size_t> group_of;
-    for (const auto& s : order) {
-        if (!drawn.count(s)) continue;
-        std::vector<std::string> key = points[s];
-        std::sort(key.begin(), key.end());
-        auto [it, fresh] = group_of.emplace(key, groups.size());
-        if (fresh) groups.push_back({});
-        groups[it->second].push_back(s);
-    }
-    groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.size() < 2; }), groups.end());
-    return groups;
 }
 
 }  // namespace
@@ -286,10 +348,7 @@ PlotData plot_rows(const Figure& f, const Table& t, const std::vector<std::strin
             d.rows.push_back(std::move(r));
         }
     }
-    if (lines && !ser.empty()) {
-        d.zero_series = zero_series(d.rows);
-        d.same_series = same_series(d.rows, f.x, d.zero_series);
-    }
+    if (lines && !ser.empty()) d.overlaps = overlaps(d.rows, f.x, f.log);
     return d;
 }
 
@@ -473,8 +532,7 @@ PlotData swept_rows(const Figure& f, const Table& t, const std::vector<std::stri
                 d.rows.push_back(std::move(r));
             }
         }
-    d.zero_series = zero_series(d.rows);
-    d.same_series = same_series(d.rows, swept, d.zero_series);
+    d.overlaps = overlaps(d.rows, swept, f.log);
     return d;
 }
 

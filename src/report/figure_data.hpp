@@ -23,6 +23,22 @@ struct NonfiniteCount {
     std::string describe() const;
 };
 
+/// Lines within this fraction of a panel's value axis of one another at every x are drawn
+/// on one another: half a pixel of a 200-pixel panel.
+inline constexpr double kSameLineFraction = 1.0 / 400;
+
+/// Two or more series whose lines lie on one another.
+struct Overlap {
+    /// true: every value of each is exactly 0; false: they agree at every x, within
+    /// kSameLineFraction of the panel's value axis (log10 of the values on a log axis).
+    bool zero = false;
+    std::vector<std::string> series;  ///< their labels, first-seen order
+    /// Where: empty when in every panel that draws them all; else the panels' names, each
+    /// followed by "at n of m sweep points" when it holds at some of its sweep points only
+    /// (just that, for a figure without panels).
+    std::vector<std::string> panels;
+};
+
 /// Long-format rows, one per (table row, metric). Fields: "category" (bars, ranges) or the x
 /// column (lines) with "x_ok" (false when x cannot sit on the axis), "series", "panel",
 /// "metric", "value" (and "value2" for ranges; null when it cannot be drawn), "note" (the
@@ -41,12 +57,8 @@ struct PlotData {
     /// Rows whose "status" column holds an error (a norm refused the batch): their empty
     /// metric is drawn as the note "refused" instead of nothing.
     std::size_t refused = 0;
-    /// lines: the series labels whose every value is exactly 0, when two or more are (their
-    /// lines lie on one another, so only the last drawn shows).
-    std::vector<std::string> zero_series;
-    /// lines: groups of two or more series labels whose lines are identical (the same x and
-    /// value at every point and panel), other than the zero_series: only the last drawn shows.
-    std::vector<std::vector<std::string>> same_series;
+    /// lines: the series whose lines lie on one another, so that only the last drawn shows.
+    std::vector<Overlap> overlaps;
     std::string x_column;
     std::string category_title, series_title;  ///< the columns the labels are made of ("data · norm"); no series: ""
 };
