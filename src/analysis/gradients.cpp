@@ -89,7 +89,8 @@ double rms(const xt::xarray<double>& a) {
 
 // Per element of the input: 1 when its statistics group holds a real position. A fully
 // padded group (a padded token under a masked LayerNorm over D) has NaN statistics, so its
-// outputs and dx are NaN: no summary reads them, and `empty` counts such groups. Without
+// outputs are NaN, and its dx too unless the upstream is 0 there (then 0): no summary reads
+// them, and `empty` counts such groups. Without
 // batch moments (running statistics) no group is empty.
 std::vector<std::uint8_t> in_real_groups(const StepResult& s, std::size_t& empty) {
     const std::vector<std::size_t> group = statistic_offsets(s.res);  // per replica where each has its own
@@ -172,8 +173,8 @@ double cross_sample_fraction(const Batch& b, const StepResult& s, const xt::xarr
 // |fd - dx| relative to the larger of max |dx| and rms(dy) * the largest rstd of the checked
 // groups (the size of the direct term rstd * dy, so that a dx that is 0 to rounding is
 // judged on the scale it would otherwise have). The step is 1e-4 / rstd of the element's
-// group (1e-4 of its spread). Elements of fully padded groups are not picked: their dx is
-// NaN. Nor are those of groups whose rstd is 0 or infinite (no spread and eps = 0: PyTorch's
+// group (1e-4 of its spread). Elements of fully padded groups are not picked: their outputs
+// are NaN. Nor are those of groups whose rstd is 0 or infinite (no spread and eps = 0: PyTorch's
 // batch_norm and instance_norm make rstd 0 there, a layer_norm or Keras' formula infinite):
 // the norm is not differentiable there, since any step gives the group a spread and its
 // output jumps (a constant channel gave 6.4e6 against its dx of 0). Not applicable when no

@@ -1,5 +1,6 @@
 #include "norm/backward.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -230,6 +231,37 @@ void backward_impl(const T* x, T* dx, const Shape& xs, const NormSpec& spec, con
     parallel_chunks(w.num_chunks(), [&](std::size_t c, std::size_t) { chunk_dx(x, o, m, pc1, pc2, dx, w, c, dtype); });
 }
 
+// A group without a real position (count 0 under a mask) has no statistics: its mean and
+// rstd are NaN, and so are its outputs. Where the upstream gradient is 0 throughout such a
+// group (a masked loss), those outputs do not reach the loss, and the chain rule takes
+// nothing from them: dweight's terms dy * xhat and dx = rstd * g there are 0, not 0 * NaN.
+// Returns the statistics with those groups' mean and rstd set to 0 (xhat = 0), or false
+// when no group is such (nothing copied). A group with some dy != 0 keeps its NaN.
+bool quiet_empty_groups(const Shape& xs, const Shape& ss, const ForwardResult& fwd, const double* dy,
+                        std::vector<double>& mean, std::vector<double>& rstd) {
+    const double* count = fwd.batch.count.data();
+    const std::size_t nstats = fwd.batch.count.size();
+    std::vector<std::uint8_t> quiet(nstats, 0);
+    bool any = false;
+    for (std::size_t s = 0; s < nstats; ++s) {
+        quiet[s] = count[s] == 0;
+        any = any || quiet[s];
+    }
+    if (!any) return false;
+    const Walk w(xs, broadcast_strides(xs, ss), broadcast_strides(xs, ss), kChunk);
+    for (std::size_t c = 0; c < w.num_chunks(); ++c)
+        w.chunk(c, [&](const Run& r) {
+            for (std::size_t k = 0; k < r.n; ++k)
+                if (dy[r.x + k] != 0) quiet[r.a + k * r.da] = 0;
+        });
+    if (std::find(quiet.begin(), quiet.end(), 1) == quiet.end()) return false;
+    mean.assign(fwd.mean.begin(), fwd.mean.end());
+    rstd.assign(fwd.rstd.begin(), fwd.rstd.end());
+    for (std::size_t s = 0; s < nstats; ++s)
+        if (quiet[s]) mean[s] = rstd[s] = 0;
+    return true;
+}
+
 }  // namespace
 
 void backward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
@@ -257,7 +289,10 @@ void backward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forw
     std::vector<double> scale(std::max<std::size_t>(1, num_elements(ps)), 1.0);
     if (in.weight)
         for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = spec.weight_offset + in.weight->data()[i];
-    const Operands o{dy.data(), fwd.mean.data(), fwd.rstd.data(), scale.data()};
+    std::vector<double> quiet_mean, quiet_rstd;
+    const bool quiet = in.mask && !in.given_mean && quiet_empty_groups(xs, ss, fwd, dy.data(), quiet_mean, quiet_rstd);
+    const Operands o{dy.data(), quiet ? quiet_mean.data() : fwd.mean.data(), quiet ? quiet_rstd.data() : fwd.rstd.data(),
+                     scale.data()};
 
     out.dweight = xt::xarray<double>::from_shape(Shape{0});
     out.dbias = xt::xarray<double>::from_shape(Shape{0});

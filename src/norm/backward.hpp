@@ -54,7 +54,9 @@ struct BackwardResult {
 /// is bit-identical for every thread count; dx is rounded once to x's dtype (float16 and
 /// bfloat16 by round_to). A statistic whose variance is 0 with eps added to the standard
 /// deviation has no derivative (sqrt at 0) and gives NaN in its group; a fully masked
-/// group gives NaN as its forward does. Reuses out.dx's buffer when its shape fits, so
+/// group gives NaN as its forward does, unless dy is 0 throughout it (a masked loss): its
+/// outputs then do not reach the loss, so it adds nothing to dweight and its dx is 0 (what
+/// PyTorch gives for the norm run on every position with the loss masked). Reuses out.dx's buffer when its shape fits, so
 /// repeated calls do not touch fresh memory. Throws InputError when dy, weight, bias, mask or
 /// the statistics have the wrong shape.
 void backward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
