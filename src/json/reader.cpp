@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "json/foreign.hpp"
@@ -296,24 +297,38 @@ std::string ObjectReader::choice(const std::string& key, const std::vector<std::
                  (hint.empty() ? "" : "; did you mean " + quoted_text(hint) + "?"));
 }
 
+namespace {
+
+// The pieces of `s` between commas, each without the spaces around it; nullopt when one is
+// empty ("", "a,,b", "a, ").
+std::optional<std::vector<std::string>> comma_pieces(const std::string& s) {
+    std::vector<std::string> pieces;
+    for (std::size_t at = 0; at <= s.size();) {
+        const std::size_t end = std::min(s.find(',', at), s.size());
+        const std::size_t first = s.find_first_not_of(' ', at);
+        if (first >= end) return std::nullopt;
+        const std::size_t last = s.find_last_not_of(' ', end - 1);
+        pieces.push_back(s.substr(first, last - first + 1));
+        at = end + 1;
+    }
+    return pieces;
+}
+
+}  // namespace
+
 std::string bracket_hint(const Json& j) {
     if (!j.is_string()) return "";
     const std::string s = j.get<std::string>();
     if (s.find(',') == std::string::npos) return "";
+    const auto pieces = comma_pieces(s);
+    if (!pieces) return "";
     std::string list;
-    for (std::size_t at = 0; at <= s.size();) {
-        std::size_t end = s.find(',', at);
-        if (end == std::string::npos) end = s.size();
-        const std::size_t first = s.find_first_not_of(' ', at);
-        const std::size_t last = s.find_last_not_of(' ', end - 1);
-        if (first >= end || last == std::string::npos || last < first) return "";
-        const std::string piece = s.substr(first, last - first + 1);
+    for (const auto& piece : *pieces) {
         // Printable ASCII only: the parser would stop at a NUL and take "1\0" for 1.
         for (char ch : piece)
             if (ch < 0x21 || ch > 0x7e) return "";
         if (!Json::parse(piece, nullptr, false).is_number()) return "";
         list += (list.empty() ? "" : ",") + piece;  // as typed
-        at = end + 1;
     }
     // A long list is not repeated: the message stays one readable line.
     return list.size() > 60 ? "; a list is written in brackets: [v1,v2,...]"
@@ -326,17 +341,9 @@ namespace {
 // "; a list is written in brackets: [\"a\",\"b\"]". Empty for anything else.
 std::string string_list_hint(const Json& j) {
     if (!j.is_string()) return "";
-    const std::string s = j.get<std::string>();
-    Json list = Json::array();
-    for (std::size_t at = 0; at <= s.size();) {
-        std::size_t end = std::min(s.find(',', at), s.size());
-        const std::size_t first = s.find_first_not_of(' ', at);
-        const std::size_t last = end == at ? std::string::npos : s.find_last_not_of(' ', end - 1);
-        if (first >= end || last == std::string::npos || last < first) return "";
-        list.push_back(s.substr(first, last - first + 1));
-        at = end + 1;
-    }
-    const std::string text = list.dump();
+    const auto pieces = comma_pieces(j.get<std::string>());
+    if (!pieces) return "";
+    const std::string text = Json(*pieces).dump();
     // A long list is not repeated: the message stays one readable line.
     return text.size() > 60 ? "; a list is written in brackets: [\"a\",\"b\",...]"
                              : "; a list is written in brackets: " + text;
