@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <xtensor-blas/xlinalg.hpp>
 #include <xtensor/xbroadcast.hpp>
+#include <xtensor/xview.hpp>
 
 #include "data/npy.hpp"
 #include "json/text.hpp"
@@ -569,6 +570,38 @@ TEST_CASE("backward: a group without real positions under a masked loss adds not
     CHECK(std::isnan(gn.dx.f64(2, 3, 1)));
     CHECK(gn.dx.f64(2, 2, 1) == 0);
     CHECK(gn.dx.f64(1, 3, 0) == 0);
+}
+
+TEST_CASE("backward: channels last, a sample without real positions under a masked loss adds nothing") {
+    // InstanceNorm over T on (N, T, C) with channels last: the statistics run along C (the
+    // channels-last loops). Sample 2 is all padding, so its C groups have no statistics; with
+    // dy 0 there the gradients are those of samples 0 and 1 alone.
+    Config c = Config("instancenorm channels last", {3, 4, 5}, {1}, {2});
+    Setup s = make_setup(c, DType::float64, 21);
+    s.has_mask = true;
+    s.mask = xt::xarray<std::uint8_t>::from_shape({3, 4, 1});
+    const std::size_t len[] = {4, 2, 0};
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t t = 0; t < 4; ++t) s.mask(n, t, 0) = t < len[n];
+    xt::xarray<double> dy = normal(c.view, 22);
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t t = len[n]; t < 4; ++t)
+            for (std::size_t d = 0; d < 5; ++d) dy(n, t, d) = 0;
+    const BackwardResult g = grads(s, dy);
+    Setup two = s;
+    two.x.f64 = xt::view(s.x.f64, xt::range(0, 2), xt::all(), xt::all());
+    two.mask = xt::view(s.mask, xt::range(0, 2), xt::all(), xt::all());
+    const xt::xarray<double> dy2 = xt::view(dy, xt::range(0, 2), xt::all(), xt::all());
+    const BackwardResult g2 = grads(two, dy2);
+    for (std::size_t i = 0; i < 5; ++i) {
+        CHECK(g.dweight(i) == doctest::Approx(g2.dweight(i)).epsilon(1e-14));
+        CHECK(g.dbias(i) == doctest::Approx(g2.dbias(i)).epsilon(1e-14));
+    }
+    for (std::size_t t = 0; t < 4; ++t)
+        for (std::size_t d = 0; d < 5; ++d) {
+            for (std::size_t n = 0; n < 2; ++n) CHECK(g.dx.f64(n, t, d) == doctest::Approx(g2.dx.f64(n, t, d)).epsilon(1e-14));
+            CHECK(g.dx.f64(2, t, d) == 0);
+        }
 }
 
 TEST_CASE("backward: bit-identical for 1, 2, 3 and 8 threads") {

@@ -346,17 +346,21 @@ TEST_CASE("apply: the saved input, weight, bias and upstream redo the step bit f
     CHECK(r.cli.err.find("has no bias (rmsnorm: weight only)") != std::string::npos);
 }
 
-TEST_CASE("masked_loss: dy is 0 at padding, and a masked BatchNorm's gradient on the real rows is that of the real rows alone") {
+TEST_CASE("masked_loss: dy is 0 at padding, and a masked norm's gradient on the real rows is that of the real rows alone") {
     // Tokens (3, 4, 5) of lengths 4, 2, 3 under BatchNorm over the features with mask: true.
     // With a loss over real positions only, neither the statistics nor dy see the padding,
     // so the real rows' dx, dweight and dbias are BatchNorm1d's on the (9, 5) batch of real
-    // rows with the same dy.
+    // rows with the same dy. So with LayerNorm over the features, whose padded tokens' rows
+    // have no real position (no statistics, NaN outputs) and add nothing to its dweight.
     json c = {{"name", "ml"}, {"dtype", "float64"}, {"seed", 3},
               {"data", {{"t", {{"source", "tokens"}, {"batch", 3}, {"max_len", 4}, {"dim", 5}, {"lengths", {4, 2, 3}}}}}},
               {"norms", {{"bn", {{"type", "batchnorm"}, {"channel_axis", -1}, {"mask", true},
+                                 {"weight", {1.5, 0.5, 2, 1, 0.7}}, {"bias", {0.1, 0.2, 0.3, 0.4, 0.5}}}},
+                         {"ln", {{"type", "layernorm"}, {"normalized_shape", {5}}, {"mask", true},
                                  {"weight", {1.5, 0.5, 2, 1, 0.7}}, {"bias", {0.1, 0.2, 0.3, 0.4, 0.5}}}}}},
-              {"analyses", {{{"type", "apply"}, {"data", {"t"}}, {"norms", {"bn"}}, {"masked_loss", true},
-                             {"save", {"input", "upstream", "grad_input", "grad_weight", "grad_bias", "mask"}}}}}};
+              {"analyses", {{{"type", "apply"}, {"data", {"t"}}, {"norms", {"bn", "ln"}}, {"masked_loss", true},
+                             {"save", {"input", "upstream", "grad_input", "grad_weight", "grad_bias", "mask"}}},
+                            {{"type", "gradients"}, {"data", {"t"}}, {"norms", {"ln"}}, {"masked_loss", true}}}}};
     RunResult r = run_config("masked_loss", c);
     REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
     const std::filesystem::path a = r.out / "arrays" / "t" / "bn";
@@ -385,21 +389,36 @@ TEST_CASE("masked_loss: dy is 0 at padding, and a masked BatchNorm's gradient on
     json c2 = c;
     c2["data"] = {{"t", {{"source", "npy"}, {"path", (dir / "x.npy").string()}, {"channel_axis", -1}}}};
     c2["norms"]["bn"].erase("mask");
+    c2["norms"]["ln"].erase("mask");
+    c2["analyses"].erase(1);
     c2["analyses"][0].erase("masked_loss");
     c2["analyses"][0]["save"] = {"grad_input", "grad_weight", "grad_bias"};
     c2["analyses"][0]["upstream"] = {{"npy", (dir / "dy.npy").string()}};
     RunResult r2 = run_config("masked_loss_alone", c2);
     REQUIRE_MESSAGE(r2.cli.exit_code == 0, r2.cli.err);
-    const std::filesystem::path a2 = r2.out / "arrays" / "t" / "bn";
-    const auto dx = normlab::read_npy(a / "grad_input.npy").values, dx2 = normlab::read_npy(a2 / "grad_input.npy").values;
-    double worst = 0;
-    for (std::size_t k = 0; k < real.size(); ++k)
-        for (std::size_t j = 0; j < 5; ++j) worst = std::max(worst, std::fabs(dx.data()[real[k] * 5 + j] - dx2(k, j)));
-    CHECK(worst < 1e-14);
-    for (const char* p : {"grad_weight.npy", "grad_bias.npy"}) {
-        const auto g1 = normlab::read_npy(a / p).values, g2 = normlab::read_npy(a2 / p).values;
-        CHECK(xt::allclose(g1, g2, 1e-13, 1e-14));
+    for (const char* norm : {"bn", "ln"}) {
+        INFO(norm);
+        const std::filesystem::path a1 = r.out / "arrays" / "t" / norm, a2 = r2.out / "arrays" / "t" / norm;
+        const auto dx = normlab::read_npy(a1 / "grad_input.npy").values, dx2 = normlab::read_npy(a2 / "grad_input.npy").values;
+        double worst = 0;
+        for (std::size_t k = 0; k < real.size(); ++k)
+            for (std::size_t j = 0; j < 5; ++j) worst = std::max(worst, std::fabs(dx.data()[real[k] * 5 + j] - dx2(k, j)));
+        CHECK(worst < 1e-14);
+        // The padded tokens' dx: 0 (dy is 0 there)
+        for (std::size_t b = 0; b < 3; ++b)
+            for (std::size_t t = lengths[b]; t < 4; ++t)
+                for (std::size_t j = 0; j < 5; ++j) CHECK(dx(b, t, j) == 0);
+        for (const char* p : {"grad_weight.npy", "grad_bias.npy"}) {
+            const auto g1 = normlab::read_npy(a1 / p).values, g2 = normlab::read_npy(a2 / p).values;
+            CHECK(xt::allclose(g1, g2, 1e-13, 1e-14));
+        }
     }
+    // The gradients table: three padded tokens, three groups without a real position, and a
+    // finite weight gradient.
+    const auto rows = r.csv("gradients");
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].at("empty_groups") == "3");
+    CHECK(std::isfinite(std::stod(rows[0].at("grad_weight_rms"))));
     // Without a padding mask there is nothing to leave out: refused by validate.
     json c3 = base_config("float32");
     c3["analyses"] = {{{"type", "gradients"}, {"data", {"x"}}, {"norms", {"ln"}}, {"masked_loss", true}}};

@@ -187,6 +187,11 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
             "m": {"type": "rmsnorm", "normalized_shape": [4], "bias": 0.1}},
             "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
          "cfg.json: /norms/m/bias: rmsnorm has no bias (weight only)"},
+        // Before the file it names is read: the file is not the fault.
+        {"rmsnorm_bias_from_missing_file", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "rmsnorm",
+            "normalized_shape": [4], "bias": {"npy": "missing.npy"}}},
+            "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",
+         "cfg.json: /norms/n/bias: rmsnorm has no bias (weight only)"},
         {"unused_weight_without_affine", R"({"data": {"x": )" + g + R"(}, "norms": {"n": {"type": "batchnorm"},
             "m": {"type": "instancenorm", "weight": 2}},
             "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}]})",

@@ -331,10 +331,37 @@ TEST_CASE("lines: lines on one another are found panel by panel, and within half
                rows.end());
     CHECK(subtitle({}) == std::vector<std::string>{"2 series are exactly 0 in share, drawn one over another: ln, rms",
                                                     "2 series draw the same line in growth, one over another: ln, rms"});
-    // Half a pixel apart is the same line; a pixel and more is not.
-    for (auto& r : rows)
-        if (std::get<std::string>(r.at("norm")) == "rms") r["growth"] = 1.00325 + 3.0 / 400 * 1.01;
-    CHECK(subtitle({}) == std::vector<std::string>{"2 series are exactly 0 in share, drawn one over another: ln, rms"});
+    // Within half a pixel (1/400 of the axis, 0 to 3) is the same line; beyond it is not.
+    const std::vector<std::string> zero_only = {"2 series are exactly 0 in share, drawn one over another: ln, rms"};
+    auto set_rms = [&](double growth) {
+        for (auto& r : rows)
+            if (std::get<std::string>(r.at("norm")) == "rms") r["growth"] = growth;
+    };
+    set_rms(1.00325 + 3.0 / 400 * 0.99);
+    CHECK(subtitle({}).size() == 2);
+    set_rms(1.00325 + 3.0 / 400 * 1.01);
+    CHECK(subtitle({}) == zero_only);
+    // On a log axis, half a pixel of the decades spanned (log10 3 - log10 1.00325); the zeros
+    // cannot be drawn there, so they hide nothing.
+    f.log = true;
+    const double half_pixel = (std::log10(3.0) - std::log10(1.00325)) / 400;
+    const std::string growth_line = "2 series draw the same line in growth, one over another: ln, rms";
+    set_rms(1.00325 * std::pow(10.0, 0.99 * half_pixel));
+    CHECK(has(subtitle({}), growth_line));
+    CHECK_FALSE(has(subtitle({}), zero_only[0]));
+    set_rms(1.00325 * std::pow(10.0, 1.01 * half_pixel));
+    CHECK_FALSE(has(subtitle({}), growth_line));
+    f.log = false;
+    // Two rows of one series at one x (two analyses sharing a table): every value counts,
+    // the earlier 0.5 as well as the later 0.
+    std::vector<std::map<std::string, Cell>> both;
+    for (auto r : rows)
+        if (std::get<std::string>(r.at("norm")) == "ln") {
+            r["share"] = 0.5;
+            both.push_back(r);
+        }
+    rows.insert(rows.begin(), both.begin(), both.end());
+    CHECK(subtitle({}).empty());
 }
 
 TEST_CASE("invariance: every bar's colour carries its verdict, also when all rows share one") {

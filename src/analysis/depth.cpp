@@ -281,10 +281,10 @@ AnalysisType depth_analysis() {
     a.name = "depth";
     a.summary = "residual stacks layer by layer: residual scale, branch and norm-input rms, gradients of x_l, W_l "
                 "and the norm weight; eval/train drift after training passes";
-    a.columns = {"data",        "stack",       "placement",    "norm",         "eps",         "layers",
-                 "alpha",       "beta",        "draws",        "layer",       "resid_rms",   "resid_growth", "branch_rms",   "norm_in_rms",
-                 "grad_x_rms",  "grad_w_norm", "grad_w1_norm", "grad_gamma_norm", "grad_gamma2_norm",
-                 "eval_train_ratio"};
+    a.columns = {"data",       "stack",          "placement",        "norm",       "eps",
+                 "layers",     "alpha",          "beta",             "draws",      "layer",
+                 "resid_rms",  "resid_growth",   "branch_rms",       "norm_in_rms", "grad_x_rms",
+                 "grad_w_norm", "grad_w1_norm",  "grad_gamma_norm",  "grad_gamma2_norm", "eval_train_ratio"};
     a.figure.title = "per layer: gradient of the block's weights, and the residual stream's rms over the input's";
     a.figure.kind = FigureKind::lines;
     a.figure.x = "layer";

@@ -213,17 +213,18 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     if (d.eps && !(*d.eps >= 0)) r.at("eps").fail("eps must be >= 0, but got " + format_number(*d.eps));
     d.affine = r.boolean("affine");
     d.mask = r.boolean("mask", false);
-    if (const Json* w = r.raw("weight")) d.weight = parse_param(*w, r.at("weight"), base_dir, seed);
-    if (const Json* b = r.raw("bias")) d.bias = parse_param(*b, r.at("bias"), base_dir, seed);
     // Parameters that no data can make valid: refused here too, so that validate finds them in
-    // a norm no analysis uses (NormLayer::resolve says the same when the norm meets its data).
-    if (!d.affine.value_or(d.type != NormType::instancenorm))
+    // a norm no analysis uses (NormLayer::resolve says the same when the norm meets its data),
+    // and before a file they name is read.
+    if (!is_affine(d))
         for (const char* key : {"weight", "bias"})
             if (r.has(key))
                 r.at(key).fail(std::string(key) + " given but affine is false" +
                                    (d.affine ? "" : " (" + type + "'s default)"),
                                {r.at(d.affine ? "affine" : "type").pointer});
-    if (d.type == NormType::rmsnorm && d.bias) r.at("bias").fail("rmsnorm has no bias (weight only)");
+    if (d.type == NormType::rmsnorm && r.has("bias")) r.at("bias").fail("rmsnorm has no bias (weight only)");
+    if (const Json* w = r.raw("weight")) d.weight = parse_param(*w, r.at("weight"), base_dir, seed);
+    if (const Json* b = r.raw("bias")) d.bias = parse_param(*b, r.at("bias"), base_dir, seed);
     d.eps_placement = r.choice("eps_placement", {"inside_sqrt", "add_to_std"}, "inside_sqrt") == "add_to_std"
                           ? EpsPlacement::add_to_std : EpsPlacement::inside_sqrt;
     d.variance = r.choice("variance", {"biased", "unbiased"}, "biased") == "unbiased"
@@ -532,7 +533,7 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
                            "\"twice\" changes only float16 and bfloat16 outputs; in this " + dtype_name(c.dtype) +
                                " run x_hat is not rounded before the affine step",
                            {"/dtype"}});
-        else if (!d.affine.value_or(d.type != NormType::instancenorm))
+        else if (!is_affine(d))
             out.push_back({at, "\"twice\" has no effect: the norm has no affine parameters (affine false)",
                            {norm.child("affine").pointer, norm.child("type").pointer}});
     }

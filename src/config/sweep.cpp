@@ -66,7 +66,7 @@ Sweep extract_sweep(Json& config, const std::string& file) {
     std::vector<std::vector<std::string>> dim_paths;
     std::vector<bool> is_zip;
     auto check_list = [&](const std::string& key, const Json& v, const JsonLocation& at) {
-        if (!v.is_array()) at.fail("expected a list of values, but got " + json_type_name(v));
+        if (!v.is_array()) at.fail("expected a list of values, but got " + json_got(v));
         if (v.empty()) at.fail("list of values is empty");
         // Two spellings of one value ("norms.ln.eps", "/norms/ln/eps") are one path: the
         // later would silently win and the CSV would get the column twice.

@@ -389,7 +389,7 @@ std::optional<std::vector<std::string>> ObjectReader::strings(const std::string&
     std::vector<std::string> out;
     for (std::size_t i = 0; i < j->size(); ++i) {
         if (!(*j)[i].is_string())
-            at(key).child(i).fail("expected a string, but got " + json_type_name((*j)[i]));
+            at(key).child(i).fail("expected a string, but got " + json_got((*j)[i]));
         out.push_back((*j)[i].get<std::string>());
     }
     return out;

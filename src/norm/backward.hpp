@@ -55,10 +55,10 @@ struct BackwardResult {
 /// bfloat16 by round_to). A statistic whose variance is 0 with eps added to the standard
 /// deviation has no derivative (sqrt at 0) and gives NaN in its group; a fully masked
 /// group gives NaN as its forward does, unless dy is 0 throughout it (a masked loss): its
-/// outputs then do not reach the loss, so it adds nothing to dweight and its dx is 0 (what
-/// PyTorch gives for the norm run on every position with the loss masked). Reuses out.dx's buffer when its shape fits, so
-/// repeated calls do not touch fresh memory. Throws InputError when dy, weight, bias, mask or
-/// the statistics have the wrong shape.
+/// outputs then do not reach the loss, so with finite x there it adds nothing to dweight
+/// and its dx is 0 (what PyTorch gives for the norm run on every position, loss masked).
+/// Reuses out.dx's buffer when its shape fits, so repeated calls do not touch fresh memory.
+/// Throws InputError when dy, weight, bias, mask or the statistics have the wrong shape.
 void backward(const Tensor& x, const Shape& shape, const NormSpec& spec, const ForwardInputs& in,
               const ForwardResult& fwd, const xt::xarray<double>& dy, BackwardResult& out);
 /// backward over x's own shape, returning a fresh result.

@@ -280,6 +280,8 @@ bool keeps_running_stats(const NormDef& d) {
     return false;
 }
 
+bool is_affine(const NormDef& d) { return d.affine.value_or(d.type != NormType::instancenorm); }
+
 bool NormLayer::has_running_stats() const { return keeps_running_stats(m_def); }
 
 Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
@@ -294,8 +296,7 @@ Resolution NormLayer::resolve(const Shape& xs, std::size_t data_channel_axis,
     r.view_shape = xs;
     r.eps = d.eps.value_or(default_eps(d.type, d.convention, m_dtype));
     const std::size_t rank = xs.size();
-    bool affine_default = d.type != NormType::instancenorm;
-    bool affine = d.affine.value_or(affine_default);
+    const bool affine = is_affine(d);
     NormSpec& spec = r.spec;
     spec.eps = r.eps;
     spec.eps_placement = d.eps_placement;

@@ -56,6 +56,10 @@ bool unbiased_running_var(const NormDef& d);
 /// Whether the norm keeps running statistics: BatchNorm unless track_running_stats is
 /// false, InstanceNorm only when it is true (PyTorch's defaults), no other type.
 bool keeps_running_stats(const NormDef& d);
+/// Whether the norm has affine parameters: `affine`, or its default, true except for
+/// InstanceNorm (PyTorch's BatchNorm, GroupNorm and LayerNorm default affine=True,
+/// InstanceNorm affine=False).
+bool is_affine(const NormDef& d);
 
 /// A norm that does not fit its input or its own parameters. The message names the norm and
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",

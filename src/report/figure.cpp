@@ -87,8 +87,10 @@ Json quantitative(const std::string& field, const std::string& title, bool log, 
         Json ticks = log_ticks(d, fields, 2);
         if (field == d.x_column && d.x_not_on_axis > 0) {
             // The rows drawn at the left edge (x = 0) get a decade of their own below the
-            // smallest x: on the data's own domain the edge is that x, and its point and the
-            // triangles would lie on one another. The edge has no tick: it is no value.
+            // power of ten at or below the smallest x: on the data's own domain the edge is
+            // that x, and its point and the triangles would lie on one another. The ticks are
+            // the data's decades even when they span fewer than two, so that Vega puts no
+            // tick at the edge: it is no value.
             const Json data_ticks = log_ticks(d, fields, 0);
             if (!data_ticks.is_null()) {
                 j["scale"]["domainMin"] = data_ticks.front().get<double>() / 10;
@@ -307,9 +309,11 @@ std::string subtitle_counts(const PlotData& d) {
     return s;
 }
 
-// The subtitle lines naming series that lie on one another (PlotData::overlaps), after "<count><head>": the labels in full (which lines are hidden is the point), cut at about 100 characters,
-// since a title does not wrap and a longer line widens the page. Characters, not bytes: the
-// labels' separator is two bytes of UTF-8. None when `names` is empty.
+// The subtitle lines naming series that lie on one another (PlotData::overlaps), after
+// "<count><head>": the labels in full (which lines are hidden is the point), cut at about
+// 100 characters, since a title does not wrap and a longer line widens the page.
+// Characters, not bytes: the labels' separator is two bytes of UTF-8. None when `names` is
+// empty.
 std::vector<std::string> series_lines(const std::string& head, const std::vector<std::string>& names) {
     if (names.empty()) return {};
     auto chars = [](const std::string& s) {
@@ -356,8 +360,13 @@ Json assemble(const Figure& f, const PlotData& d, const std::string& title, cons
             if (o.zero != zero) continue;
             std::string where;
             if (o.panels.size() > 3) where = " in " + std::to_string(o.panels.size()) + " panels";
-            for (std::size_t i = 0; i < o.panels.size() && o.panels.size() <= 3; ++i)
-                where += (i ? ", " : " ") + std::string(o.panels[i].rfind("at ", 0) == 0 ? "" : "in ") + o.panels[i];
+            for (std::size_t i = 0; i < o.panels.size() && o.panels.size() <= 3; ++i) {
+                const Overlap::Panel& p = o.panels[i];
+                where += (i ? ", " : " ") + (p.name.empty() ? "" : "in " + p.name);
+                if (p.points < p.of)
+                    where += (p.name.empty() ? "at " : " at ") + std::to_string(p.points) + " of " +
+                             std::to_string(p.of) + " sweep points";
+            }
             const std::string head = zero ? " series are exactly 0" + (where.empty() ? std::string(" everywhere") : where) +
                                                 ", drawn one over another:"
                                           : " series draw the same line" + where + ", one over another:";

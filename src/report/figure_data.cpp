@@ -155,29 +155,30 @@ void note_refused(const Json& r, bool refused, bool count, std::string& note, Pl
 // Lines drawn on one another, found panel by panel (a panel being one metric's, or one
 // sweep point's, own plot): per panel, the series whose every value is exactly 0 when two or
 // more are, and groups of series that agree at every x within half a pixel of the panel's
-// value axis (kSameLineFraction of its extent, 0 included on a linear axis as Vega-Lite's
-// scale includes it; log10 of the values on a log axis). A group that lies on one another
-// in every panel where all its series are drawn is reported once, without panels.
+// value axis: kSameLineFraction of the extent of the panel's values (with 0 on a linear axis,
+// as Vega-Lite's scale includes it; of their log10 on a log axis). Panels that share one
+// axis span at least that much, so no line is called hidden that is not. A group that lies
+// on one another in every panel where all its series are drawn is reported without panels.
 std::vector<Overlap> overlaps(const Json& rows, const std::string& x_key, bool log_values) {
-    struct Cell {
-        std::string panel;                  // the "panel" field, "" without panels
-        std::string point;                  // the "sweep_point" field's dump
-        std::vector<std::string> order;     // series, first-seen
-        std::map<std::string, std::map<std::string, Json>> at;  // series -> x|end -> value
+    struct PanelCell {
+        std::string panel;               // the "panel" field, "" without panels
+        std::vector<std::string> order;  // series, first-seen
+        // series -> x|end -> its values there, in row order (analyses sharing a table can
+        // give one series two rows at an x)
+        std::map<std::string, std::map<std::string, std::vector<Json>>> at;
         double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     };
-    std::vector<Cell> cells;
+    std::vector<PanelCell> cells;
     std::map<std::string, std::size_t> cell_of;
     for (const auto& r : rows) {
         const Json panel = r.value("panel", Json());
-        const std::string point = r.value("sweep_point", Json()).dump();
-        auto [it, fresh] = cell_of.emplace(panel.dump() + "|" + point, cells.size());
-        if (fresh) cells.push_back({panel.is_string() ? panel.get<std::string>() : "", point, {}, {}});
-        Cell& c = cells[it->second];
+        auto [it, fresh] = cell_of.emplace(panel.dump() + "|" + r.value("sweep_point", Json()).dump(), cells.size());
+        if (fresh) cells.push_back({panel.is_string() ? panel.get<std::string>() : "", {}, {}});
+        PanelCell& c = cells[it->second];
         const std::string s = r["series"].get<std::string>();
         if (!c.at.count(s)) c.order.push_back(s);
         const Json& v = r["value"];
-        c.at[s][r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump()] = v;
+        c.at[s][r.value(x_key, Json()).dump() + "|" + r.value("end", Json()).dump()].push_back(v);
         if (v.is_number() && std::isfinite(v.get<double>()) && (!log_values || v.get<double>() > 0)) {
             const double y = log_values ? std::log10(v.get<double>()) : v.get<double>();
             c.lo = std::min(c.lo, y);
@@ -193,20 +194,9 @@ std::vector<Overlap> overlaps(const Json& rows, const std::string& x_key, bool l
         it->second.push_back(cell);
     };
     for (std::size_t k = 0; k < cells.size(); ++k) {
-        const Cell& c = cells[k];
+        const PanelCell& c = cells[k];
         const double lo = log_values ? c.lo : std::min(c.lo, 0.0), hi = log_values ? c.hi : std::max(c.hi, 0.0);
         const double tol = hi > lo ? kSameLineFraction * (hi - lo) : 0.0;
-        std::vector<std::string> zero, rest;
-        for (const auto& s : c.order) {
-            bool all_zero = true, drawn = false;
-            for (const auto& [x, v] : c.at.at(s)) {
-                all_zero = all_zero && v.is_number() && v.get<double>() == 0.0;
-                drawn = drawn || v.is_number();
-            }
-            if (all_zero) zero.push_back(s);
-            else if (drawn) rest.push_back(s);  // a line that can hide another
-        }
-        if (zero.size() >= 2) add(true, zero, k);
         auto close = [&](const Json& a, const Json& b) {
             if (!a.is_number() || !b.is_number()) return a == b;
             const double u = a.get<double>(), v = b.get<double>();
@@ -215,15 +205,29 @@ std::vector<Overlap> overlaps(const Json& rows, const std::string& x_key, bool l
             if (log_values) return u > 0 && v > 0 && std::abs(std::log10(u) - std::log10(v)) <= tol;
             return std::abs(u - v) <= tol;
         };
+        std::vector<std::string> zero, rest;
+        for (const auto& s : c.order) {
+            bool all_zero = true, drawn = false;
+            for (const auto& [x, vs] : c.at.at(s))
+                for (const auto& v : vs) {
+                    all_zero = all_zero && v.is_number() && v.get<double>() == 0.0;
+                    drawn = drawn || v.is_number();
+                }
+            if (all_zero) zero.push_back(s);
+            else if (drawn) rest.push_back(s);  // a line that can hide another
+        }
+        if (zero.size() >= 2) add(true, zero, k);
         std::vector<std::vector<std::string>> groups;  // each compared through its first member
         for (const auto& s : rest) {
             const auto& mine = c.at.at(s);
             auto same = [&](const std::vector<std::string>& g) {
                 const auto& theirs = c.at.at(g.front());
                 if (theirs.size() != mine.size()) return false;
-                for (const auto& [x, v] : mine) {
+                for (const auto& [x, vs] : mine) {
                     auto it = theirs.find(x);
-                    if (it == theirs.end() || !close(v, it->second)) return false;
+                    if (it == theirs.end() || it->second.size() != vs.size()) return false;
+                    for (std::size_t i = 0; i < vs.size(); ++i)
+                        if (!close(vs[i], it->second[i])) return false;
                 }
                 return true;
             };
@@ -244,18 +248,15 @@ std::vector<Overlap> overlaps(const Json& rows, const std::string& x_key, bool l
                 all.push_back(k);
         Overlap o{zero, group, {}};
         if (mine.size() < all.size()) {
-            // Panels in first-seen order; a panel that holds it at some sweep points only says so.
-            std::vector<std::string> names;
+            // Panels in first-seen order, each with the sweep points where it holds.
             for (std::size_t k : mine)
-                if (std::find(names.begin(), names.end(), cells[k].panel) == names.end()) names.push_back(cells[k].panel);
-            for (const auto& name : names) {
-                auto in = [&](std::size_t k) { return cells[k].panel == name; };
-                const auto n = std::count_if(mine.begin(), mine.end(), in), m = std::count_if(all.begin(), all.end(), in);
-                std::string where_text = name;
-                if (n < m)
-                    where_text += (name.empty() ? "" : " ") + std::string("at ") + std::to_string(n) + " of " +
-                                  std::to_string(m) + " sweep points";
-                o.panels.push_back(where_text);
+                if (std::none_of(o.panels.begin(), o.panels.end(),
+                                 [&](const Overlap::Panel& p) { return p.name == cells[k].panel; }))
+                    o.panels.push_back({cells[k].panel, 0, 0});
+            for (auto& p : o.panels) {
+                auto in = [&](std::size_t k) { return cells[k].panel == p.name; };
+                p.points = static_cast<std::size_t>(std::count_if(mine.begin(), mine.end(), in));
+                p.of = static_cast<std::size_t>(std::count_if(all.begin(), all.end(), in));
             }
         }
         out.push_back(std::move(o));

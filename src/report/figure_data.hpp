@@ -24,7 +24,7 @@ struct NonfiniteCount {
 };
 
 /// Lines within this fraction of a panel's value axis of one another at every x are drawn
-/// on one another: half a pixel of a 200-pixel panel.
+/// on one another: half a pixel of a 200-pixel panel (lines figures' height).
 inline constexpr double kSameLineFraction = 1.0 / 400;
 
 /// Two or more series whose lines lie on one another.
@@ -33,10 +33,14 @@ struct Overlap {
     /// kSameLineFraction of the panel's value axis (log10 of the values on a log axis).
     bool zero = false;
     std::vector<std::string> series;  ///< their labels, first-seen order
-    /// Where: empty when in every panel that draws them all; else the panels' names, each
-    /// followed by "at n of m sweep points" when it holds at some of its sweep points only
-    /// (just that, for a figure without panels).
-    std::vector<std::string> panels;
+    /// A panel where they lie on one another: at `points` of the `of` sweep points (rows of
+    /// panels) that draw them all there (1 of 1 without a sweep).
+    struct Panel {
+        std::string name;  ///< the panel's title; "" for a figure without panels
+        std::size_t points = 0, of = 0;
+    };
+    /// Where: empty when in every panel that draws them all, else those panels.
+    std::vector<Panel> panels;
 };
 
 /// Long-format rows, one per (table row, metric). Fields: "category" (bars, ranges) or the x
