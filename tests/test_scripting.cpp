@@ -2,6 +2,8 @@
 // shapes/init/dry-run subcommands.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis_util.hpp"
 #include "cli_util.hpp"
 #include "config/sweep.hpp"
@@ -77,6 +79,18 @@ TEST_CASE("no CSV gets one column name twice: one path in two spellings, paths t
     CHECK_MESSAGE(own.exit_code == 0, own.err);
     CHECK(own.out.find("float32") != std::string::npos);  // point 0's float64 rows
     CHECK(run_normlab("report " + (dir / "out").string()).exit_code == 0);
+    // Each point's data summary, and the report's Data table, carry that point's dtype.
+    const auto report = nlohmann::json::parse(read_text(dir / "out" / "report.json"));
+    CHECK(report["data"]["0"]["x"]["dtype"] == "float32");
+    CHECK(report["data"]["1"]["x"]["dtype"] == "float64");
+    const std::string html = read_text(dir / "out" / "report.html");
+    for (const char* point : {"0", "1"}) {
+        const std::string row = R"(<tr><td class="num" data-v=")" + std::string(point) + R"(">)" + point + "</td><td>x</td>";
+        const std::size_t at = html.find(row);
+        REQUIRE(at != std::string::npos);
+        const std::string dtype = std::string(point) == "0" ? "<td>float32</td>" : "<td>float64</td>";
+        CHECK(html.substr(at, html.find("</tr>", at) - at).find(dtype) != std::string::npos);
+    }
 }
 
 TEST_CASE("a 100-point sweep in one process and its 4 shards merged equal it byte for byte") {

@@ -85,6 +85,7 @@ Json data_summary(const Batch& b) {
     Json j = Json::object();
     j["source"] = b.source;
     j["shape"] = b.x.shape();
+    j["dtype"] = dtype_name(b.x.dtype);  // the point's own when dtype is swept
     j["channel_axis"] = b.channel_axis;
     j["has_mask"] = b.has_mask();
     j["nonfinite_values"] = count_nonfinite(b.x);  // each makes every statistic it enters non-finite
