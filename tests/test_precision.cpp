@@ -612,6 +612,39 @@ TEST_CASE("port_check: settings_differ names what a port changes, and what is le
     CHECK(num(z, "ref_nonfinite") == 0);
 }
 
+TEST_CASE("port_check: settings_differ names parameters and given running statistics that differ by value") {
+    // The most common porting bug is a weight loaded wrong: the same settings, other values.
+    const std::vector<std::vector<double>> x = {{1, 2}, {3, 5}, {4, 9}};
+    json cfg = {{"name", "values_differ"},
+                {"data", {{"b", {{"source", "values"}, {"values", x}}}}},
+                {"norms", {{"a", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {1.5, 0.5}}, {"bias", {0.1, 0.2}}}},
+                           {"w", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {1.5, 1.0}}, {"bias", {0.1, 0.2}}}},
+                           {"wb", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {1.5, 0.5}}, {"bias", {0.1, -0.3}}}},
+                           {"same", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {1.5, 0.5}}, {"bias", {0.1, 0.2}}}},
+                           {"d1", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.1}}}}}}},
+                           {"d2", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.1}}}}}}},
+                           {"e1", {{"type", "batchnorm"}, {"training", false}, {"running_mean", {0, 1}}, {"running_var", 2}}},
+                           {"e2", {{"type", "batchnorm"}, {"training", false}, {"running_mean", {0, 3}}, {"running_var", 2}}}}},
+                {"analyses", {{{"type", "port_check"}, {"data", {"b"}}, {"norms", {"a", "w", "wb", "same"}}},
+                              {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"d1", "d2"}}},
+                              {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"e1", "e2"}}},
+                              {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"e1", "e2"}}, {"steps", 2}}}}};
+    Run r = run_json("values_differ", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = read_csv(r.out / "port_check.csv");
+    CHECK(one(rows, {{"port", "w"}}).at("settings_differ") == "weight values differ by up to 0.5");
+    CHECK(one(rows, {{"port", "wb"}}).at("settings_differ") == "bias values differ by up to 0.5");
+    CHECK(one(rows, {{"port", "same"}}).at("settings_differ") == "none");
+    CHECK(one(rows, {{"port", "d2"}}).at("settings_differ").find(
+              "weight values differ by up to 0.") == 0);
+    CHECK(one(rows, {{"port", "d2"}}).at("settings_differ").find("each norm draws its own") != std::string::npos);
+    // Given running statistics in inference count; after training steps they are the
+    // trained ones, which the running_* columns compare.
+    const auto e2 = [&](const std::string& steps) { return one(rows, {{"port", "e2"}, {"steps", steps}}).at("settings_differ"); };
+    CHECK(e2("0") == "running_mean values differ by up to 2");
+    CHECK(e2("2") == "none");
+}
+
 TEST_CASE("port_check: a PyTorch LayerNorm ported from Flax's with feature_axes names the parameter axes") {
     // Flax's nn.LayerNorm(reduction_axes=(1, 2, 3), feature_axes=-1) scales by a (C) weight;
     // a PyTorch nn.LayerNorm((H, W, C)) by an (H, W, C) one, which holds the same values when

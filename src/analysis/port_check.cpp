@@ -169,7 +169,9 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& 
 
 /// The settings in effect in which port `b` differs from reference `a`, in words, "; "
 /// between them ("eps 1e-05 vs 0.001; running_var from the unbiased vs the biased batch
-/// variance"), "none" when they agree on all: what a porter changes to close the gap. The
+/// variance"; "weight values differ by up to 0.5": the parameters and given running
+/// statistics count by value), "none" when they agree on all: what a porter changes to
+/// close the gap. The
 /// running statistics' rules count only where both norms keep running statistics and at
 /// least one of them updated them (not two norms in eval mode without training). Momentum
 /// is compared as the weight of the new batch (new_batch_weight), the one quantity the
@@ -209,6 +211,25 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
     };
     if ((ra.has_weight || ra.has_bias) && (rb.has_weight || rb.has_bias) && trailing_a && trailing_b)
         differ(ra.spec.param_axes == rb.spec.param_axes, "affine parameters", axes(ra), axes(rb));
+    // The values the parameters hold, where both norms have them in one shape: a port loaded
+    // with other weights differs by them, not by a setting. Running statistics count only as
+    // given to two norms in inference, untrained (training sets them, and the running_*
+    // columns compare the result).
+    auto values = [&](bool both, const xt::xarray<double>& va, const xt::xarray<double>& vb, const std::string& name,
+                      const std::optional<ParamInit>& ia, const std::optional<ParamInit>& ib) {
+        if (!both || va.shape() != vb.shape()) return;
+        double worst = 0;
+        for (std::size_t i = 0; i < va.size(); ++i) worst = std::max(worst, elementwise_diff(vb.data()[i], va.data()[i]));
+        if (worst == 0) return;
+        const bool drawn = (ia && ia->kind == ParamInit::Kind::generated) || (ib && ib->kind == ParamInit::Kind::generated);
+        d.push_back(name + " values differ by up to " + format_significant(worst, 3) +
+                    (drawn ? " (each norm draws its own: the seed follows the key's place in the config)" : ""));
+    };
+    values(ra.has_weight && rb.has_weight, sa.step.in.weight, sb.step.in.weight, "weight", a.weight, b.weight);
+    values(ra.has_bias && rb.has_bias, sa.step.in.bias, sb.step.in.bias, "bias", a.bias, b.bias);
+    const bool given = sa.step.in.given && sb.step.in.given && !sa.updated && !sb.updated;
+    values(given, sa.step.in.given_mean, sb.step.in.given_mean, "running_mean", a.running_mean, b.running_mean);
+    values(given, sa.step.in.given_var, sb.step.in.given_var, "running_var", a.running_var, b.running_var);
     auto per = [](AffinePer p) { return p == AffinePer::channel ? "per channel" : "per group"; };
     if (weights && a.type == NormType::groupnorm && b.type == NormType::groupnorm)
         differ(a.affine_per == b.affine_per, "affine parameters", per(a.affine_per), per(b.affine_per));
