@@ -739,4 +739,20 @@ TEST_CASE("a Keras or Flax BatchNorm, InstanceNorm or GroupNorm on channel axis 
     CHECK(v.err.find("/norms/gn_flax/convention: groupnorm \"gn_flax\" on data \"nhwc\"") != std::string::npos);
     // Once per norm and data, whatever the analyses.
     CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
+    // One note names every batch of one shape a norm meets (training steps, say), and the
+    // dry run gives the notes validate gives.
+    json steps = cfg;
+    steps["data"]["nhwc2"] = steps["data"]["nhwc"];
+    steps["analyses"] = {{{"type", "apply"}, {"data", {"nhwc", "nhwc2"}}, {"norms", {"bn_keras"}}}};
+    const CliResult s2 = validate("axis_notes_steps", steps);
+    CHECK(s2.exit_code == 0);
+    CHECK(s2.err.find("batchnorm \"bn_keras\" on data \"nhwc\" and \"nhwc2\": channel axis 1 of input shape "
+                      "[6, 5, 3, 4],") != std::string::npos);
+    CHECK(std::count(s2.err.begin(), s2.err.end(), '\n') == 1 + (normlab::default_compute() == normlab::Compute::float64));
+    const auto dir = fresh_dir("axis_notes_dry");
+    write_text(dir / "cfg.json", steps.dump(2));
+    const CliResult dry = run_normlab("run " + (dir / "cfg.json").string() + " --dry-run");
+    CHECK(dry.exit_code == 0);
+    REQUIRE(dry.err.find("cfg.json: ") != std::string::npos);
+    CHECK(dry.err.substr(dry.err.find("cfg.json: ")) == s2.err.substr(s2.err.find("cfg.json: ")));
 }

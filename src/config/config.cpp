@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include <xtensor/xadapt.hpp>
 
@@ -427,16 +426,20 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
 }
 
 std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::string, Batch>& batches) {
-    std::vector<ConfigNote> out;
-    std::set<std::pair<std::string, std::string>> seen;
+    // One note per norm and input shape, naming every data entry it meets in that shape: a
+    // norm trained on several batches would otherwise repeat one note per batch.
+    struct Met {
+        std::string norm, shape;
+        std::vector<std::string> data;
+    };
+    std::vector<Met> met;
     for (const auto& a : c.analyses)
         for (const auto& nn : a.norms)
             for (const auto& dn : a.data) {
                 const auto nd = c.norms.find(nn);
                 const auto b = batches.find(dn);
                 const auto spec = c.data.find(dn);
-                if (nd == c.norms.end() || b == batches.end() || spec == c.data.end() || !seen.insert({nn, dn}).second)
-                    continue;
+                if (nd == c.norms.end() || b == batches.end() || spec == c.data.end()) continue;
                 const NormDef& d = nd->second;
                 const bool channels = d.type == NormType::batchnorm || d.type == NormType::instancenorm ||
                                       d.type == NormType::groupnorm;
@@ -445,15 +448,28 @@ std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::
                 if (!channels || !last_by_default || d.channel_axis || spec->second.contains("channel_axis") ||
                     rank < 3 || b->second.channel_axis != 1)
                     continue;
-                const JsonLocation norm = JsonLocation{c.file, "/norms"}.child(nn);
-                out.push_back({norm.child("convention"),
-                               norm_type_name(d.type) + " " + quoted_text(nn) + " on data " + quoted_text(dn) + ": channel axis 1 of input " +
-                                   "shape " + format_shape(b->second.x.shape()) + ", normlab's default (channels first, " +
-                                   "as in PyTorch); Keras's and Flax's layers take the last axis by default. Give " +
-                                   "\"channel_axis\" to the norm or the data (-1 for channels last, 1 to keep this) to " +
-                                   "say which",
-                               {JsonLocation{"", "/data"}.child(dn).pointer}});
+                const std::string shape = format_shape(b->second.x.shape());
+                auto it = std::find_if(met.begin(), met.end(), [&](const Met& m) { return m.norm == nn && m.shape == shape; });
+                if (it == met.end()) it = met.insert(met.end(), Met{nn, shape, {}});
+                if (std::find(it->data.begin(), it->data.end(), dn) == it->data.end()) it->data.push_back(dn);
             }
+    std::vector<ConfigNote> out;
+    for (const auto& m : met) {
+        const NormDef& d = c.norms.at(m.norm);
+        std::vector<std::string> names, related;
+        for (const auto& dn : m.data) {
+            names.push_back(quoted_text(dn));
+            related.push_back(JsonLocation{"", "/data"}.child(dn).pointer);
+        }
+        const JsonLocation norm = JsonLocation{c.file, "/norms"}.child(m.norm);
+        out.push_back({norm.child("convention"),
+                       norm_type_name(d.type) + " " + quoted_text(m.norm) + " on data " + join_words(names, " and ") +
+                           ": channel axis 1 of input shape " + m.shape + ", normlab's default (channels first, " +
+                           "as in PyTorch); Keras's and Flax's layers take the last axis by default. Give " +
+                           "\"channel_axis\" to the norm or the data (-1 for channels last, 1 to keep this) to " +
+                           "say which",
+                       related});
+    }
     return out;
 }
 

@@ -218,6 +218,11 @@ void run_points(const RunOptions& o, Provenance& origins) {
                   << "; the dry run writes nothing)\n";
         const std::size_t mib = std::size_t{1} << 20;  // rounded up, without overflow near SIZE_MAX
         std::cout << "estimated peak memory: " << checked.peak_bytes / mib + (checked.peak_bytes % mib != 0) << " MiB\n";
+        // The notes and warnings validate and run give, which the plan does not repeat.
+        if (!o.quiet) {
+            for (const auto& n : checked.notes) std::cerr << "normlab: note: " << n << "\n";
+            for (const auto& w : checked.warnings) std::cerr << "normlab: warning: " << w << "\n";
+        }
         return;
     }
 
