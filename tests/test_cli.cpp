@@ -273,6 +273,12 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CHECK_MESSAGE(plan.out.find("\noutput: " + fs::weakly_canonical(plan_dir).string() + "/b (--out; the dry run writes nothing)\n") !=
                       std::string::npos, plan.out);
     CHECK_FALSE(fs::exists(plan_dir / "b"));
+    // Each norm with its eps (and momentum) as they resolve.
+    CHECK_MESSAGE(plan.out.find("\nnorm n: layernorm (torch: eps 1e-05)\n") != std::string::npos, plan.out);
+    write_text(plan_dir / "bn.json", one_norm(R"({"source": "values", "values": [[1, 2], [3, 5]]})",
+                                              R"({"type": "batchnorm", "convention": "keras"})"));
+    CliResult keras = run_normlab("run " + (plan_dir / "bn.json").string() + " --dry-run");
+    CHECK_MESSAGE(keras.out.find("\nnorm n: batchnorm (keras: eps 0.001, momentum 0.99)\n") != std::string::npos, keras.out);
     CliResult named = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run");
     CHECK_MESSAGE(named.out.find("\noutput: " + fs::current_path().string() + "/results/t (results/<name>;") != std::string::npos,
                   named.out);

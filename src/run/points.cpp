@@ -266,7 +266,17 @@ std::string point_plan(const Loaded& l) {
         out << "data " << n << ": " << b.source << " " << format_shape(b.x.shape()) << ", channel axis "
             << b.channel_axis << (b.has_mask() ? ", padding mask" : "") << "\n";
     }
-    for (const auto& n : c.norm_order) out << "norm " << n << ": " << norm_type_name(c.norms.at(n).type) << "\n";
+    // A norm's eps and momentum as they resolve (its convention's defaults, for this dtype):
+    // what a port is checked against.
+    for (const auto& n : c.norm_order) {
+        const NormDef& d = c.norms.at(n);
+        out << "norm " << n << ": " << norm_type_name(d.type) << " (" << convention_name(d.convention) << ": eps "
+            << format_number(d.eps.value_or(default_eps(d.type, d.convention, c.dtype)));
+        if (keeps_running_stats(d))
+            out << ", momentum "
+                << (d.momentum_null ? std::string("null") : format_number(d.momentum.value_or(default_momentum(d.convention))));
+        out << ")\n";
+    }
     for (const auto& n : c.stack_order) {
         const StackDef& s = c.stacks.at(n);
         out << "stack " << n << ": " << s.layers << " x " << placement_name(s.placement) << " "
