@@ -198,7 +198,12 @@ ElemType parse_descr(const std::string& descr, const std::string& what) {
         case 'c': return unsupported("complex");
         case 'O': return unsupported("Python objects");
         case 'U': case 'S': case 'a': return unsupported("strings");
-        case 'V': return unsupported("raw bytes / structured");
+        case 'V':
+            // numpy has no bfloat16: ml_dtypes' (JAX's) bfloat16 arrays are saved as 2 raw bytes.
+            if (size == 2)
+                return unsupported("raw bytes / structured; a bfloat16 array saved from ml_dtypes or JAX is stored so: "
+                                   "save it as float32 (x.astype(np.float32)), which holds every bfloat16 exactly");
+            return unsupported("raw bytes / structured");
         case 'M': case 'm': return unsupported("datetime");
         default: break;
     }
