@@ -450,6 +450,30 @@ TEST_CASE("B10: float16 data whose variance or sum of squares overflows float16"
     }
 }
 
+TEST_CASE("precision: a reference without any finite value leaves no error to measure (nan, not 0)") {
+    // 7e4 is beyond float16's largest finite value: every row of "over" holds an inf, so the
+    // reference is NaN throughout and every algorithm's NaN agrees with it. "one" keeps a
+    // finite row: the error is measured there.
+    json cfg = {{"name", "no_reference"},
+                {"dtype", "float16"},
+                {"data", {{"over", {{"source", "values"}, {"values", {{7e4, 1, 2, 3}, {8e4, 2, 3, 4}}}}},
+                          {"one", {{"source", "values"}, {"values", {{7e4, 1, 2, 3}, {1, 2, 3, 5}}}}}}},
+                {"norms", {{"ln", {{"type", "layernorm"}, {"axes", {-1}}}}}},
+                {"analyses", {{{"type", "precision"}, {"data", {"over", "one"}}, {"norms", {"ln"}}, {"dtypes", {"float16"}}}}}};
+    Run r = run_json("no_reference", cfg);
+    REQUIRE_MESSAGE(r.cli.exit_code == 0, r.cli.err);
+    const auto rows = read_csv(r.out / "precision.csv");
+    for (const std::string alg : {"naive", "two_pass", "welford", "normlab"}) {
+        CAPTURE(alg);
+        const Row over = one(rows, {{"data", "over"}, {"algorithm", alg}});
+        for (const char* c : {"max_abs_err", "max_rel_err", "max_ulp_err"}) CHECK(std::isnan(num(over, c)));
+        CHECK(num(over, "nonfinite_count") == 8);
+        const Row fine = one(rows, {{"data", "one"}, {"algorithm", alg}});
+        CHECK(std::isfinite(num(fine, "max_abs_err")));
+        CHECK(num(fine, "nonfinite_count") == 4);
+    }
+}
+
 TEST_CASE("B02: LayerNorm ports (unbiased std, eps added to the std) through port_check") {
     const json c = load_case("B02");
     const double tol = c["tolerance"]["abs"];
