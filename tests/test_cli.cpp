@@ -341,6 +341,10 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"run x.json y.json", "normlab: error: run: unexpected argument \"y.json\""},
         {"run", "normlab: error: run: config is required"},
         {"bench --repeet 3", "normlab: error: bench: unknown option \"--repeet\" (did you mean \"--repeat\"?)"},
+        // Keras's "axis": the channel axis of a BatchNorm, the normalized axis of a LayerNorm.
+        {"shapes --shape 2,3,4 --norm batchnorm --axis -1",
+         "normlab: error: shapes: unknown option \"--axis\" (did you mean \"--channel-axis\" for batchnorm, "
+         "instancenorm and groupnorm, or \"--axes\" for layernorm and rmsnorm?); see normlab shapes --help"},
         // CLI11's conversion and missing-value errors, in normlab's words
         {"run x.json --seed abc", "normlab: error: run --seed abc: expected an integer"},
         {"run x.json --seed 1.5", "normlab: error: run --seed 1.5: expected an integer"},

@@ -138,7 +138,14 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char*
         for (const auto& a : app.remaining(true)) (a.size() > 1 && a[0] == '-' ? options : others).push_back(a);
         if (!options.empty()) {
             const std::string word = options.front().substr(0, options.front().find('='));
-            return where + "unknown option " + quoted_text(word) + did_you_mean_note(word, option_names(cmd), 4) + help;
+            const auto names = option_names(cmd);
+            // Keras's and Flax's "axis" is the channel axis of a BatchNorm and the normalized
+            // axis of a LayerNorm: both options are the guess.
+            if (word == "--axis" && std::count(names.begin(), names.end(), "--channel-axis") &&
+                std::count(names.begin(), names.end(), "--axes"))
+                return where + "unknown option \"--axis\" (did you mean \"--channel-axis\" for batchnorm, instancenorm "
+                               "and groupnorm, or \"--axes\" for layernorm and rmsnorm?)" + help;
+            return where + "unknown option " + quoted_text(word) + did_you_mean_note(word, names, 4) + help;
         }
         std::string list;
         for (const auto& a : others) list += (list.empty() ? "" : " ") + quoted_text(a);
