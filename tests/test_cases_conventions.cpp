@@ -701,8 +701,10 @@ TEST_CASE("momentum pasted from the other family of conventions is noted, with i
                                  // Where the momentum acts on nothing: no note.
                                  {"in_untracked", {{"type", "instancenorm"}, {"momentum", 0.9}}},
                                  {"bn_untracked", {{"type", "batchnorm"}, {"momentum", 0.9}, {"track_running_stats", false}}},
-                                 {"bn_eval", {{"type", "batchnorm"}, {"momentum", 0.9}, {"training", false}}}}},
-                      {"analyses", {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"pasted_torch", "pasted_keras", "torch", "keras", "bn_untracked", "bn_eval"}}}}}};
+                                 {"bn_eval", {{"type", "batchnorm"}, {"momentum", 0.9}, {"training", false}}},
+                                 // A choice of its own, said as what it does.
+                                 {"last_batch", {{"type", "batchnorm"}, {"momentum", 1}}}}},
+                      {"analyses", {{{"type", "apply"}, {"data", {"x"}}, {"norms", {"pasted_torch", "pasted_keras", "torch", "keras", "bn_untracked", "bn_eval", "last_batch"}}}}}};
     const CliResult v = validate("momenta", cfg);
     CHECK(v.exit_code == 0);
     CHECK(v.err.find("/norms/pasted_torch/momentum: momentum 0.99 under the torch convention is the new batch's weight: "
@@ -711,7 +713,9 @@ TEST_CASE("momentum pasted from the other family of conventions is noted, with i
     CHECK(v.err.find("/norms/pasted_keras/momentum: momentum 0.1 under the keras convention is the old value's weight: "
                      "the running statistics take 0.9 of each new batch. PyTorch's momentum 0.1 is 0.9 under \"keras\"\n") !=
           std::string::npos);
-    CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 2 + (normlab::default_compute() == normlab::Compute::float64));
+    CHECK(v.err.find("/norms/last_batch/momentum: momentum 1 under the torch convention replaces the running statistics "
+                     "with each new batch's (no average)\n") != std::string::npos);
+    CHECK(std::count(v.err.begin(), v.err.end(), '\n') == 3 + (normlab::default_compute() == normlab::Compute::float64));
 }
 
 TEST_CASE("a Keras or Flax BatchNorm, InstanceNorm or GroupNorm on channel axis 1 by default alone is noted") {

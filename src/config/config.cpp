@@ -491,7 +491,12 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
             const bool torch = d.convention == Convention::torch;
             // 12 digits: 1 - 0.99 is 0.010000000000000009 in double.
             auto g12 = [](double v) { return format_significant(v, 12); };
-            if (m > 0.5)
+            if (m == 1)  // a choice, not a value from the other family: said as what it does
+                out.push_back({norm.child("momentum"),
+                               "momentum " + g12(mom) + " under the " + convention_name(d.convention) +
+                                   " convention replaces the running statistics with each new batch's (no average)",
+                               {norm.child("convention").pointer}});
+            else if (m > 0.5)
                 out.push_back({norm.child("momentum"),
                                "momentum " + g12(mom) + " under the " + convention_name(d.convention) +
                                    " convention is the " + (torch ? "new batch's" : "old value's") +
