@@ -529,6 +529,23 @@ TEST_CASE("backward: padded positions get only the direct term, real ones the st
     CHECK(g.dx.f64(0, 0, 0) != doctest::Approx(gr.dx.f64(0, 0, 0)).epsilon(1e-6));
 }
 
+namespace {
+
+/// Pads the (N, T, D) batch of `s` to `lengths` (sample n keeps its first lengths[n]
+/// tokens): a mask of shape (N, T, 1) and dy 0 at the padded tokens (a masked loss).
+void pad_tokens(Setup& s, xt::xarray<double>& dy, const std::vector<std::size_t>& lengths) {
+    const std::size_t N = dy.shape()[0], T = dy.shape()[1], D = dy.shape()[2];
+    s.has_mask = true;
+    s.mask = xt::xarray<std::uint8_t>::from_shape({N, T, 1});
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t t = 0; t < T; ++t) {
+            s.mask(n, t, 0) = t < lengths[n];
+            for (std::size_t d = 0; d < D && t >= lengths[n]; ++d) dy(n, t, d) = 0;
+        }
+}
+
+}  // namespace
+
 TEST_CASE("backward: a group without real positions under a masked loss adds nothing, as in PyTorch") {
     // LayerNorm over D with padded tokens: a padded token's row has no real position, so its
     // statistics and outputs are NaN. With d loss / d y = 0 there (a masked loss) the weight
@@ -537,15 +554,9 @@ TEST_CASE("backward: a group without real positions under a masked loss adds not
     // against torch.nn.functional.layer_norm by hand to 1.3e-16), and dx is 0 at padding.
     Config c = Config("layernorm [D] masked", {3, 4, 5}, {2}, {2});
     Setup s = make_setup(c, DType::float64, 11);
-    s.has_mask = true;
-    s.mask = xt::xarray<std::uint8_t>::from_shape({3, 4, 1});
-    const std::size_t len[] = {4, 2, 1};
-    for (std::size_t n = 0; n < 3; ++n)
-        for (std::size_t t = 0; t < 4; ++t) s.mask(n, t, 0) = t < len[n];
+    const std::vector<std::size_t> len = {4, 2, 1};
     xt::xarray<double> dy = normal(c.view, 12);
-    for (std::size_t n = 0; n < 3; ++n)
-        for (std::size_t t = len[n]; t < 4; ++t)
-            for (std::size_t d = 0; d < 5; ++d) dy(n, t, d) = 0;
+    pad_tokens(s, dy, len);
     const ForwardResult f = forward(s.x, s.spec, s.pointers());
     REQUIRE(std::isnan(f.rstd(2, 3, 0)));
     const BackwardResult g = backward(s.x, s.spec, s.pointers(), f, dy);
@@ -578,15 +589,8 @@ TEST_CASE("backward: channels last, a sample without real positions under a mask
     // dy 0 there the gradients are those of samples 0 and 1 alone.
     Config c = Config("instancenorm channels last", {3, 4, 5}, {1}, {2});
     Setup s = make_setup(c, DType::float64, 21);
-    s.has_mask = true;
-    s.mask = xt::xarray<std::uint8_t>::from_shape({3, 4, 1});
-    const std::size_t len[] = {4, 2, 0};
-    for (std::size_t n = 0; n < 3; ++n)
-        for (std::size_t t = 0; t < 4; ++t) s.mask(n, t, 0) = t < len[n];
     xt::xarray<double> dy = normal(c.view, 22);
-    for (std::size_t n = 0; n < 3; ++n)
-        for (std::size_t t = len[n]; t < 4; ++t)
-            for (std::size_t d = 0; d < 5; ++d) dy(n, t, d) = 0;
+    pad_tokens(s, dy, {4, 2, 0});
     const BackwardResult g = grads(s, dy);
     Setup two = s;
     two.x.f64 = xt::view(s.x.f64, xt::range(0, 2), xt::all(), xt::all());
