@@ -142,14 +142,14 @@ TEST_CASE("npy: errors name the file and the problem") {
                          InputError);
     CHECK_THROWS_WITH_AS(fixture("longdouble.npy"), doctest::Contains("unsupported dtype '<f16'"),
                          InputError);
-    // Two raw bytes per value: how numpy saves ml_dtypes' (JAX's) bfloat16, which it lacks.
+    // Two raw bytes per value, '<V2': how numpy saves ml_dtypes' (JAX's) bfloat16, which it lacks.
     {
-        std::string header = "{'descr': '|V2', 'fortran_order': False, 'shape': (2,), }";
+        std::string header = "{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }";
         header += std::string((10 + header.size() + 1 + 63) / 64 * 64 - 10 - header.size() - 1, ' ') + "\n";
         const std::string v2 = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header +
                                std::string("\x80\x3f\x00\x40", 4);
         CHECK_THROWS_WITH_AS(parse_npy(v2, "bf16.npy"),
-                             doctest::Contains("bf16.npy: unsupported dtype '|V2' (raw bytes / structured; a bfloat16 "
+                             doctest::Contains("bf16.npy: unsupported dtype '<V2' (raw bytes / structured; a bfloat16 "
                                                "array saved from ml_dtypes or JAX is stored so: save it as float32"),
                              InputError);
     }

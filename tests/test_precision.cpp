@@ -647,10 +647,14 @@ TEST_CASE("port_check: settings_differ names parameters and given running statis
                            {"same", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {1.5, 0.5}}, {"bias", {0.1, 0.2}}}},
                            {"d1", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.1}}}}}}},
                            {"d2", {{"type", "layernorm"}, {"axes", {-1}}, {"weight", {{"normal", {{"mean", 1}, {"std", 0.1}}}}}}},
+                           // Gemma's 1 + w, stored as w - 1: the same scale, named by its form alone.
+                           {"r", {{"type", "rmsnorm"}, {"axes", {-1}}, {"weight", {1.5, 0.5}}}},
+                           {"gemma", {{"type", "rmsnorm"}, {"axes", {-1}}, {"weight", {0.5, -0.5}}, {"weight_offset", 1}}},
                            {"e1", {{"type", "batchnorm"}, {"training", false}, {"running_mean", {0, 1}}, {"running_var", 2}}},
                            {"e2", {{"type", "batchnorm"}, {"training", false}, {"running_mean", {0, 3}}, {"running_var", 2}}}}},
                 {"analyses", {{{"type", "port_check"}, {"data", {"b"}}, {"norms", {"a", "w", "wb", "same"}}},
                               {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"d1", "d2"}}},
+                              {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"r", "gemma"}}},
                               {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"e1", "e2"}}},
                               {{"type", "port_check"}, {"data", {"b"}}, {"norms", {"e1", "e2"}}, {"steps", 2}}}}};
     Run r = run_json("values_differ", cfg);
@@ -662,6 +666,9 @@ TEST_CASE("port_check: settings_differ names parameters and given running statis
     CHECK(one(rows, {{"port", "d2"}}).at("settings_differ").find(
               "weight values differ by up to 0.") == 0);
     CHECK(one(rows, {{"port", "d2"}}).at("settings_differ").find("each norm draws its own") != std::string::npos);
+    const Row gemma = one(rows, {{"port", "gemma"}});
+    CHECK(gemma.at("settings_differ") == "scale w vs 1 + w");
+    CHECK(num(gemma, "max_abs_diff") == 0);
     // Given running statistics in inference count; after training steps they are the
     // trained ones, which the running_* columns compare.
     const auto e2 = [&](const std::string& steps) { return one(rows, {{"port", "e2"}, {"steps", steps}}).at("settings_differ"); };

@@ -240,6 +240,11 @@ TEST_CASE("report.html: scripts, escaped config, data summary and marked non-fin
     CHECK(html.find("\"shape\": [2, 3]") == std::string::npos);  // config has no shape; data row has
     CHECK(html.find("<td>[2,3]</td>") != std::string::npos);
     CHECK(html.find("<td class=\"num nonfinite\" data-v=\"3\">3</td>") != std::string::npos);
+    // A summary without its own dtype (a report of an older version) shows the run's; one
+    // with it, its own.
+    CHECK(html.find("<td>[2,3]</td><td>float32</td>") != std::string::npos);
+    report["data"]["x"]["dtype"] = "bfloat16";
+    CHECK(report_html(report, {s}).find("<td>[2,3]</td><td>bfloat16</td>") != std::string::npos);
 
     const auto files = report_files(report, {s});
     REQUIRE(files.size() == 2);

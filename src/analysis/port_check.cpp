@@ -171,9 +171,9 @@ Side run_side(const NormDef& def, DType dtype, const std::vector<const Batch*>& 
 /// between them ("eps 1e-05 vs 0.001; running_var from the unbiased vs the biased batch
 /// variance"; "weight values differ by up to 0.5": the parameters and given running
 /// statistics count by value), "none" when they agree on all: what a porter changes to
-/// close the gap. The
-/// running statistics' rules count only where both norms keep running statistics and at
-/// least one of them updated them (not two norms in eval mode without training). Momentum
+/// close the gap. The running statistics' rules count only where both norms keep running
+/// statistics and at least one of them updated them (not two norms in eval mode without
+/// training). Momentum
 /// is compared as the weight of the new batch (new_batch_weight), the one quantity the
 /// conventions' momenta (PyTorch 0.1, Keras 0.99) both describe.
 std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, const Side& sb, DType dtype) {
@@ -212,20 +212,24 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
     if ((ra.has_weight || ra.has_bias) && (rb.has_weight || rb.has_bias) && trailing_a && trailing_b)
         differ(ra.spec.param_axes == rb.spec.param_axes, "affine parameters", axes(ra), axes(rb));
     // The values the parameters hold, where both norms have them in one shape: a port loaded
-    // with other weights differs by them, not by a setting. Running statistics count only as
+    // with other weights differs by them, not by a setting. A weight is compared as the scale
+    // it gives (weight_offset + w), so that a Gemma port (1 + w against a stored w + 1) is
+    // named by its form above and not again by its values. Running statistics count only as
     // given to two norms in inference, untrained (training sets them, and the running_*
     // columns compare the result).
     auto values = [&](bool both, const xt::xarray<double>& va, const xt::xarray<double>& vb, const std::string& name,
                       const std::optional<ParamInit>& ia, const std::optional<ParamInit>& ib) {
         if (!both || va.shape() != vb.shape()) return;
-        double worst = 0;
-        for (std::size_t i = 0; i < va.size(); ++i) worst = std::max(worst, elementwise_diff(vb.data()[i], va.data()[i]));
+        const double worst = deviation(vb, va, DType::float64).max_abs;
         if (worst == 0) return;
-        const bool drawn = (ia && ia->kind == ParamInit::Kind::generated) || (ib && ib->kind == ParamInit::Kind::generated);
+        const bool da = ia && ia->kind == ParamInit::Kind::generated, db = ib && ib->kind == ParamInit::Kind::generated;
         d.push_back(name + " values differ by up to " + format_significant(worst, 3) +
-                    (drawn ? " (each norm draws its own: the seed follows the key's place in the config)" : ""));
+                    (da && db   ? " (each norm draws its own: the seed comes from the parameter's place in the config)"
+                     : da || db ? " (one is drawn, from a seed that comes from its place in the config)"
+                                : ""));
     };
-    values(ra.has_weight && rb.has_weight, sa.step.in.weight, sb.step.in.weight, "weight", a.weight, b.weight);
+    if (weights)
+        values(true, sa.step.in.weight + a.weight_offset, sb.step.in.weight + b.weight_offset, "weight", a.weight, b.weight);
     values(ra.has_bias && rb.has_bias, sa.step.in.bias, sb.step.in.bias, "bias", a.bias, b.bias);
     const bool given = sa.step.in.given && sb.step.in.given && !sa.updated && !sb.updated;
     values(given, sa.step.in.given_mean, sb.step.in.given_mean, "running_mean", a.running_mean, b.running_mean);
@@ -249,9 +253,7 @@ std::string settings_differ(const NormDef& a, const Side& sa, const NormDef& b, 
             return m ? format_significant(*m, 12) : std::string("1/steps (cumulative average)");
         };
         auto momentum = [](const NormDef& n) {
-            return n.momentum_null ? std::string("null")
-                                   : format_number(n.momentum.value_or(default_momentum(n.convention))) + " " +
-                                         convention_name(n.convention);
+            return momentum_text(n) + (n.momentum_null ? "" : " " + convention_name(n.convention));
         };
         differ(weight(a) == weight(b), "running statistics' new-batch weight", weight(a),
                weight(b) + " (momentum " + momentum(a) + " vs " + momentum(b) + ")");

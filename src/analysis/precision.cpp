@@ -367,8 +367,10 @@ Table run(const AnalysisSpec& spec, const AnalysisContext& ctx) {
                     Deviation dv = deviation(y, ref, dt, &p.layout.real, &basis);
                     // A reference without any finite value (data that overflowed the dtype,
                     // or NaN throughout) leaves no error to measure: an output of NaN where
-                    // it is NaN agrees, and a 0 would read as an exact result.
-                    if (!ref_finite) dv.max_abs = dv.max_rel = dv.max_ulp = std::numeric_limits<double>::quiet_NaN();
+                    // it is NaN agrees, and a 0 would read as an exact result. A finite
+                    // output there disagrees (inf) and stays so.
+                    if (!ref_finite && dv.max_abs == 0)
+                        dv.max_abs = dv.max_rel = dv.max_ulp = std::numeric_limits<double>::quiet_NaN();
                     // Fully padded groups have no variance: skipped, and counted.
                     std::vector<double> kept;
                     for (std::size_t g = 0; g < var.size(); ++g)

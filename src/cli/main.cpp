@@ -351,8 +351,8 @@ int main(int argc, char** argv) {
                 val.config_path = p;
                 try {
                     const ConfigFindings f = validate_config(val);
-                    for (const auto& n : f.notes) std::cerr << "normlab: note: " << n << "\n";
-                    for (const auto& w : f.warnings) std::cerr << "normlab: warning: " << w << "\n";
+                    print_messages("note", f.notes);
+                    print_messages("warning", f.warnings);
                     std::cout << p << ": ok\n";
                 } catch (const InputError& e) {
                     std::cerr << "normlab: error: " << e.what() << '\n';

@@ -98,7 +98,8 @@ std::vector<ConfigNote> config_notes(const Config& c, Compute default_arithmetic
 /// channel axis is axis 1 of data of rank 3 or more by default alone (neither the norm nor
 /// the data entry gives channel_axis). Keras's and Flax's layers take the last axis by
 /// default, so a port of channels-last data that forgets channel_axis normalises over the
-/// wrong axes without an error. One note per norm and data, at the norm's "convention".
+/// wrong axes without an error. One note per norm and input shape, naming every data entry
+/// of that shape it meets, at the norm's "convention".
 std::vector<ConfigNote> channel_axis_notes(const Config& c, const std::map<std::string, Batch>& batches);
 
 /// The keys a norm object of `type` may hold (type and the common keys first), with their

@@ -6,6 +6,7 @@
 #include "norm/backward.hpp"
 #include "norm/replicas.hpp"
 #include "tensor/errors.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -278,6 +279,10 @@ bool keeps_running_stats(const NormDef& d) {
     if (d.type == NormType::batchnorm) return d.track_running_stats.value_or(true);
     if (d.type == NormType::instancenorm) return d.track_running_stats.value_or(false);
     return false;
+}
+
+std::string momentum_text(const NormDef& d) {
+    return d.momentum_null ? std::string("null") : format_number(d.momentum.value_or(default_momentum(d.convention)));
 }
 
 bool is_affine(const NormDef& d) { return d.affine.value_or(d.type != NormType::instancenorm); }

@@ -60,6 +60,9 @@ bool keeps_running_stats(const NormDef& d);
 /// InstanceNorm (PyTorch's BatchNorm, GroupNorm and LayerNorm default affine=True,
 /// InstanceNorm affine=False).
 bool is_affine(const NormDef& d);
+/// A norm's momentum as it resolves, in its convention's sense, for messages: "null"
+/// (PyTorch's cumulative average) or the number, the convention's default when not given.
+std::string momentum_text(const NormDef& d);
 
 /// A norm that does not fit its input or its own parameters. The message names the norm and
 /// the data; key() is the norm's key at fault ("num_groups", "weight", "running_mean", "mask",

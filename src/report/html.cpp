@@ -124,6 +124,8 @@ std::string data_row(const std::string& point, const std::string& name, const Js
     if (!point.empty()) o << "<td class=\"num\" data-v=\"" << escape(point) << "\">" << escape(point) << "</td>";
     o << "<td>" << escape(name) << "</td><td>" << escape(s.value("source", "")) << "</td><td>"
       << escape(s.contains("shape") ? s["shape"].dump() : "") << "</td><td>"
+      // The batch's own dtype (a swept dtype differs by point); reports of versions before
+      // it was recorded fall back to the run's.
       << escape(s.contains("dtype") && s["dtype"].is_string() ? s["dtype"].get<std::string>() : dtype) << "</td>";
     o << "<td class=\"num\">" << escape(s.contains("channel_axis") ? s["channel_axis"].dump() : "") << "</td>";
     if (s.contains("pad_fraction") && s["pad_fraction"].is_number())

@@ -272,9 +272,7 @@ std::string point_plan(const Loaded& l) {
         const NormDef& d = c.norms.at(n);
         out << "norm " << n << ": " << norm_type_name(d.type) << " (" << convention_name(d.convention) << ": eps "
             << format_number(d.eps.value_or(default_eps(d.type, d.convention, c.dtype)));
-        if (keeps_running_stats(d))
-            out << ", momentum "
-                << (d.momentum_null ? std::string("null") : format_number(d.momentum.value_or(default_momentum(d.convention))));
+        if (keeps_running_stats(d)) out << ", momentum " << momentum_text(d);
         out << ")\n";
     }
     for (const auto& n : c.stack_order) {

@@ -52,7 +52,9 @@ Config parse_point(const Json& doc, const std::string& file);
 Loaded load_point(Config c, Loaded* previous = nullptr, bool any_seed = false);
 
 /// The dry-run plan of a point: one line per data (source, shape, channel axis, padding
-/// mask), per norm (type) and per analysis (type, how many data and norms).
+/// mask), per norm (type, convention, eps and, where running statistics are kept, momentum,
+/// as they resolve for the point's dtype), per stack (DeepNorm's alpha and beta) and per
+/// analysis (type, how many data and norms).
 std::string point_plan(const Loaded& l);
 
 /// What checking the points leaves for the run and the dry-run.

@@ -96,6 +96,10 @@ Json data_summary(const Batch& b) {
 
 }  // namespace
 
+void print_messages(const char* kind, const std::vector<std::string>& messages) {
+    for (const auto& m : messages) std::cerr << "normlab: " << kind << ": " << m << "\n";
+}
+
 ConfigFindings validate_config(const RunOptions& o) {
     Provenance origins;  // an error at a value set by --set or a sweep point blames that
     return blame_origins(origins, [&] {
@@ -220,8 +224,8 @@ void run_points(const RunOptions& o, Provenance& origins) {
         std::cout << "estimated peak memory: " << checked.peak_bytes / mib + (checked.peak_bytes % mib != 0) << " MiB\n";
         // The notes and warnings validate and run give, which the plan does not repeat.
         if (!o.quiet) {
-            for (const auto& n : checked.notes) std::cerr << "normlab: note: " << n << "\n";
-            for (const auto& w : checked.warnings) std::cerr << "normlab: warning: " << w << "\n";
+            print_messages("note", checked.notes);
+            print_messages("warning", checked.warnings);
         }
         return;
     }
@@ -229,8 +233,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     OutputFolder folder(out_dir, o.force, keep);  // never deletes an input
     folder.prepare();  // an output that cannot be written is found before the computing
     // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
-    if (!o.quiet)
-        for (const auto& w : checked.warnings) std::cerr << "normlab: warning: " << w << "\n";
+    if (!o.quiet) print_messages("warning", checked.warnings);
     std::vector<std::string> files;
     std::vector<std::string> type_order;
     std::map<std::string, Table> tables;
@@ -351,8 +354,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
     // Before the commit: an interrupt during it must not say that nothing was written.
     note_interrupt_keeps_output(false);
     folder.commit();
-    if (!o.quiet)
-        for (const auto& n : notes) std::cerr << "normlab: note: " << n << "\n";
+    if (!o.quiet) print_messages("note", notes);
     if (!o.quiet) {  // a message, not data: stderr
         // report.json's "files" lists what report.json describes, not report.json itself;
         // the summary counts every file the run wrote.

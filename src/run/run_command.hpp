@@ -47,6 +47,10 @@ struct ConfigFindings {
     std::vector<std::string> warnings;  ///< data holding NaN or infinite values, as run warns of them
 };
 
+/// Writes each message to stderr as one line, "normlab: <kind>: <message>" (kind "note" or
+/// "warning"), as validate, run and the dry run give them.
+void print_messages(const char* kind, const std::vector<std::string>& messages);
+
 /// Checks a config at every sweep point as run_config does before it computes anything
 /// (check_points), without writing. Throws InputError on the first problem, with the
 /// message run_config would give. Returns its notes and warnings.
