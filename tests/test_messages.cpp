@@ -885,7 +885,7 @@ TEST_CASE("a save entry some norms of an apply analysis cannot give is saved for
     const CliResult r = run_normlab("run " + (dir / "c.json").string() + " --out " + (dir / "out").string());
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK_MESSAGE(r.err.find("/analyses/0/save/1: rmsnorm \"rms\" does not centre and has no mean (save var: the mean "
-                             "square, or rstd): \"mean\" is saved for the analysis' other norms only") != std::string::npos,
+                             "square, or rstd): \"mean\" is saved for \"ln\" and \"ln2\" only") != std::string::npos,
                   r.err);
     const fs::path arrays = dir / "out" / "arrays" / "x";
     CHECK(fs::exists(arrays / "ln" / "mean.npy"));
@@ -895,6 +895,30 @@ TEST_CASE("a save entry some norms of an apply analysis cannot give is saved for
     // The same entry for RMSNorm alone asks for nothing that exists.
     check_refused(on_config("save_none", cfg(R"(["rms"])"), "validate"),
                   "/analyses/0/save/1: rmsnorm \"rms\" does not centre and has no mean");
+}
+
+TEST_CASE("save entries a norm holds back for one reason are noted in one line, naming the norms that give them") {
+    const std::string cfg = R"({"name": "t", "data": {"x": )" + kGauss + R"(}, "norms": {"bn": {"type": "batchnorm"},
+        "ln": {"type": "layernorm", "normalized_shape": [4]}, "rms": {"type": "rmsnorm", "normalized_shape": [4]}},
+        "analyses": [{"type": "apply", "data": ["x"], "norms": ["bn", "ln", "rms"],
+                      "save": ["running_mean", "output", "mean", "running_var"]}]})";
+    const fs::path dir = fresh_dir("save_grouped");
+    write_text(dir / "c.json", cfg);
+    const auto r = run_normlab("validate " + (dir / "c.json").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::string at = (dir / "c.json").string() + ": /analyses/0/save";
+    CHECK_MESSAGE(r.err.find(at + ": layernorm \"ln\" keeps no running statistics: \"running_mean\" and \"running_var\" are "
+                                  "saved for \"bn\" only\n") != std::string::npos,
+                  r.err);
+    CHECK_MESSAGE(r.err.find(at + ": rmsnorm \"rms\" keeps no running statistics: \"running_mean\" and \"running_var\" are "
+                                  "saved for \"bn\" only\n") != std::string::npos,
+                  r.err);
+    // A reason of its own is a line of its own, at the one entry it is about.
+    CHECK_MESSAGE(r.err.find(at + "/2: rmsnorm \"rms\" does not centre and has no mean (save var: the mean square, or "
+                                  "rstd): \"mean\" is saved for \"bn\" and \"ln\" only\n") != std::string::npos,
+                  r.err);
+    CHECK(occurrences(r.err, "keeps no running statistics") == 2);
+    CHECK(occurrences(r.err, " only\n") == 3);
 }
 
 TEST_CASE("a parameter's shape error blames the override or sweep point that changed the norm's axes") {

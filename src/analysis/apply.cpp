@@ -94,17 +94,40 @@ void check_saves(const AnalysisSpec& spec, const Options& o, const AnalysisConte
             spec.loc.child("save").child(i).fail(g[i].front().second, norm_kind_related(g[i].front().first));
 }
 
-// Entries of save that some norms cannot give: saved for the others, a note per such norm.
+// Entries of save that some norms cannot give: saved for the others, and noted once per norm
+// and reason with every entry it holds back ("running_mean" and "running_var" of a LayerNorm
+// in one line), naming the norms that do give them.
 std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& ctx) {
     const Options o = read_options(spec);
     const SaveGaps g = save_gaps(spec, o, ctx);
-    std::vector<ConfigNote> out;
+    struct Group {
+        std::string norm, why, givers;
+        std::vector<std::size_t> entries;  ///< indices into save
+    };
+    std::vector<Group> groups;
     for (std::size_t i = 0; i < o.save.size(); ++i) {
         if (g[i].size() == spec.norms.size()) continue;  // an error (check_saves)
-        for (const auto& [nn, why] : g[i])
-            out.push_back({spec.loc.child("save").child(i),
-                           why + ": " + quoted_text(o.save[i]) + " is saved for the analysis' other norms only",
-                           norm_kind_related(nn)});
+        std::vector<std::string> givers;
+        for (const auto& nn : spec.norms)
+            if (std::none_of(g[i].begin(), g[i].end(), [&](const auto& gap) { return gap.first == nn; }))
+                givers.push_back(quoted_text(nn));
+        const std::string given_by = join_words(givers, " and ");
+        for (const auto& [nn, why] : g[i]) {
+            auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+                return x.norm == nn && x.why == why && x.givers == given_by;
+            });
+            if (it == groups.end()) groups.push_back({nn, why, given_by, {i}});
+            else it->entries.push_back(i);
+        }
+    }
+    std::vector<ConfigNote> out;
+    for (const Group& x : groups) {
+        std::vector<std::string> names;
+        for (std::size_t i : x.entries) names.push_back(quoted_text(o.save[i]));
+        const bool one = x.entries.size() == 1;
+        const JsonLocation at = one ? spec.loc.child("save").child(x.entries.front()) : spec.loc.child("save");
+        out.push_back({at, x.why + ": " + join_words(names, " and ") + (one ? " is" : " are") + " saved for " + x.givers + " only",
+                       norm_kind_related(x.norm)});
     }
     return out;
 }
