@@ -282,6 +282,19 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
     CliResult named = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run");
     CHECK_MESSAGE(named.out.find("\noutput: " + fs::current_path().string() + "/results/t (results/<name>;") != std::string::npos,
                   named.out);
+    // An earlier result where the run would write: the dry run says the run replaces it.
+    REQUIRE(run_normlab("run " + (plan_dir / "cfg.json").string() + " -q --out " + (plan_dir / "done").string()).exit_code == 0);
+    CliResult over = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run --out " + (plan_dir / "done").string());
+    CHECK_MESSAGE(over.out.find("/done (--out; holds an earlier result, which the run replaces; the dry run writes nothing)\n") !=
+                      std::string::npos,
+                  over.out);
+    // A sweep: the paths that vary, each with its number of values, and whose plan is shown.
+    CliResult sweep = run_normlab("run " + kSrc + "/configs/sweep.json --dry-run --shard 1/2");
+    REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.err);
+    CHECK_MESSAGE(sweep.out.find("\nswept: norms.ln.eps (3 values), data.tokens.std (3 values); the plan below is point 1's\n") !=
+                      std::string::npos,
+                  sweep.out);
+    CHECK(plan.out.find("swept:") == std::string::npos);
 
     fs::path dir = fresh_dir("foreign");
     write_text(dir / "cfg.json", cfg);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <unistd.h>
@@ -157,6 +158,28 @@ Table empty_table(const std::string& type, const Sweep& sweep, bool swept) {
 
 namespace {
 
+// The dry run's line under "sweep points": which paths vary, with how many values each, and
+// that the plan printed below (eps, shapes, seed) is point `index`'s, not every point's.
+std::string swept_line(const Sweep& sweep, std::size_t index) {
+    std::vector<std::string> parts;
+    for (std::size_t j = 0; j < sweep.paths.size(); ++j) {
+        std::set<std::string> values;
+        for (const auto& pt : sweep.points) values.insert(pt.values.at(j).second.dump());
+        parts.push_back(sweep.paths[j] + " (" + count_noun(values.size(), "value") + ")");
+    }
+    return "swept: " + join_words(parts) + "; the plan below is point " + std::to_string(index) + "'s\n";
+}
+
+// What the dry run's "output" line adds about a folder the run would replace: an earlier
+// result (replaced as a whole, with or without --force) or, with --force, other files.
+// OutputFolder has already refused what run refuses.
+std::string replaced_text(const fs::path& out_dir) {
+    std::error_code ec;
+    if (!fs::is_directory(out_dir, ec) || fs::is_empty(out_dir, ec)) return "";
+    return is_normlab_result(out_dir) ? "; holds an earlier result, which the run replaces"
+                                      : "; holds other files, which the run replaces (--force)";
+}
+
 void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
     note_interrupt_keeps_output(!o.dry_run);
@@ -213,13 +236,14 @@ void run_points(const RunOptions& o, Provenance& origins) {
         std::cout << "sweep points: " << sweep.points.size();
         if (o.shard) std::cout << " (this shard runs " << selected.size() << ")";
         std::cout << "\n";
+        if (swept) std::cout << swept_line(sweep, head.index);
         std::cout << checked.first_plan;
         std::error_code ec;
         fs::path shown = fs::weakly_canonical(fs::absolute(out_dir), ec);
         if (ec) shown = fs::absolute(out_dir).lexically_normal();
         std::cout << "output: " << shown.string() << " ("
                   << (o.out ? "--out" : first.output_dir ? "the config's output.dir" : "results/<name>")
-                  << "; the dry run writes nothing)\n";
+                  << replaced_text(out_dir) << "; the dry run writes nothing)\n";
         const std::size_t mib = std::size_t{1} << 20;  // rounded up, without overflow near SIZE_MAX
         std::cout << "estimated peak memory: " << checked.peak_bytes / mib + (checked.peak_bytes % mib != 0) << " MiB\n";
         // The notes and warnings validate and run give, which the plan does not repeat.
