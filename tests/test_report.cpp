@@ -267,6 +267,18 @@ TEST_CASE("terminal tables: aligned, 6 significant digits unless full, quoted ce
     CHECK(text.find("x     bn    1e-05           nan  [4,8,16]\n") != std::string::npos);
     o.full = true;
     CHECK(terminal_table(t, o).find("0.123456789") != std::string::npos);
+    // Text longer than kTerminalTextWidth is cut with "..." and counted; whole with full.
+    Table long_text = small_table();
+    long_text.rows[0][1] = std::string(kTerminalTextWidth + 12, 'a');
+    TerminalTableOptions lo;
+    std::size_t cut = 7;
+    const std::string shortened = terminal_table(long_text, lo, nullptr, &cut);
+    CHECK(shortened.find(std::string(kTerminalTextWidth - 3, 'a') + "...  ") != std::string::npos);
+    CHECK(shortened.find(std::string(kTerminalTextWidth - 2, 'a')) == std::string::npos);
+    CHECK(cut == 1);
+    lo.full = true;
+    CHECK(terminal_table(long_text, lo, nullptr, &cut).find(std::string(kTerminalTextWidth + 12, 'a')) != std::string::npos);
+    CHECK(cut == 0);
 
     o.columns = {"norm", "shape"};
     o.where = {parse_where("eps=0.00001")};  // matches 1e-05 by value

@@ -253,6 +253,25 @@ TEST_CASE("a report.json that is there but empty or malformed is said to be so, 
     CHECK(differ.err == "normlab: error: " + file + R"(: /analyses/1: columns differ from the earlier "a\nb" rows)" + "\n");
 }
 
+TEST_CASE("normlab show says when it cut a long text cell, and --full prints it whole") {
+    // BatchNorm in training on a batch of one sample: a status cell with the norm's error.
+    const fs::path dir = fresh_dir("show_cut");
+    write_text(dir / "c.json", R"({"name": "t", "data": {"x": {"source": "gaussian", "shape": [4, 3]}},
+        "norms": {"bn": {"type": "batchnorm"}},
+        "analyses": [{"type": "batch_dependence", "data": ["x"], "norms": ["bn"], "sizes": [1, 2]}]})");
+    REQUIRE(run_normlab("run " + (dir / "c.json").string() + " --out " + (dir / "out").string() + " -q").exit_code == 0);
+    const CliResult cut = run_normlab("show " + (dir / "out").string());
+    REQUIRE(cut.exit_code == 0);
+    CHECK_MESSAGE(cut.out.find("...") != std::string::npos, cut.out);
+    CHECK_MESSAGE(cut.out.find("\n(1 text cell cut at 48 characters: --full shows it whole)\nfigure: ") != std::string::npos,
+                  cut.out);
+    const CliResult full = run_normlab("show " + (dir / "out").string() + " --full");
+    CHECK_MESSAGE(full.out.find("error: batchnorm \"bn\" on data \"x\": in training mode: one value per channel") !=
+                      std::string::npos,
+                  full.out);
+    CHECK(full.out.find("cut at") == std::string::npos);
+}
+
 TEST_CASE("normlab show prints aligned tables, quoted cells whole, and the figure's path") {
     const fs::path out = fresh_dir("report_show") / "quick";
     REQUIRE(run_normlab("run " + kConfigs + "quickstart.json --out " + out.string() + " -q").exit_code == 0);

@@ -40,7 +40,8 @@ bool parse_double(const std::string& s, double& out) {
     return end == s.c_str() + s.size();
 }
 
-std::string display(const Cell& c, bool full) {
+// The cell as show prints it; `cut` is set when its text was shortened.
+std::string display(const Cell& c, bool full, bool& cut) {
     double v = 0;
     if (cell_number(c, v)) return std::holds_alternative<long long>(c) || full ? cell_to_string(c) : format_number_short(v);
     std::string s = cell_to_string(c);
@@ -52,6 +53,7 @@ std::string display(const Cell& c, bool full) {
             ++seen;
         }
         s = s.substr(0, keep) + "...";
+        cut = true;
     }
     return s;
 }
@@ -126,7 +128,7 @@ bool cell_matches(const Cell& c, const std::string& value) {
     return rounded(a, digits) == rounded(b, digits);
 }
 
-std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::size_t* kept_count) {
+std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::size_t* kept_count, std::size_t* cut_count) {
     std::vector<std::size_t> cols;
     if (o.columns.empty())
         for (std::size_t i = 0; i < t.columns.size(); ++i) cols.push_back(i);
@@ -135,6 +137,7 @@ std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::s
 
     std::vector<std::vector<std::string>> cells;
     std::vector<bool> numeric(cols.size(), true);
+    std::size_t cuts = 0;
     for (const auto& row : t.rows) {
         if (!kept(where, row)) continue;
         std::vector<std::string> line;
@@ -142,11 +145,14 @@ std::string terminal_table(const Table& t, const TerminalTableOptions& o, std::s
             // An empty cell (a value that does not apply) leaves a number column right-aligned.
             double v = 0;
             if (!cell_number(row[cols[k]], v) && !is_not_applicable(row[cols[k]])) numeric[k] = false;
-            line.push_back(display(row[cols[k]], o.full));
+            bool cut = false;
+            line.push_back(display(row[cols[k]], o.full, cut));
+            cuts += cut;
         }
         cells.push_back(std::move(line));
     }
     if (kept_count) *kept_count = cells.size();
+    if (cut_count) *cut_count = cuts;
     std::vector<std::size_t> w(cols.size());
     for (std::size_t k = 0; k < cols.size(); ++k) {
         w[k] = width(t.columns[cols[k]]);

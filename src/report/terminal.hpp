@@ -31,8 +31,10 @@ std::pair<std::string, std::string> parse_where(const std::string& text);
 bool cell_matches(const Cell& c, const std::string& value);
 
 /// The table as aligned lines: a header, a rule, one line per kept row, "\n" line ends; the
-/// number of kept rows in *kept_count when given. Throws InputError naming an unknown column
-/// in `columns` or `where` (with the columns the table has).
-std::string terminal_table(const Table& t, const TerminalTableOptions& options, std::size_t* kept_count = nullptr);
+/// number of kept rows in *kept_count and of text cells cut to kTerminalTextWidth in
+/// *cut_count when given. Throws InputError naming an unknown column in `columns` or
+/// `where` (with the columns the table has).
+std::string terminal_table(const Table& t, const TerminalTableOptions& options, std::size_t* kept_count = nullptr,
+                           std::size_t* cut_count = nullptr);
 
 }  // namespace normlab

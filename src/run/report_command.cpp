@@ -145,14 +145,17 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
     std::string out;
     for (const auto* p : shown) {
         const auto& [type, table] = *p;
-        std::size_t kept = 0;
-        const std::string body = terminal_table(table, o.table, &kept);
+        std::size_t kept = 0, cut = 0;
+        const std::string body = terminal_table(table, o.table, &kept, &cut);
         const std::string rows = o.table.where.empty()
                                      ? count_noun(table.rows.size(), "row")
                                      : std::to_string(kept) + " of " + count_noun(table.rows.size(), "row");
         out += "== " + type + " (" + rows + ", " + (dir / (type + ".csv")).string() + ")\n";
         out += body;
         if (kept == 0 && !table.rows.empty() && !o.table.where.empty()) out += unmatched_where(table, o.table);
+        if (cut > 0)
+            out += "(" + count_noun(cut, "text cell") + " cut at " + std::to_string(kTerminalTextWidth) +
+                   " characters: --full shows " + (cut == 1 ? "it" : "them") + " whole)\n";
         const fs::path fig = dir / "figures" / (type + ".vl.json");
         out += "figure: " + (fs::exists(fig) ? fig.string() : fig.string() + " (not written yet: normlab report " + dir.string() + ")");
         out += "\n\n";
