@@ -295,6 +295,28 @@ TEST_CASE("--set overrides any config value; --out folder rules") {
                       std::string::npos,
                   sweep.out);
     CHECK(plan.out.find("swept:") == std::string::npos);
+    // A shard without points prints no plan, and says so.
+    CliResult empty = run_normlab("run " + kSrc + "/configs/sweep.json --dry-run --shard 9/10");
+    REQUIRE_MESSAGE(empty.exit_code == 0, empty.err);
+    CHECK_MESSAGE(empty.out.find("\nswept: norms.ln.eps (3 values), data.tokens.std (3 values); this shard runs no point\n") !=
+                      std::string::npos,
+                  empty.out);
+    // An earlier result beside files of someone else's, replaced only with --force.
+    write_text(plan_dir / "done" / "notes.txt", "mine");
+    CliResult forced = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run --force --out " + (plan_dir / "done").string());
+    CHECK_MESSAGE(forced.out.find("/done (--out; holds an earlier result and other files (\"notes.txt\"), which the run replaces "
+                                  "(--force); the dry run writes nothing)\n") != std::string::npos,
+                  forced.out);
+    // A symbolic link is named as itself: the run replaces the link, not the folder it points to.
+    fs::create_directories(plan_dir / "target");
+    fs::create_directory_symlink(plan_dir / "target", plan_dir / "link");
+    CliResult link = run_normlab("run " + (plan_dir / "cfg.json").string() + " --dry-run --out " + (plan_dir / "link").string());
+    const std::string real = fs::weakly_canonical(plan_dir).string();
+    REQUIRE_MESSAGE(link.exit_code == 0, link.err);
+    CHECK_MESSAGE(link.out.find("\noutput: " + real + "/link (--out; a symbolic link to " + real +
+                                "/target, which the run replaces with a folder of its own; the dry run writes nothing)\n") !=
+                      std::string::npos,
+                  link.out);
 
     fs::path dir = fresh_dir("foreign");
     write_text(dir / "cfg.json", cfg);

@@ -919,6 +919,14 @@ TEST_CASE("save entries a norm holds back for one reason are noted in one line, 
                   r.err);
     CHECK(occurrences(r.err, "keeps no running statistics") == 2);
     CHECK(occurrences(r.err, " only\n") == 3);
+    // An entry listed twice is named once.
+    std::string twice = cfg;
+    twice.replace(twice.find("\"running_var\"]"), 14, "\"mean\"]");
+    write_text(dir / "twice.json", twice);
+    const auto t = run_normlab("validate " + (dir / "twice.json").string());
+    CHECK_MESSAGE(t.err.find("/analyses/0/save/2: rmsnorm \"rms\" does not centre and has no mean (save var: the mean square, "
+                             "or rstd): \"mean\" is saved for \"bn\" and \"ln\" only\n") != std::string::npos,
+                  t.err);
 }
 
 TEST_CASE("a parameter's shape error blames the override or sweep point that changed the norm's axes") {

@@ -123,10 +123,14 @@ std::vector<ConfigNote> notes(const AnalysisSpec& spec, const AnalysisContext& c
     std::vector<ConfigNote> out;
     for (const Group& x : groups) {
         std::vector<std::string> names;
-        for (std::size_t i : x.entries) names.push_back(quoted_text(o.save[i]));
-        const bool one = x.entries.size() == 1;
+        for (std::size_t i : x.entries) {  // an entry listed twice is named once
+            const std::string name = quoted_text(o.save[i]);
+            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+        }
+        const bool one = names.size() == 1;
         const JsonLocation at = one ? spec.loc.child("save").child(x.entries.front()) : spec.loc.child("save");
-        out.push_back({at, x.why + ": " + join_words(names, " and ") + (one ? " is" : " are") + " saved for " + x.givers + " only",
+        const std::string verb = one ? " is" : " are";
+        out.push_back({at, x.why + ": " + join_words(names, " and ") + verb + " saved for " + x.givers + " only",
                        norm_kind_related(x.norm)});
     }
     return out;

@@ -47,6 +47,9 @@ public:
     /// Moves the staged folder to the target, replacing an earlier result. EnvError on failure.
     void commit();
     const std::filesystem::path& target() const { return m_target; }
+    /// The folder the run writes: `target` absolute and normalised, without a trailing '/',
+    /// symbolic links not resolved (a link there is replaced, not followed).
+    const std::filesystem::path& path() const { return m_path; }
 
 private:
     /// Creates the missing parents and the staging folder, once; caller holds the disk lock.

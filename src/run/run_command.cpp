@@ -158,26 +158,43 @@ Table empty_table(const std::string& type, const Sweep& sweep, bool swept) {
 
 namespace {
 
-// The dry run's line under "sweep points": which paths vary, with how many values each, and
-// that the plan printed below (eps, shapes, seed) is point `index`'s, not every point's.
-std::string swept_line(const Sweep& sweep, std::size_t index) {
+// The dry run's line under "sweep points": which paths vary, with how many distinct values
+// each, and that the plan printed below (eps, shapes, seed) is point `*index`'s, not every
+// point's (null: a shard without points, which prints no plan).
+std::string swept_line(const Sweep& sweep, const std::size_t* index) {
     std::vector<std::string> parts;
     for (std::size_t j = 0; j < sweep.paths.size(); ++j) {
         std::set<std::string> values;
         for (const auto& pt : sweep.points) values.insert(pt.values.at(j).second.dump());
         parts.push_back(sweep.paths[j] + " (" + count_noun(values.size(), "value") + ")");
     }
-    return "swept: " + join_words(parts) + "; the plan below is point " + std::to_string(index) + "'s\n";
+    return "swept: " + join_words(parts) +
+           (index ? "; the plan below is point " + std::to_string(*index) + "'s\n" : "; this shard runs no point\n");
 }
 
-// What the dry run's "output" line adds about a folder the run would replace: an earlier
-// result (replaced as a whole, with or without --force) or, with --force, other files.
-// OutputFolder has already refused what run refuses.
-std::string replaced_text(const fs::path& out_dir) {
+// The dry run's "output" line: the folder the run writes (`path`, OutputFolder::path) and
+// what the run replaces there: an earlier result (replaced as a whole, with or without
+// --force), other files (with --force; OutputFolder has refused them without), or a symbolic
+// link, which the run replaces with a folder of its own while the folder it points to stays.
+std::string output_line(const fs::path& path, const std::string& origin) {
     std::error_code ec;
-    if (!fs::is_directory(out_dir, ec) || fs::is_empty(out_dir, ec)) return "";
-    return is_normlab_result(out_dir) ? "; holds an earlier result, which the run replaces"
-                                      : "; holds other files, which the run replaces (--force)";
+    if (fs::is_symlink(fs::symlink_status(path, ec))) {
+        const fs::path to = fs::weakly_canonical(path, ec);
+        return "output: " + path.string() + " (" + origin + "; a symbolic link" + (ec ? "" : " to " + to.string()) +
+               ", which the run replaces with a folder of its own; the dry run writes nothing)\n";
+    }
+    fs::path shown = fs::weakly_canonical(path, ec);
+    if (ec) shown = path;
+    std::string replaced;
+    if (fs::is_directory(path, ec) && !fs::is_empty(path, ec) && !ec) {
+        const bool earlier = is_normlab_result(path);
+        const std::string foreign = earlier ? foreign_entry(path) : "";
+        replaced = !earlier ? "; holds other files, which the run replaces (--force)"
+                   : foreign.empty()        ? "; holds an earlier result, which the run replaces"
+                                            : "; holds an earlier result and other files (" + quoted_text(foreign) +
+                                           "), which the run replaces (--force)";
+    }
+    return "output: " + shown.string() + " (" + origin + replaced + "; the dry run writes nothing)\n";
 }
 
 void run_points(const RunOptions& o, Provenance& origins) {
@@ -221,11 +238,13 @@ void run_points(const RunOptions& o, Provenance& origins) {
                              : first.output_dir ? fs::path(*first.output_dir)
                                                 : fs::path("results") / first.name;
     if (o.dry_run) {
+        fs::path out_path;
         {
             // What run would refuse about the output folder, and whether it can be written
             // here (its staging folder made and removed again).
             OutputFolder probe(out_dir, o.force, keep);
             probe.prepare();
+            out_path = probe.path();
         }
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype " << dtype_name(first.dtype)
                   << ")\n";
@@ -236,14 +255,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
         std::cout << "sweep points: " << sweep.points.size();
         if (o.shard) std::cout << " (this shard runs " << selected.size() << ")";
         std::cout << "\n";
-        if (swept) std::cout << swept_line(sweep, head.index);
+        if (swept) std::cout << swept_line(sweep, selected.empty() ? nullptr : &head.index);
         std::cout << checked.first_plan;
-        std::error_code ec;
-        fs::path shown = fs::weakly_canonical(fs::absolute(out_dir), ec);
-        if (ec) shown = fs::absolute(out_dir).lexically_normal();
-        std::cout << "output: " << shown.string() << " ("
-                  << (o.out ? "--out" : first.output_dir ? "the config's output.dir" : "results/<name>")
-                  << replaced_text(out_dir) << "; the dry run writes nothing)\n";
+        std::cout << output_line(out_path, o.out ? "--out" : first.output_dir ? "the config's output.dir" : "results/<name>");
         const std::size_t mib = std::size_t{1} << 20;  // rounded up, without overflow near SIZE_MAX
         std::cout << "estimated peak memory: " << checked.peak_bytes / mib + (checked.peak_bytes % mib != 0) << " MiB\n";
         // The notes and warnings validate and run give, which the plan does not repeat.
