@@ -395,3 +395,46 @@ TEST_CASE("float path on a row where (((x - hi) - lo) - lo2) * a + b came to 3.0
     CHECK(old.ulps > 3.0);
     MESSAGE("float path " << now.ulps << " ulps; the earlier formula " << old.ulps);
 }
+
+TEST_CASE("float path at the edges of float32's range: statistics it cannot carry take the double arithmetic") {
+    // Rows whose float constants would overflow or lose their digits (float_range.hpp):
+    // subnormal values (with eps 0 the float path gave -inf; with 1e-5, x - mean lost digits
+    // to float's subnormal floor), values near FLT_MAX (-inf), and a spread of 1e-20 under
+    // weights of 1e20 (NaN). Each sits beside an ordinary row, which
+    // keeps the bits it has alone: a value depends on its own row only.
+    const Layout l{"rows of 4", {2, 4}, {1}, {1}};
+    const Index ix = index_of(l);
+    const std::vector<double> ordinary = {1, 2, 3, 5};
+    const std::vector<std::pair<std::vector<double>, double>> rows = {
+        {{1e-39, 2e-39, 3e-39, 4e-39}, 1.0},
+        {{3.4e38, 3.4e38, 3.4e38, -3.4e38}, 1.0},
+        {{-0.7e-20, 1.3e-20, 0.2e-20, -1.1e-20}, 1e20},
+    };
+    for (const bool center : {true, false})
+        for (const double eps : {0.0, 1e-5})
+        for (const auto& [row, weight] : rows) {
+            xt::xarray<double> v = xt::zeros<double>({std::size_t{2}, std::size_t{4}});
+            for (std::size_t k = 0; k < 4; ++k) v(0, k) = row[k], v(1, k) = ordinary[k];
+            const Tensor x = Tensor::from_double(v, DType::float32);
+            const xt::xarray<double> w = {weight, 0.75 * weight, 1.25 * weight, weight};
+            NormSpec spec;
+            spec.reduction_axes = Axes(1, 1);
+            spec.param_axes = Axes(1, 1);
+            spec.center = center;
+            spec.eps = eps;
+            spec.compute = Compute::float32;
+            ForwardInputs in;
+            in.weight = &w;
+            const ForwardResult r = forward(x, spec, in);
+            const Worst e = contract_error(x, ix, center, spec.eps, &w, nullptr, r.y);
+            CAPTURE(center);
+            CAPTURE(eps);
+            CAPTURE(row[0]);
+            CAPTURE(e.where);
+            CHECK(e.ulps <= 3.0);
+            // The ordinary row alone: the same bits.
+            const Tensor alone = Tensor::from_double(xt::xarray<double>{{1, 2, 3, 5}}, DType::float32);
+            const ForwardResult ra = forward(alone, spec, in);
+            for (std::size_t k = 0; k < 4; ++k) CHECK(r.y.f32.data()[4 + k] == ra.y.f32.data()[k]);
+        }
+}

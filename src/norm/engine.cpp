@@ -11,6 +11,7 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "norm/channels_last.hpp"
+#include "norm/float_range.hpp"
 #include "norm/moments.hpp"
 #include "norm/moments_rows.hpp"
 #include "norm/normalize.hpp"
@@ -330,8 +331,22 @@ bool rows_pipeline() { return mode_or_intel(g_rows_pipeline); }
 void set_read_ahead(int mode) { store_mode(g_read_ahead, mode); }
 bool read_ahead() { return mode_or_intel(g_read_ahead); }
 
-void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
-             ForwardResult& out) {
+namespace {
+
+// The effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0), np of each.
+void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np, std::vector<double>& scale,
+                   std::vector<double>& shift) {
+    scale.assign(np, 1.0);
+    shift.assign(np, 0.0);
+    if (in.weight)
+        for (std::size_t i = 0; i < np; ++i) scale[i] = spec.weight_offset + in.weight->data()[i];
+    if (in.bias)
+        for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
+}
+
+// forward() before the float path's range is checked (float_range.hpp).
+void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
+                     ForwardResult& out) {
     check_size(x, xs);
     Shape ss = keepdims_shape(xs, spec.reduction_axes);
     Shape ps = select_dims(xs, spec.param_axes);
@@ -345,13 +360,9 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         check_operand_shape(*in.given_var, ss, "var");
     }
 
-    // Effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0).
     const std::size_t np = std::max<std::size_t>(1, num_elements(ps));
-    std::vector<double> scale(np, 1.0), shift(np, 0.0);
-    if (in.weight)
-        for (std::size_t i = 0; i < np; ++i) scale[i] = spec.weight_offset + in.weight->data()[i];
-    if (in.bias)
-        for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
+    std::vector<double> scale, shift;
+    affine_params(spec, in, np, scale, shift);
     // Rounding twice: the kernels write x_hat rounded to the dtype (unit scale, no shift),
     // and the affine step follows on those values.
     const bool twice = spec.affine_rounding == AffineRounding::twice && compute_dtype(x.dtype) != x.dtype &&
@@ -521,6 +532,23 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
         normalize_impl(x.f64.data(), out.y.f64.data(), w, args, false, x.size());
     } else normalize_impl(x.f32.data(), out.y.f32.data(), w, args, f32, x.size());
     if (twice) affine_rounded_twice(out.y.f32.data(), xs, sb, scale.data(), shift.data(), x.dtype);
+}
+
+}  // namespace
+
+void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
+             ForwardResult& out) {
+    forward_kernels(x, xs, spec, in, out);
+    if (x.dtype != DType::float32 || spec.compute != Compute::float32) return;
+    // The statistics whose float constants would leave float32's range take the double
+    // arithmetic; the check costs a pass over the statistics and parameters, not the data.
+    std::vector<double> scale, shift;
+    affine_params(spec, in, std::max<std::size_t>(1, num_elements(select_dims(xs, spec.param_axes))), scale, shift);
+    const bool given = in.given_mean || in.given_var;
+    const std::vector<std::uint8_t> unsafe = float_path_unsafe(out, spec.center, given, scale);
+    if (unsafe.empty()) return;
+    renormalize_in_double(x.f32.data(), out.y.f32.data(), xs, broadcast_strides(xs, keepdims_shape(xs, spec.reduction_axes)),
+                          param_strides(xs, spec.param_axes), out, unsafe, scale.data(), shift.data());
 }
 
 ForwardResult forward(const Tensor& x, const NormSpec& spec, const ForwardInputs& in) {

@@ -1,6 +1,6 @@
 normlab_module(normlab_norm
   SOURCES norm/engine.cpp norm/moments.cpp norm/moments_rows.cpp norm/moments_rows_double.cpp norm/normalize.cpp norm/normalize_stream.cpp norm/backward.cpp norm/strided.cpp norm/presets.cpp
-          norm/replicas.cpp norm/channels_last.cpp
+          norm/replicas.cpp norm/channels_last.cpp norm/float_range.cpp
   DEPS normlab_tensor OpenMP::OpenMP_CXX)
 # a*b+c must round twice in every kernel and every instruction-set version of it
 # (moments.cpp, moments_rows.cpp, normalize.cpp, normalize_stream.cpp, backward.cpp,
