@@ -592,6 +592,46 @@ def rmsnorm_cases(dtype):
     return [c]
 
 
+# ---------------------------------------------------------------- numpy: float32's range
+
+def float_range_cases():
+    """float32 data at the edges of float32's range, where the float path's float constants
+    (normalize.hpp) would overflow or lose their digits, against float64 numpy. PyTorch 1.13
+    gives NaN on these rows, so it is no reference here."""
+    c = Case("numpy_float_range_f32", "float32", NUMPY_REF,
+             "eps 0 on subnormal rows (1e-39 .. 4e-39), on rows near FLT_MAX (3.4e38) and on a "
+             "row of spread 1e-20 under a weight of 1e20, each beside an ordinary row; "
+             "LayerNorm, RMSNorm and BatchNorm (a subnormal channel)")
+    rng = np.random.default_rng(900)
+    ordinary = [1.0, 2.0, 3.0, 5.0]
+    sub = c.add_data("sub", [[1e-39, 2e-39, 3e-39, 4e-39], ordinary])
+    huge = c.add_data("huge", [[3.4e38, 3.4e38, 3.4e38, -3.4e38], ordinary])
+    tiny = c.add_data("tiny", np.stack([rng.normal(0.0, 1e-20, 8), rng.normal(0.0, 1.0, 8)]))
+    sub_nc = c.add_data("sub_nc", np.stack([rng.uniform(1e-39, 4e-39, (4, 3)), rng.normal(0.0, 1.0, (4, 3))], axis=1))
+
+    def standardize(x, axes, eps, w=None):
+        x = np.asarray(x, np.float64)
+        mean = x.mean(axis=tuple(axes), keepdims=True)
+        y = (x - mean) / np.sqrt(x.var(axis=tuple(axes), keepdims=True) + eps)
+        return y if w is None else y * w
+
+    c.add_norm("ln", {"type": "layernorm", "normalized_shape": [4], "eps": 0, "affine": False})
+    c.add_norm("rms", {"type": "rmsnorm", "normalized_shape": [4], "eps": 0})
+    for dn, x in (("sub", sub), ("huge", huge)):
+        c.expect(dn, "ln", "output", standardize(x, [1], 0.0))
+        c.expect(dn, "rms", "output", rms_ref(x, [1], 0.0)[0])
+    c.apply(["sub", "huge"], ["ln", "rms"], ["output"])
+    w = c.cast(1e20 * rng.uniform(0.5, 1.5, 8))
+    c.add_norm("ln_w", {"type": "layernorm", "normalized_shape": [8], "eps": 0,
+                        "weight": c.param("ln_w", "weight", w)})
+    c.expect("tiny", "ln_w", "output", standardize(tiny, [1], 0.0, np.asarray(w, np.float64)))
+    c.apply(["tiny"], ["ln_w"], ["output"])
+    c.add_norm("bn", {"type": "batchnorm", "eps": 0})
+    c.expect("sub_nc", "bn", "output", standardize(sub_nc, [0, 2], 0.0))
+    c.apply(["sub_nc"], ["bn"], ["output"])
+    return [c]
+
+
 # ---------------------------------------------------------------- numpy: conventions
 
 def bn_ref(x, eps, w=None, b=None):
@@ -810,19 +850,31 @@ def onnx_cases():
     return cases
 
 
+PER_DTYPE = {"layernorm": layernorm_cases, "batchnorm": batchnorm_cases, "instancenorm": instancenorm_cases,
+             "groupnorm": groupnorm_cases, "channels_last": channels_last_cases, "rmsnorm": rmsnorm_cases,
+             "conventions": convention_cases}
+SINGLE = {"onnx": onnx_cases, "float_range": float_range_cases}
+
+
 def main():
-    """Regenerates every case folder under tests/golden/ and prints a summary."""
+    """Regenerates every case folder under tests/golden/ and prints a summary; with family
+    names as arguments (`make_golden.py float_range`; the keys of PER_DTYPE and SINGLE),
+    writes those families' cases alone and leaves the other folders as they are."""
     torch.set_num_threads(1)
     os.makedirs(GOLDEN, exist_ok=True)
-    for d in os.listdir(GOLDEN):  # grad_* cases are make_grad_golden.py's
-        if os.path.isfile(os.path.join(GOLDEN, d, "config.json")) and not d.startswith("grad_"):
-            shutil.rmtree(os.path.join(GOLDEN, d))
+    only = sys.argv[1:]
+    unknown = set(only) - set(PER_DTYPE) - set(SINGLE)
+    if unknown:
+        sys.exit("make_golden.py: no family " + ", ".join(sorted(unknown)) + " (families: " +
+                 ", ".join(list(PER_DTYPE) + list(SINGLE)) + ")")
+    if not only:
+        for d in os.listdir(GOLDEN):  # grad_* cases are make_grad_golden.py's
+            if os.path.isfile(os.path.join(GOLDEN, d, "config.json")) and not d.startswith("grad_"):
+                shutil.rmtree(os.path.join(GOLDEN, d))
     cases = []
     for dtype in DTYPES:
-        cases += layernorm_cases(dtype) + batchnorm_cases(dtype) + instancenorm_cases(dtype)
-        cases += groupnorm_cases(dtype) + channels_last_cases(dtype) + rmsnorm_cases(dtype)
-        cases += convention_cases(dtype)
-    cases += onnx_cases()
+        cases += [c for name, f in PER_DTYPE.items() if not only or name in only for c in f(dtype)]
+    cases += [c for name, f in SINGLE.items() if not only or name in only for c in f()]
     total = 0
     for c in cases:
         k = c.write()
