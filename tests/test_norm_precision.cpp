@@ -438,3 +438,88 @@ TEST_CASE("float path at the edges of float32's range: statistics it cannot carr
             for (std::size_t k = 0; k < 4; ++k) CHECK(r.y.f32.data()[4 + k] == ra.y.f32.data()[k]);
         }
 }
+
+TEST_CASE("float path: a mean whose low part falls below float's normal range takes the double arithmetic") {
+    // Rows of normal floats whose mean leaves a remainder below 2^-126 that a float cannot
+    // hold, so the float path's lo would round it away, whatever the spread. The reference
+    // is the double path (the float64 result): a long double one differs from both paths
+    // here by deviations below double's resolution of the values, which neither carries.
+    const double t = std::ldexp(1.0, -126), s = std::ldexp(1.0, -149);
+    const std::vector<std::pair<std::vector<double>, double>> rows = {
+        {{std::ldexp(1.0, -90), 3 * std::ldexp(1.0, -90), std::ldexp(1.0, -90), t + s, -t}, 1.0},
+        {{std::ldexp(1.0, -100), -std::ldexp(1.0, -100), 0, t + s, -t}, 1.0},
+        {{1, -1, 0, t + s, -t}, 1e20},
+        {{3 * s, 0, 0, 0, 0}, 1.0},
+    };
+    const std::vector<double> ordinary = {1, 2, 3, 5, 8};
+    for (const double eps : {0.0, 1e-5})
+        for (const auto& [row, weight] : rows) {
+            xt::xarray<double> v = xt::zeros<double>({std::size_t{2}, std::size_t{5}});
+            for (std::size_t k = 0; k < 5; ++k) v(0, k) = row[k], v(1, k) = ordinary[k];
+            const Tensor x = Tensor::from_double(v, DType::float32);
+            const xt::xarray<double> w = xt::ones<double>({std::size_t{5}}) * weight;
+            NormSpec spec;
+            spec.reduction_axes = Axes(1, 1);
+            spec.param_axes = Axes(1, 1);
+            spec.eps = eps;
+            ForwardInputs in;
+            in.weight = &w;
+            spec.compute = Compute::float64;
+            const ForwardResult rd = forward(x, spec, in);
+            spec.compute = Compute::float32;
+            const ForwardResult rf = forward(x, spec, in);
+            CAPTURE(eps);
+            CAPTURE(row[0]);
+            for (std::size_t k = 0; k < 5; ++k) {
+                const double yd = rd.y.f32.data()[k], yf = rf.y.f32.data()[k];
+                CAPTURE(k);
+                CAPTURE(yd);
+                CAPTURE(yf);
+                CHECK(std::fabs(yf - yd) <= 3 * ulp(DType::float32, std::fabs(yd)));
+            }
+        }
+}
+
+TEST_CASE("float path: a weight out of range for one channel sends that channel alone to the double arithmetic") {
+    // BatchNorm over (N, C) with weights 1 and 1e-40: rstd * 1e-40 is no normal float, so
+    // channel 1 takes the double arithmetic; channel 0 keeps the bits it has under weight 1.
+    xt::xarray<double> v = {{0.5, 1e-3}, {1.5, 2e-3}, {2.25, 4e-3}, {-0.75, 8e-3}};
+    const Tensor x = Tensor::from_double(v, DType::float32);
+    NormSpec spec;
+    spec.reduction_axes = Axes(1, 0);
+    spec.param_axes = Axes(1, 1);
+    spec.compute = Compute::float32;
+    const xt::xarray<double> tiny = {1.0, 1e-40}, ones = {1.0, 1.0};
+    ForwardInputs a, b;
+    a.weight = &tiny;
+    b.weight = &ones;
+    const ForwardResult ra = forward(x, spec, a), rb = forward(x, spec, b);
+    const Index ix = index_of({"(N, C)", {4, 2}, {0}, {1}});
+    const Worst e = contract_error(x, ix, true, spec.eps, &tiny, nullptr, ra.y);
+    CAPTURE(e.where);
+    CHECK(e.ulps <= 3.0);
+    for (std::size_t n = 0; n < 4; ++n) CHECK(ra.y.f32.data()[2 * n] == rb.y.f32.data()[2 * n]);
+}
+
+TEST_CASE("float path: a padded position far from the real positions' mean takes the double arithmetic") {
+    // Mask [1, 1, 0]: the statistics of 2^110 and 2^110 + 2^87 bound x - mean for the real
+    // positions only; the padded -FLT_MAX is normalised with them too, and x - hi overflowed.
+    const double big = std::ldexp(1.0, 110), flt_max = std::numeric_limits<float>::max();
+    xt::xarray<double> v = {{big, big + std::ldexp(1.0, 87), -flt_max}};
+    const Tensor x = Tensor::from_double(v, DType::float32);
+    const xt::xarray<std::uint8_t> mask = {{1, 1, 0}};
+    NormSpec spec;
+    spec.reduction_axes = Axes(1, 1);
+    spec.param_axes = Axes(1, 1);
+    spec.compute = Compute::float32;
+    ForwardInputs in;
+    in.mask = &mask;
+    const ForwardResult r = forward(x, spec, in);
+    // The reference in long double from the two real values.
+    const long double x0 = x.f32.data()[0], x1 = x.f32.data()[1], x2 = x.f32.data()[2];
+    const long double mean = (x0 + x1) / 2, var = ((x0 - mean) * (x0 - mean) + (x1 - mean) * (x1 - mean)) / 2;
+    const double ref = static_cast<double>((x2 - mean) / std::sqrt(var + static_cast<long double>(spec.eps)));
+    CAPTURE(ref);
+    CHECK(std::isfinite(r.y.f32.data()[2]));
+    CHECK(std::fabs(r.y.f32.data()[2] - ref) <= 3 * ulp(DType::float32, std::fabs(ref)));
+}

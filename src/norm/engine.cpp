@@ -540,12 +540,12 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
              ForwardResult& out) {
     forward_kernels(x, xs, spec, in, out);
     if (x.dtype != DType::float32 || spec.compute != Compute::float32) return;
-    // The statistics whose float constants would leave float32's range take the double
+    // The elements whose float constants would leave float32's range take the double
     // arithmetic; the check costs a pass over the statistics and parameters, not the data.
     std::vector<double> scale, shift;
     affine_params(spec, in, std::max<std::size_t>(1, num_elements(select_dims(xs, spec.param_axes))), scale, shift);
     const bool given = in.given_mean || in.given_var;
-    const std::vector<std::uint8_t> unsafe = float_path_unsafe(out, spec.center, given, scale);
+    const std::vector<std::uint8_t> unsafe = float_path_unsafe(out, spec.center, given, in.mask != nullptr, scale, shift);
     if (unsafe.empty()) return;
     renormalize_in_double(x.f32.data(), out.y.f32.data(), xs, broadcast_strides(xs, keepdims_shape(xs, spec.reduction_axes)),
                           param_strides(xs, spec.param_axes), out, unsafe, scale.data(), shift.data());

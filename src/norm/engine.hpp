@@ -176,9 +176,9 @@ Moments compute_moments(const Tensor& x, const Axes& reduction_axes, bool center
 /// y = (x - mean) * rstd * (weight_offset + weight) + bias over x viewed with `shape`,
 /// broadcast per the spec (out.y gets `shape`). Arithmetic per spec.compute: float32 data
 /// with Compute::float32 takes the float path (normalize.hpp: float32 lanes, within 3 ulps of the
-/// float64 result, the ulp of the largest of |x̂·w|, |b| and |y|; statistics whose float
+/// float64 result, the ulp of the largest of |x̂·w|, |b| and |y|; elements whose float
 /// constants would leave float32's range, float_range.hpp, get the double arithmetic after
-/// it, their elements alone); Compute::float64 and the
+/// it); Compute::float64 and the
 /// other dtypes form (x - mean) - mean_lo and the scaling in double and round y once (0.5
 /// ulp); for float16/bfloat16 with affine parameters and spec.affine_rounding twice, x_hat
 /// is rounded to the dtype before the affine step. Statistics are always taken in double.

@@ -68,8 +68,8 @@ void normalize_chunk(const double* x, double* y, const Walk& w, std::size_t c, c
 /// the float path by default only where float_path_has_fma() (engine.hpp).
 /// Every layout computes the same expression from the same constants, so a value depends on
 /// its own input, statistic and parameters only: the same row gives the same bits wherever
-/// it sits in a batch. The bounds above hold while hi, lo, a and x - hi are normal floats;
-/// forward() gives the statistics where they would not be the double arithmetic
+/// it sits in a batch. The bounds above hold while hi, lo, a, c and x - hi are normal
+/// floats; forward() gives the elements where they would not be the double arithmetic
 /// (float_range.hpp).
 void normalize_chunk_f32(const float* x, float* y, const Walk& w, std::size_t c, const NormalizeArgs& a);
 
