@@ -344,14 +344,12 @@ void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np
         for (std::size_t i = 0; i < np; ++i) shift[i] = in.bias->data()[i];
 }
 
-// forward() before the float path's range is checked (float_range.hpp).
+// forward() after the operands' shapes are checked and before the float path's range is
+// (float_range.hpp), with the effective parameters `scale` and `shift` (affine_params),
+// which that check uses too.
 void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
-                     ForwardResult& out) {
-    check_size(x, xs);
+                     const std::vector<double>& scale, const std::vector<double>& shift, ForwardResult& out) {
     Shape ss = keepdims_shape(xs, spec.reduction_axes);
-    Shape ps = select_dims(xs, spec.param_axes);
-    if (in.weight) check_operand_shape(*in.weight, ps, "weight");
-    if (in.bias) check_operand_shape(*in.bias, ps, "bias");
     if (in.mask) mask_strides(xs, *in.mask);
     const bool given = in.given_mean || in.given_var;
     if (given) {
@@ -360,9 +358,7 @@ void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, con
         check_operand_shape(*in.given_var, ss, "var");
     }
 
-    const std::size_t np = std::max<std::size_t>(1, num_elements(ps));
-    std::vector<double> scale, shift;
-    affine_params(spec, in, np, scale, shift);
+    const std::size_t np = scale.size();
     // Rounding twice: the kernels write x_hat rounded to the dtype (unit scale, no shift),
     // and the affine step follows on those values.
     const bool twice = spec.affine_rounding == AffineRounding::twice && compute_dtype(x.dtype) != x.dtype &&
@@ -538,12 +534,16 @@ void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, con
 
 void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
              ForwardResult& out) {
-    forward_kernels(x, xs, spec, in, out);
+    check_size(x, xs);
+    const Shape ps = select_dims(xs, spec.param_axes);
+    if (in.weight) check_operand_shape(*in.weight, ps, "weight");
+    if (in.bias) check_operand_shape(*in.bias, ps, "bias");
+    std::vector<double> scale, shift;
+    affine_params(spec, in, std::max<std::size_t>(1, num_elements(ps)), scale, shift);
+    forward_kernels(x, xs, spec, in, scale, shift, out);
     if (x.dtype != DType::float32 || spec.compute != Compute::float32) return;
     // The elements whose float constants would leave float32's range take the double
     // arithmetic; the check costs a pass over the statistics and parameters, not the data.
-    std::vector<double> scale, shift;
-    affine_params(spec, in, std::max<std::size_t>(1, num_elements(select_dims(xs, spec.param_axes))), scale, shift);
     const bool given = in.given_mean || in.given_var;
     const std::vector<std::uint8_t> unsafe = float_path_unsafe(out, spec.center, given, in.mask != nullptr, scale, shift);
     if (unsafe.empty()) return;

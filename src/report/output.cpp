@@ -101,7 +101,8 @@ std::string os_reason() {
     return err ? std::error_code(err, std::generic_category()).message() : "the system gave no reason";
 }
 
-// Absolute, normalised, symbolic links resolved as far as the path exists, no trailing '/'.
+}  // namespace
+
 fs::path resolved(const fs::path& p) {
     std::error_code ec;
     fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
@@ -109,8 +110,6 @@ fs::path resolved(const fs::path& p) {
     while (a.filename().empty() && a != a.root_path()) a = a.parent_path();
     return a;
 }
-
-}  // namespace
 
 bool is_normlab_result(const fs::path& dir) { return read_report(dir).has_value(); }
 

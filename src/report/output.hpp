@@ -64,6 +64,10 @@ private:
     int m_lock_fd = -1;  ///< the staging folder, opened and locked (shared) while this run lives
 };
 
+/// `p` absolute and normalised, symbolic links resolved as far as the path exists, without
+/// a trailing '/'.
+std::filesystem::path resolved(const std::filesystem::path& p);
+
 /// True when `dir` holds a report.json written by normlab.
 bool is_normlab_result(const std::filesystem::path& dir);
 

@@ -178,13 +178,9 @@ std::string swept_line(const Sweep& sweep, const std::size_t* index) {
 // link, which the run replaces with a folder of its own while the folder it points to stays.
 std::string output_line(const fs::path& path, const std::string& origin) {
     std::error_code ec;
-    if (fs::is_symlink(fs::symlink_status(path, ec))) {
-        const fs::path to = fs::weakly_canonical(path, ec);
-        return "output: " + path.string() + " (" + origin + "; a symbolic link" + (ec ? "" : " to " + to.string()) +
+    if (fs::is_symlink(fs::symlink_status(path, ec)))
+        return "output: " + path.string() + " (" + origin + "; a symbolic link to " + resolved(path).string() +
                ", which the run replaces with a folder of its own; the dry run writes nothing)\n";
-    }
-    fs::path shown = fs::weakly_canonical(path, ec);
-    if (ec) shown = path;
     std::string replaced;
     if (fs::is_directory(path, ec) && !fs::is_empty(path, ec) && !ec) {
         const bool earlier = is_normlab_result(path);
@@ -194,7 +190,7 @@ std::string output_line(const fs::path& path, const std::string& origin) {
                                             : "; holds an earlier result and other files (" + quoted_text(foreign) +
                                            "), which the run replaces (--force)";
     }
-    return "output: " + shown.string() + " (" + origin + replaced + "; the dry run writes nothing)\n";
+    return "output: " + resolved(path).string() + " (" + origin + replaced + "; the dry run writes nothing)\n";
 }
 
 void run_points(const RunOptions& o, Provenance& origins) {
