@@ -481,17 +481,20 @@ TEST_CASE("float path: a mean whose low part falls below float's normal range ta
 }
 
 TEST_CASE("float path: a weight out of range for one channel sends that channel alone to the double arithmetic") {
-    // BatchNorm over (N, C) with weights 1 and 1e-40: rstd * 1e-40 is no normal float, so
+    // BatchNorm over (N, C) with weights 1 and 1e-36: rstd * 1e-36 is no normal float, so
     // channel 1 takes the double arithmetic; channel 0 keeps the bits it has under weight 1,
     // which differ from the double arithmetic's in some elements (checked, so that the
-    // comparison shows which arithmetic channel 0 took).
+    // comparison shows which arithmetic channel 0 took). Channel 1 spreads over about 700:
+    // rstd * 1e-36 is about 1.4e-39, whose half a subnormal ulp is up to 1e-6 of it, some 8
+    // ulps of its y, which is a normal float.
     xt::xarray<double> v = norm_test::gaussian({256, 2}, 3.0, 0.7, 41);
+    for (std::size_t n = 0; n < 256; ++n) v(n, 1) *= 1000;
     const Tensor x = Tensor::from_double(v, DType::float32);
     NormSpec spec;
     spec.reduction_axes = Axes(1, 0);
     spec.param_axes = Axes(1, 1);
     spec.compute = Compute::float32;
-    const xt::xarray<double> tiny = {1.0, 1e-40}, ones = {1.0, 1.0};
+    const xt::xarray<double> tiny = {1.0, 1e-36}, ones = {1.0, 1.0};
     ForwardInputs a, b;
     a.weight = &tiny;
     b.weight = &ones;
@@ -532,4 +535,63 @@ TEST_CASE("float path: a padded position far from the real positions' mean takes
     CAPTURE(ref);
     CHECK(std::isfinite(r.y.f32.data()[2]));
     CHECK(std::fabs(r.y.f32.data()[2] - ref) <= 3 * ulp(DType::float32, std::fabs(ref)));
+}
+
+TEST_CASE("float path: rows out of float32's range are found in every block of statistics, the last one partial") {
+    // The range check screens the statistics in blocks of a few thousand and applies its rules
+    // only in the blocks where the screen finds something; a row of subnormal values (the
+    // float path gave -inf with eps 0) sits in the second block and in the last, partial one,
+    // among ordinary rows. Each must come within 3 ulps of the double path, and so must an
+    // ordinary row of each block.
+    const std::size_t rows = 2 * 4096 + 100, n = 4;
+    const std::vector<std::size_t> odd = {4096 + 7, rows - 1};
+    xt::xarray<double> v = norm_test::gaussian({rows, n}, 1.0, 2.0, 7);
+    for (const std::size_t r : odd)
+        for (std::size_t k = 0; k < n; ++k) v(r, k) = (k + 1) * 1e-39;
+    const Tensor x = Tensor::from_double(v, DType::float32);
+    NormSpec spec;
+    spec.reduction_axes = Axes(1, 1);
+    spec.param_axes = Axes(1, 1);
+    spec.eps = 0.0;
+    spec.compute = Compute::float32;
+    const ForwardResult rf = forward(x, spec, {});
+    spec.compute = Compute::float64;
+    const ForwardResult rd = forward(x, spec, {});
+    for (const std::size_t r : {std::size_t{5}, odd[0], odd[0] + 1, odd[1] - 1, odd[1]})
+        for (std::size_t k = 0; k < n; ++k) {
+            const double yd = rd.y.f32.data()[r * n + k], yf = rf.y.f32.data()[r * n + k];
+            CAPTURE(r);
+            CAPTURE(k);
+            CAPTURE(yd);
+            CAPTURE(yf);
+            CHECK(std::fabs(yf - yd) <= 3 * ulp(DType::float32, std::fabs(yd)));
+        }
+}
+
+TEST_CASE("float path: a bias beyond float32's range that the mean's low part cancels takes the double arithmetic") {
+    // Given statistics (eval mode) with a mean of 2^90 + 2^65: the float path splits it into
+    // hi = 2^90 and lo = 2^65 and folds c = b - lo * a in float, but b = 2^130 is no float
+    // (it would be inf), while y = (x - mean) * w + b at x = hi is exactly 0 with w = 2^65.
+    // Channel 0 is ordinary.
+    const double hi = std::ldexp(1.0, 90), lo = std::ldexp(1.0, 65);
+    const xt::xarray<double> v = {{1.0, hi}, {2.0, hi}, {4.0, hi}};
+    const Tensor x = Tensor::from_double(v, DType::float32);
+    const xt::xarray<double> mean = {{2.0, hi + lo}}, var = {{1.0, 1.0}};
+    const xt::xarray<double> w = {1.0, lo}, b = {0.5, std::ldexp(1.0, 130)};
+    NormSpec spec;
+    spec.reduction_axes = Axes(1, 0);
+    spec.param_axes = Axes(1, 1);
+    spec.eps = 0.0;
+    spec.compute = Compute::float32;
+    ForwardInputs in;
+    in.weight = &w;
+    in.bias = &b;
+    in.given_mean = &mean;
+    in.given_var = &var;
+    const ForwardResult r = forward(x, spec, in);
+    for (std::size_t n = 0; n < 3; ++n) {
+        CAPTURE(n);
+        CHECK(r.y.f32.data()[2 * n] == static_cast<float>(v(n, 0) - 2.0 + 0.5));
+        CHECK(r.y.f32.data()[2 * n + 1] == 0.0f);
+    }
 }
