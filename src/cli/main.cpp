@@ -198,7 +198,7 @@ constexpr long long kNoMax = std::numeric_limits<long long>::max();
 }  // namespace
 
 int main(int argc, char** argv) {
-    install_interrupt_handler();  // Ctrl-C/SIGTERM: remove unfinished results, exit 128 + signal
+    install_interrupt_handler();  // Ctrl-C/SIGTERM/SIGHUP: remove unfinished results, end by the signal
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
                  "InstanceNorm, GroupNorm, RMSNorm)"};
     app.set_version_flag("--version", "normlab 0.1.0");

@@ -105,11 +105,17 @@ extern "C" void forward_to_signal_waiter(int sig) { pthread_kill(g_signal_waiter
 void install_interrupt_handler() {
     static std::once_flag once;
     std::call_once(once, [] {
+        // A signal ignored when normlab starts stays ignored, as POSIX asks of programs that
+        // catch signals: nohup ignores SIGHUP, and a shell ignores SIGINT in a command it
+        // runs in the background with & from a script.
         sigset_t set;
         sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGHUP);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+            struct sigaction old {};
+            if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+            sigaddset(&set, sig);
+        }
+        if (sigisemptyset(&set)) return;
         // Blocked here, in the main thread, before normlab starts any thread: every thread
         // it starts inherits the mask, so only the sigwait below receives these signals
         // (threads started before main: forward_to_signal_waiter).
@@ -126,6 +132,15 @@ void install_interrupt_handler() {
                                                 : "";
             const std::string msg = std::string("normlab: interrupted (") + name + ")" + what + "\n";
             [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());
+            // End by the signal itself, not by exit(128 + sig): a shell that runs normlab in a
+            // loop sees that its child died of SIGINT and stops the loop too (bash stops only
+            // then), and its $? is 128 + sig either way.
+            std::signal(sig, SIG_DFL);
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, sig);
+            pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+            ::raise(sig);
             ::_exit(128 + sig);
         });
         g_signal_waiter = waiter.native_handle();
@@ -133,7 +148,8 @@ void install_interrupt_handler() {
         struct sigaction sa {};
         sa.sa_handler = forward_to_signal_waiter;
         sigemptyset(&sa.sa_mask);
-        for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP})
+            if (sigismember(&set, sig)) sigaction(sig, &sa, nullptr);
     });
 }
 

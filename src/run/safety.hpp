@@ -1,6 +1,6 @@
 #pragma once
 // Resource limits and interruption: how much memory a run may use, and what
-// Ctrl-C does (remove the staging folder, exit 130; never a half-written report).
+// Ctrl-C does (remove the staging folder, end by the signal; never a half-written report).
 #include <cstddef>
 #include <string>
 
@@ -27,8 +27,10 @@ std::string describe_memory_limit(const std::string& option_text);
 void check_default_memory(const std::string& what, double need_bytes);
 
 /// Makes SIGINT, SIGTERM and SIGHUP remove the staging folders of unfinished output
-/// folders (abandon_output_folders), print "normlab: interrupted ..." and exit with
-/// 128 + the signal number (130 for SIGINT). The signals are handled by a dedicated thread
+/// folders (abandon_output_folders), print "normlab: interrupted ..." and end the process
+/// by that signal (its default action), which a shell reports as 128 + the signal number
+/// (130 for SIGINT). A signal ignored at start (nohup; `&` in a script) stays ignored.
+/// The signals are handled by a dedicated thread
 /// (sigwait), so cleanup may use the file system safely while the main thread is busy in
 /// a long computation. Call once, early in main, before normlab starts any thread; threads
 /// a library started before main (OpenBLAS's worker pool) hand the signals on to it.
