@@ -755,3 +755,15 @@ TEST_CASE("a signal ignored when normlab starts stays ignored: nohup's SIGHUP, a
         CHECK(fs::exists(dir / "out" / "report.json"));
     }
 }
+
+TEST_CASE("stdout that cannot be written (a full disk) fails the command with a message") {
+    for (const std::string cmd : {"NL init > /dev/full", "NL list > /dev/full", "NL shapes --norm batchnorm --shape 2,3,4 > /dev/full"}) {
+        CAPTURE(cmd);
+        const CliResult r = run_sh(cmd);
+        CHECK(r.exit_code == 1);
+        CHECK_MESSAGE(r.err.find("normlab: error: standard output: write failed") == 0, r.err);
+    }
+    // an input error keeps its code
+    CHECK(run_sh("NL shapes --norm layernorm --shape 2,3,4 > /dev/full").exit_code == 2);
+    CHECK(run_sh("NL list > /dev/null").exit_code == 0);
+}

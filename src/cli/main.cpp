@@ -2,7 +2,10 @@
 // codes (0 success, 2 bad input of any kind, 1 failure of the environment). Data goes to
 // stdout, messages to stderr.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -195,10 +198,8 @@ constexpr long long kMaxThreads = 1024;
 constexpr long long kNoMin = std::numeric_limits<long long>::min();
 constexpr long long kNoMax = std::numeric_limits<long long>::max();
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    install_interrupt_handler();  // Ctrl-C/SIGTERM/SIGHUP: remove unfinished results, end by the signal
+// The command line's work; main checks that what it wrote to stdout arrived.
+int run_cli(int argc, char** argv) {  // Ctrl-C/SIGTERM/SIGHUP: remove unfinished results, end by the signal
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
                  "InstanceNorm, GroupNorm, RMSNorm)"};
     app.set_version_flag("--version", "normlab 0.1.0");
@@ -460,4 +461,25 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+// The exit code of a command whose stdout (results, `init`'s template, `shapes` answers)
+// could not be written, as on a full disk: 1 with a message, not 0 with an empty file, as
+// coreutils do (close_stdout). `code` when the command failed already or stdout is fine.
+int checked_stdout(int code) {
+    errno = 0;
+    std::cout.flush();
+    const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+    if (!failed) return code;
+    const int why = errno;
+    std::cerr << "normlab: error: standard output: write failed" << (why ? std::string(": ") + std::strerror(why) : "")
+              << '\n';
+    return code ? code : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    install_interrupt_handler();  // Ctrl-C/SIGTERM/SIGHUP: remove unfinished results, end by the signal
+    return checked_stdout(run_cli(argc, argv));
 }
