@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <unistd.h>
@@ -59,6 +60,21 @@ TEST_CASE("csv: header + dropping a text label column by name + quoting + CRLF a
     CHECK(n.x.f64(0, 2) == -INFINITY);
 }
 
+TEST_CASE("csv: a UTF-8 byte order mark (a spreadsheet's \"CSV UTF-8\") is no part of the first cell") {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("normlab_bom_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    {
+        std::ofstream(dir / "names.csv") << "\xEF\xBB\xBF" "a,b,c\n1,2,3\n4,5,6\n";
+        std::ofstream(dir / "numbers.csv") << "\xEF\xBB\xBF" "1,2\n3,4\n";
+    }
+    Batch named = load(R"({"source": "csv", "path": "names.csv", "header": true, "columns": ["a", "c"]})", dir.string());
+    CHECK(named.x.f64 == xt::xarray<double>{{1, 3}, {4, 6}});
+    Batch plain = load(R"({"source": "csv", "path": "numbers.csv"})", dir.string());
+    CHECK(plain.x.f64 == xt::xarray<double>{{1, 2}, {3, 4}});
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("csv: the real wine and digits files") {
     Batch w = load(R"({"source": "csv", "path": "data/wine_data.csv", "skip_rows": 1, "drop_columns": [-1]})", kConfigs);
     CHECK(w.x.shape() == Shape{178, 13});
@@ -111,7 +127,11 @@ TEST_CASE("csv: errors name the file + line and column") {
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "table.csv.gz", "columns": ["a"]})"),
                          "cfg.json: /data/x/columns/0: column names need \"header\": true", InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "header_label.csv", "header": true, "columns": ["c"]})"),
-                         "cfg.json: /data/x/columns/0: no column named \"c\" in the header", InputError);
+                         "cfg.json: /data/x/columns/0: no column named \"c\" in the header; it has \"a\", \"b\", \"label\"",
+                         InputError);
+    CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "header_label.csv", "header": true, "columns": ["lable"]})"),
+                         doctest::Contains("no column named \"lable\" in the header (did you mean \"label\"?); it has"),
+                         InputError);
     CHECK_THROWS_WITH_AS(csv(R"({"source": "csv", "path": "table.csv.gz", "drop_columns": [4]})"),
                          doctest::Contains("/data/x/drop_columns/0: column 4 out of range for a table with 4 columns (valid: -4 to 3)"),
                          InputError);

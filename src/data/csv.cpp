@@ -82,7 +82,9 @@ template <class F>
 std::vector<std::string> for_each_row(const std::string& text, const CsvOptions& opt, F&& fn) {
     std::vector<std::string> header;
     bool header_done = !opt.header;
-    std::size_t pos = 0, line_no = 0;
+    // A UTF-8 byte order mark, which spreadsheets write ahead of "CSV UTF-8", is no part of
+    // the first cell.
+    std::size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line_no = 0;
     while (pos < text.size()) {
         std::size_t end = text.find('\n', pos);
         if (end == std::string::npos) end = text.size();

@@ -35,11 +35,20 @@ std::vector<ColumnRef> read_column_refs(ObjectReader& r, const std::string& key)
     return refs;
 }
 
+// Header names a "no column named" message lists.
+constexpr std::size_t kNamesShown = 12;
+
 std::size_t resolve(const ColumnRef& ref, std::size_t ncols, const std::vector<std::string>& names) {
     if (!ref.name.empty()) {
         if (names.empty()) ref.loc.fail("column names need \"header\": true");
         auto it = std::find(names.begin(), names.end(), ref.name);
-        if (it == names.end()) ref.loc.fail("no column named " + quoted_text(ref.name) + " in the header");
+        if (it == names.end()) {
+            std::string listed;
+            for (std::size_t k = 0; k < names.size() && k < kNamesShown; ++k) listed += (k ? ", " : "") + quoted_text(names[k]);
+            if (names.size() > kNamesShown) listed += ", ... (" + count_noun(names.size(), "column") + ")";
+            ref.loc.fail("no column named " + quoted_text(ref.name) + " in the header" + did_you_mean_note(ref.name, names, 3) +
+                         "; it has " + listed);
+        }
         return static_cast<std::size_t>(it - names.begin());
     }
     return at_location(ref.loc, [&] { return canonicalize_index(ref.index, ncols, "column", "a table with " + count_noun(ncols, "column")); });
