@@ -546,6 +546,26 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
                   "sub/cfg.json: is an input of this run (sub/cfg.json), not a folder for its results; choose another --out");
         CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
     }
+    SUBCASE("a config's output.dir that run refuses: validate refuses it too, at /output/dir") {
+        write_text(dir / "file.txt", "precious");
+        write_text(dir / "data" / "x.csv", "1,2\n3,4\n");
+        for (const auto& [out_dir, expect] : std::vector<std::pair<std::string, std::string>>{
+                 {"file.txt", "output path exists and is not a folder"},
+                 {"data", "the output folder holds data/x.csv, an input of this run; normlab replaces the output "
+                          "folder as a whole, so choose another output.dir"},
+                 {dir.string(), "is the current folder or one of its parents"}}) {
+            CAPTURE(out_dir);
+            nlohmann::json j = nlohmann::json::parse(cfg);
+            j["data"]["x"] = {{"source", "csv"}, {"path", "data/x.csv"}};
+            j["output"]["dir"] = out_dir;
+            write_text(dir / "out_cfg.json", j.dump());
+            for (const std::string cmd : {"validate", "run"})
+                check_row(run_sh("cd " + dir.string() + " && NL " + cmd + " out_cfg.json"), "out_cfg.json: /output/dir: " +
+                          out_dir + ": " + expect);
+        }
+        CHECK(read_text(dir / "file.txt") == "precious");
+        CHECK(fs::exists(dir / "data" / "x.csv"));
+    }
     SUBCASE("an earlier result with a file normlab did not write: refused; --force replaces it") {
         REQUIRE(run_sh(run + "--out res").exit_code == 0);
         write_text(dir / "res" / "notes.txt", "mine");

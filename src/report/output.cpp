@@ -140,7 +140,7 @@ bool path_within(const fs::path& path, const fs::path& dir) {
     return true;
 }
 
-OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::path>& keep)
+OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::path>& keep, const std::string& setting)
     : m_target(std::move(target)) {
     const std::string shown = m_target.empty() ? "\"\"" : m_target.string();
     // Checked before fs::absolute, which cannot make an empty path absolute.
@@ -154,15 +154,16 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
     const fs::path cwd = fs::current_path(ec);
     if (!ec && path_within(cwd, m_path))
         throw InputError(shown + ": is the current folder or one of its parents; normlab replaces its output folder "
-                                 "as a whole, so name a new folder (e.g. --out results/run1)");
+                                 "as a whole, so name a new folder (e.g. " +
+                                 (setting == "--out" ? "--out results/run1" : setting + " \"results/run1\"") + ")");
     for (const auto& k : keep) {
         if (resolved(k) == resolved(m_path))
             throw InputError(shown + ": is an input of this run (" + k.string() +
-                             "), not a folder for its results; choose another --out");
+                             "), not a folder for its results; choose another " + setting);
         if (path_within(k, m_path))
             throw InputError(shown + ": the output folder holds " + k.string() +
                              ", an input of this run; normlab replaces the output folder as a whole, so choose "
-                             "another --out");
+                             "another " + setting);
     }
     if (fs::exists(m_path, ec)) {
         if (!fs::is_directory(m_path, ec))
@@ -171,11 +172,11 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
             if (!is_normlab_result(m_path))
                 throw InputError(shown +
                                  ": output folder is not empty and does not hold an earlier normlab "
-                                 "result; choose another --out or pass --force to replace it");
+                                 "result; choose another " + setting + " or pass --force to replace it");
             const std::string foreign = foreign_entry(m_path);
             if (!foreign.empty())
                 throw InputError(shown + ": output folder holds an earlier normlab result and also " + quoted_text(foreign) +
-                                 ", which normlab did not write; move it away, choose another --out or pass "
+                                 ", which normlab did not write; move it away, choose another " + setting + " or pass "
                                  "--force to replace the whole folder");
         }
     }

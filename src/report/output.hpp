@@ -27,8 +27,11 @@ public:
     /// replacing the folder, with --force or over an earlier result, would delete them). Creates nothing: the
     /// staging folder beside the target, and the target's missing parent folders, are
     /// created by prepare() or the first write() (EnvError when that fails), and the parents it created
-    /// are removed again, when empty, if the folder is never committed.
-    OutputFolder(std::filesystem::path target, bool force, const std::vector<std::filesystem::path>& keep = {});
+    /// are removed again, when empty, if the folder is never committed. `setting` names what
+    /// chose the target, for the messages' advice ("choose another --out", or "output.dir"
+    /// when a config's output.dir did).
+    OutputFolder(std::filesystem::path target, bool force, const std::vector<std::filesystem::path>& keep = {},
+                 const std::string& setting = "--out");
     ~OutputFolder();
     OutputFolder(const OutputFolder&) = delete;
     OutputFolder& operator=(const OutputFolder&) = delete;

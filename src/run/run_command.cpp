@@ -95,6 +95,17 @@ Json data_summary(const Batch& b) {
     return j;
 }
 
+// OutputFolder's checks of a config's output.dir, without creating anything: its refusals
+// as errors at the config's /output/dir, as validate and run give them alike.
+void checked_output_dir(const std::string& dir, const std::string& config_path, bool force,
+                        const std::vector<fs::path>& keep) {
+    try {
+        OutputFolder check(dir, force, keep, "output.dir");
+    } catch (const InputError& e) {
+        throw InputError(config_path + ": /output/dir: " + e.what());
+    }
+}
+
 }  // namespace
 
 void print_messages(const char* kind, const std::vector<std::string>& messages) {
@@ -109,7 +120,17 @@ ConfigFindings validate_config(const RunOptions& o) {
         refuse_swept_overrides(o, sweep);
         std::vector<const SweepPoint*> all;
         for (const auto& pt : sweep.points) all.push_back(&pt);
+        InputLog inputs;  // the files check_points reads, which the output folder may not hold
         CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
+        // What run refuses about the config's output.dir (run's own checks, without --force;
+        // nothing is created). Without one, the folder is --out's or results/<name>.
+        const Config first = parse_point(point_document(doc, sweep, sweep.points.front(), o.config_path, &origins),
+                                          o.config_path);
+        if (first.output_dir) {
+            std::vector<fs::path> keep{fs::path(o.config_path)};
+            for (const auto& p : inputs.paths()) keep.push_back(p);
+            checked_output_dir(*first.output_dir, o.config_path, false, keep);
+        }
         return ConfigFindings{std::move(checked.notes), std::move(checked.warnings)};
     });
 }
@@ -233,12 +254,14 @@ void run_points(const RunOptions& o, Provenance& origins) {
     const fs::path out_dir = o.out                ? fs::path(*o.out)
                              : first.output_dir ? fs::path(*first.output_dir)
                                                 : fs::path("results") / first.name;
+    if (!o.out && first.output_dir) checked_output_dir(*first.output_dir, o.config_path, o.force, keep);
+    const std::string setting = o.out || !first.output_dir ? "--out" : "output.dir";
     if (o.dry_run) {
         fs::path out_path;
         {
             // What run would refuse about the output folder, and whether it can be written
             // here (its staging folder made and removed again).
-            OutputFolder probe(out_dir, o.force, keep);
+            OutputFolder probe(out_dir, o.force, keep, setting);
             probe.prepare();
             out_path = probe.path();
         }
@@ -264,7 +287,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
         return;
     }
 
-    OutputFolder folder(out_dir, o.force, keep);  // never deletes an input
+    OutputFolder folder(out_dir, o.force, keep, setting);  // never deletes an input
     folder.prepare();  // an output that cannot be written is found before the computing
     // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
     if (!o.quiet) print_messages("warning", checked.warnings);
