@@ -485,7 +485,7 @@ TEST_CASE("float path: a weight out of range for one channel sends that channel 
     // channel 1 takes the double arithmetic; channel 0 keeps the bits it has under weight 1,
     // which differ from the double arithmetic's in some elements (checked, so that the
     // comparison shows which arithmetic channel 0 took). Channel 1 spreads over about 700:
-    // rstd * 1e-36 is about 1.4e-39, whose half a subnormal ulp is up to 1e-6 of it, some 8
+    // rstd * 1e-36 is about 1.4e-39, whose half a subnormal ulp is about 5e-7 of it, 4 to 8
     // ulps of its y, which is a normal float.
     xt::xarray<double> v = norm_test::gaussian({256, 2}, 3.0, 0.7, 41);
     for (std::size_t n = 0; n < 256; ++n) v(n, 1) *= 1000;

@@ -30,12 +30,15 @@ bool parameter_out_of_range(double rstd, double lo, double scale, double shift) 
 constexpr std::size_t kScreenBlock = 4096;
 
 // Whether any statistic in [b, e) may break a rule of float_path_unsafe: a branch-free
-// superset of its rules, with a margin of a factor 2 on every bound, so that no rounding of
-// these few operations lets a flagged statistic through; NaN fails every test and counts.
-// The rules alone, with their branches, took 3 to 7 ns a statistic (LayerNorm and RMSNorm
-// over rows of 64, 65536 statistics: 0.20 to 0.46 ms, beside forwards of 0.6 to 1.5 ms);
-// the screen, in vector instructions on the engine's threads, 0.2 to 0.6 ns. smax = 0 (no
-// non-zero scale) screens as scale 1, which flags no more than the rules on rstd and lo.
+// superset of its rules. It repeats their operations (the same roundings; contraction is
+// off in this module) against bounds a factor 2 tighter, and NaN fails every test, so it
+// flags whatever they flag, and more (NaN statistics, constant rows with eps 0: their
+// blocks take the rules, which pass them). The rules alone, with their branches, took 3
+// to 7 ns a statistic (LayerNorm and RMSNorm over rows of 64, 65536 statistics: 0.20 to
+// 0.46 ms, beside forwards of 0.6 to 1.5 ms); the screen, in vector instructions on the
+// engine's threads, 0.2 to 0.6 ns. smax = 0 (no non-zero scale; the rules then flag no
+// parameters) screens as scale 1: a block with rstd or lo * rstd near float's limits then
+// takes the rules in vain.
 template <bool Center>
 NORMLAB_VECTOR_CLONES bool screen_block(const double* rstd, const double* mean, const double* mean_lo, std::size_t b,
                                         std::size_t e, double smin, double smax, double bmax) {
