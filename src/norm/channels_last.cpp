@@ -540,6 +540,10 @@ void merge_group(const ChannelsLast& l, const Plan& p, std::size_t o, const doub
     merge_channels(l, o, f, center, out);
 }
 
+// Channel merges (one chunk's partial sums into a channel's) below which moments_impl merges
+// on the calling thread.
+constexpr std::size_t kShareMerges = 4096;
+
 template <class T>
 void moments_impl(const T* x, const ChannelsLast& l, bool center, const RawMoments& out) {
     const Plan p = plan_of(l);
@@ -552,9 +556,13 @@ void moments_impl(const T* x, const ChannelsLast& l, bool center, const RawMomen
         chunk_of_group(kern, x, l, p, c / per, c % per, center, parts + c * stride);
     });
     // The merges are shared out too (each channel's chunks still in chunk order): by group
-    // where there are enough, else by slices of channels.
-    const std::size_t threads = engine_threads();
-    if (l.outer >= threads) {
+    // where there are enough, else by slices of channels. A few thousand merges take
+    // microseconds, less than the threads' start and join; on a machine whose cores are busy
+    // with other work, a thread waiting for its partner cost a time slice per call (BatchNorm
+    // of (8,4) in a 2000-step train_eval beside a 2-thread benchmark: 5.9 s on two threads,
+    // 0.47 on one), so they stay on the calling thread.
+    const std::size_t threads = l.outer * per * l.channels >= kShareMerges ? engine_threads() : 1;
+    if (threads > 1 && l.outer >= threads) {
         parallel_chunks(l.outer, [&](std::size_t o, std::size_t) {
             thread_local Fine f;
             merge_group(l, p, o, parts + o * per * stride, center, f, out);
