@@ -166,6 +166,8 @@ TEST_CASE("validate refuses the names and output folders run cannot write, whate
          "cfg.json: /output/dir: output folder \".\" is the current folder or one of its parents"},
         {"output.dir a/..", config(kGauss, R"("output": {"dir": "a/.."}, )"),
          "cfg.json: /output/dir: output folder \"a/..\" is the current folder or one of its parents"},
+        {"output.dir ~/runs", config(kGauss, R"("output": {"dir": "~/runs"}, )"),
+         "cfg.json: /output/dir: output folder \"~/runs\" starts with ~, which only a shell expands; write the full path"},
         {"output.dir /", config(kGauss, R"("output": {"dir": "/"}, )"),
          "cfg.json: /output/dir: output folder \"/\" is the root folder, which normlab would replace as a whole"},
         {"output.dir long component", config(kGauss, R"("output": {"dir": "r/)" + long_name + R"(/x"}, )"),
