@@ -135,6 +135,10 @@ TEST_CASE("bad config files: exit 2 and one line with the file and the JSON poin
         // nlohmann throws out_of_range, not parse_error, for these: it was an "internal error", exit 1.
         {"number_overflow", config(R"({"source": "values", "values": [1, 1e400]})"),
          "cfg.json: line 1, column 64: number 1e400 is out of range (a double holds magnitudes up to 1.8e308)"},
+        // Below the smallest double it would read as 0 without a word; 0e-400 and 1e-310 (subnormal) are fine.
+        {"number_underflow", config(R"({"source": "values", "values": [1, 1e-400]})"),
+         "cfg.json: /data/x/values/1: number 1e-400 is below a double's smallest magnitude (about 4.9e-324) and "
+         "would read as 0; write 0 if 0 is meant"},
         {"truncated_json", R"({"name": "t", "data": {"x": )", "cfg.json: malformed JSON: parse error at line 1, column 29"},
         {"not_object", "[1, 2]", "cfg.json: /: expected an object, but got array"},
         {"binary_garbage", std::string("\x93NUMPY\x01\x00\xff\xfe", 10), "cfg.json: malformed JSON: parse error at line 1, column 1"},
@@ -230,6 +234,11 @@ TEST_CASE("deeply nested JSON is refused before it is parsed (it used to overflo
     CHECK_MESSAGE(s.err.find("JSON nested deeper than 100 levels") != std::string::npos, s.err.substr(0, 300));
     check_row(run_cfg("set_overflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e400"),
               "--set norms.n.eps=1e400: the number is out of range");
+    check_row(run_cfg("set_underflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e-400"),
+              "number 1e-400 is below a double's smallest magnitude");
+    for (const char* fine : {"0e-400", "1e-310", "0.0"})
+        CHECK(run_cfg(std::string("set_small_") + fine, config(R"({"source": "values", "values": [1, 2]})"),
+                      std::string("--set norms.n.eps=") + fine).exit_code == 0);
     // A key given twice inside a --set value is refused as in the file, named in the value.
     check_row(run_cfg("set_duplicate", config(R"({"source": "values", "values": [1, 2]})"),
                       R"(--set 'norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}')"),

@@ -27,7 +27,19 @@ public:
     bool boolean(bool) override { return member_done(); }
     bool number_integer(number_integer_t) override { return member_done(); }
     bool number_unsigned(number_unsigned_t) override { return member_done(); }
-    bool number_float(number_float_t, const string_t&) override { return member_done(); }
+    // A literal below a double's smallest magnitude ("1e-400") parses as 0 without a word;
+    // refused, as one beyond its largest is, where 0 was not written.
+    bool number_float(number_float_t v, const string_t& text) override {
+        if (v == 0) {
+            const auto mantissa_end = text.find_first_of("eE");
+            const std::string mantissa = text.substr(0, mantissa_end);
+            if (mantissa.find_first_of("123456789") != std::string::npos)
+                here().fail("number " + text +
+                            " is below a double's smallest magnitude (about 4.9e-324) and would read as 0; write 0 "
+                            "if 0 is meant");
+        }
+        return member_done();
+    }
     bool string(string_t&) override { return member_done(); }
     bool binary(binary_t&) override { return member_done(); }
     bool start_object(std::size_t) override {
@@ -37,11 +49,8 @@ public:
     bool key(string_t& k) override {
         Level& l = m_levels.back();
         l.key = k;
-        if (!l.keys.insert(k).second) {
-            JsonLocation at{m_what, ""};
-            for (const Level& outer : m_levels) at = outer.array ? at.child(outer.count) : at.child(outer.key);
-            at.fail("key given twice in one object (JSON would keep only the last, silently); remove one");
-        }
+        if (!l.keys.insert(k).second)
+            here().fail("key given twice in one object (JSON would keep only the last, silently); remove one");
         return true;
     }
     bool end_object() override {
@@ -60,6 +69,12 @@ public:
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
 private:
+    // The JSON pointer of the value being read.
+    JsonLocation here() const {
+        JsonLocation at{m_what, ""};
+        for (const Level& outer : m_levels) at = outer.array ? at.child(outer.count) : at.child(outer.key);
+        return at;
+    }
     // A value ended: in an array, the index moves on.
     bool member_done() {
         if (!m_levels.empty() && m_levels.back().array) ++m_levels.back().count;
