@@ -824,6 +824,12 @@ TEST_CASE("a list typed without brackets, and a mask given inline, are answered 
                   "brackets: [4,5,8]");
     check_refused(run_normlab("validate " + kQuick + " --set 'data.row.values=1, 2.5'"),
                   "but got string \"1, 2.5\"; a list is written in brackets: [1,2.5]");
+    // A number JSON does not take as written, or one in quotes: how JSON writes it.
+    check_refused(run_normlab("validate " + kQuick + " --set norms.ln.eps=.001"),
+                  "/norms/ln/eps: expected a number, but got string \".001\" (as a number, JSON writes it 0.001, "
+                  "without quotes)");
+    check_refused(run_normlab("validate " + kQuick + " --set 'norms.ln.eps=\"1e-3\"'"),
+                  "got string \"1e-3\" (as a number, JSON writes it 0.001, without quotes)");
     // A number out of double's range among them is still such a list, not an out-of-range number.
     check_refused(run_normlab("validate " + kQuick + " --set data.small.shape=1e999,2"),
                   "/data/small/shape: expected a list of integers, but got string \"1e999,2\"");

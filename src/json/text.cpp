@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -108,7 +111,18 @@ std::string nonfinite_note(const std::string& word) {
            "those numbers wherever a config gives a number)";
 }
 
-std::string string_nonfinite_note(const Json& j) { return j.is_string() ? nonfinite_note(j.get<std::string>()) : ""; }
+std::string string_nonfinite_note(const Json& j) {
+    if (!j.is_string()) return "";
+    const std::string& s = j.get<std::string>();
+    std::string note = nonfinite_note(s);
+    if (!note.empty() || s.empty() || std::isspace(static_cast<unsigned char>(s.front()))) return note;
+    // A number JSON does not take as written (".001", "+5", "5."), or one given in quotes.
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return "";
+    return " (as a number, JSON writes it " + Json(v).dump() + ", without quotes)";
+}
 
 std::string quoted_text(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
