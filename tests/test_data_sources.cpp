@@ -96,7 +96,8 @@ TEST_CASE("values: errors at the pointer of the offending element") {
                          doctest::Contains("/data/x/values/0/1: ragged nested list: expected a number"),
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, "2"]]})"),
-                         "cfg.json: /data/x/values/0/1: expected a number, but got string \"2\"",
+                         "cfg.json: /data/x/values/0/1: expected a number, but got string \"2\" (as a number, JSON "
+                         "writes it 2, without quotes)",
                          InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "values", "values": [[1, true]]})"),
                          doctest::Contains("/data/x/values/0/1: expected a number, but got boolean"),

@@ -74,7 +74,8 @@ TEST_CASE("ObjectReader: types, unknown keys with did-you-mean, pointer paths") 
     JsonLocation loc{"cfg.json", "/norms/ln"};
     ObjectReader r(j, loc);
     CHECK_THROWS_WITH_AS(r.number("eps"),
-                         "cfg.json: /norms/ln/eps: expected a number, but got string \"1e-5\"",
+                         "cfg.json: /norms/ln/eps: expected a number, but got string \"1e-5\" (as a number, JSON "
+                         "writes it 1e-05, without quotes)",
                          InputError);
     CHECK(r.integer("n", 0) == -1);
     CHECK(r.integer("k", 0) == 3);

@@ -121,7 +121,9 @@ std::string string_nonfinite_note(const Json& j) {
     errno = 0;
     const double v = std::strtod(s.c_str(), &end);
     if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return "";
-    return " (as a number, JSON writes it " + Json(v).dump() + ", without quotes)";
+    const bool whole = std::floor(v) == v && std::abs(v) < 1e15;
+    return " (as a number, JSON writes it " + (whole ? Json(static_cast<long long>(v)) : Json(v)).dump() +
+           ", without quotes)";
 }
 
 std::string quoted_text(const std::string& s) {
