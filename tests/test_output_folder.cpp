@@ -141,6 +141,9 @@ TEST_CASE("an empty output folder is refused with exit 2: --out \"\", output.dir
         check_refused(run_in(dir, "run cfg.json --out ''" + extra), "--out \"\": is empty; name a folder for the results");
     }
     CHECK_FALSE(fs::exists(dir / "results"));
+    // A quoted ~ reaches normlab unexpanded, as a config's always does.
+    check_refused(run_in(dir, "run cfg.json --out '~/runs'"), "--out ~/runs: starts with ~, which only a shell expands");
+    CHECK_FALSE(fs::exists(dir / "~"));
     write_text(dir / "od.json", config(kGauss, R"("output": {"dir": ""}, )"));
     for (const std::string cmd : {"validate od.json", "run od.json", "run od.json --dry-run"}) {
         CAPTURE(cmd);

@@ -199,7 +199,7 @@ constexpr long long kNoMin = std::numeric_limits<long long>::min();
 constexpr long long kNoMax = std::numeric_limits<long long>::max();
 
 // The command line's work; main checks that what it wrote to stdout arrived.
-int run_cli(int argc, char** argv) {  // Ctrl-C/SIGTERM/SIGHUP: remove unfinished results, end by the signal
+int run_cli(int argc, char** argv) {
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
                  "InstanceNorm, GroupNorm, RMSNorm)"};
     app.set_version_flag("--version", "normlab 0.1.0");

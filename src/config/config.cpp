@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
 
 #include <xtensor/xadapt.hpp>
 
@@ -420,17 +418,6 @@ Config parse_config(const Json& j, const std::string& file, const std::filesyste
         if (c.output_dir) {
             const std::string why = output_folder_problem(*c.output_dir);
             if (!why.empty()) orr.at("dir").fail("output folder " + quoted_text(*c.output_dir) + " " + why);
-            // A shell expands ~ in --out, but nothing expands it in a config: "~/runs" would be
-            // a folder named ~ in the current folder (and `rm -rf ~` its undoing).
-            if (c.output_dir->front() == '~') {
-                const char* home = std::getenv("HOME");
-                const std::string rest = c.output_dir->substr(std::min<std::size_t>(2, c.output_dir->size()));
-                orr.at("dir").fail("output folder " + quoted_text(*c.output_dir) +
-                                   " starts with ~, which only a shell expands; write the full path" +
-                                   (home && *home && c.output_dir->rfind("~/", 0) == 0
-                                        ? " (" + quoted_text((std::filesystem::path(home) / rest).string()) + ")"
-                                        : std::string()));
-            }
         }
         orr.finish();
     }

@@ -43,8 +43,9 @@ std::size_t resolve(const ColumnRef& ref, std::size_t ncols, const std::vector<s
         if (names.empty()) ref.loc.fail("column names need \"header\": true");
         auto it = std::find(names.begin(), names.end(), ref.name);
         if (it == names.end()) {
-            std::string listed;
-            for (std::size_t k = 0; k < names.size() && k < kNamesShown; ++k) listed += (k ? ", " : "") + quoted_text(names[k]);
+            std::vector<std::string> shown;
+            for (std::size_t k = 0; k < names.size() && k < kNamesShown; ++k) shown.push_back(quoted_text(names[k]));
+            std::string listed = join_words(shown);
             if (names.size() > kNamesShown) listed += ", ... (" + count_noun(names.size(), "column") + ")";
             ref.loc.fail("no column named " + quoted_text(ref.name) + " in the header" + did_you_mean_note(ref.name, names, 3) +
                          "; it has " + listed);

@@ -33,7 +33,7 @@ void fill(const Json& j, const JsonLocation& loc, const JsonLocation& first, con
             loc.fail("ragged nested list: expected a number here (as at " + first.pointer +
                      "), but got a list");
         const auto v = json_number(j);  // a number, or "nan", "inf", "-inf"
-        if (!v) loc.fail("expected a number, but got " + json_got(j) + string_nonfinite_note(j));
+        if (!v) loc.fail("expected a number, but got " + json_got(j) + string_number_note(j));
         *out++ = *v;
         return;
     }

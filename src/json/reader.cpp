@@ -222,7 +222,7 @@ std::optional<double> ObjectReader::number(const std::string& key) {
     const Json* j = raw(key);
     if (!j) return std::nullopt;
     const auto v = json_number(*j);
-    if (!v) at(key).fail("expected a number, but got " + json_got(*j) + string_nonfinite_note(*j));
+    if (!v) at(key).fail("expected a number, but got " + json_got(*j) + string_number_note(*j));
     return v;
 }
 
@@ -364,7 +364,7 @@ std::vector<double> read_numbers(const Json& j, const JsonLocation& loc) {
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto v = json_number(j[i]);
         if (!v)
-            loc.child(i).fail("expected a number, but got " + json_got(j[i]) + string_nonfinite_note(j[i]));
+            loc.child(i).fail("expected a number, but got " + json_got(j[i]) + string_number_note(j[i]));
         out.push_back(*v);
     }
     return out;

@@ -111,7 +111,7 @@ std::string nonfinite_note(const std::string& word) {
            "those numbers wherever a config gives a number)";
 }
 
-std::string string_nonfinite_note(const Json& j) {
+std::string string_number_note(const Json& j) {
     if (!j.is_string()) return "";
     const std::string& s = j.get<std::string>();
     std::string note = nonfinite_note(s);

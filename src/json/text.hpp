@@ -37,12 +37,12 @@ bool is_utf8(const std::string& s);
 /// and JavaScript write them, where a config reads only those three strings); "" otherwise.
 std::string nonfinite_note(const std::string& word);
 
-/// nonfinite_note for a string where a number goes, spelt as JavaScript or Python write a
-/// non-finite number ("NaN", "Infinity"): most often a --set value, which reaches the config
-/// as a string because it is no JSON. For a string that reads as a finite number (".001" or
+/// The note for a string where a number goes: nonfinite_note for one spelt as JavaScript or
+/// Python write a non-finite number ("NaN", "Infinity"), most often a --set value, which
+/// reaches the config as a string because it is no JSON. For a string that reads as a finite number (".001" or
 /// "+5" from --set, which JSON does not take as written, or "1e-5" quoted in a file), how
 /// JSON writes it: " (as a number, JSON writes it 0.001, without quotes)". "" for anything else.
-std::string string_nonfinite_note(const Json& j);
+std::string string_number_note(const Json& j);
 
 /// nonfinite_note for the word of `text` that a parse error at `byte` (nlohmann's, 1-based)
 /// stopped in or just after: "eps": NaN in a file, [1, NaN] in a --set value.

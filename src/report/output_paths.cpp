@@ -1,5 +1,6 @@
 #include "report/output_paths.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <string_view>
 
@@ -33,6 +34,14 @@ std::string name_length_problem(const std::string& name, std::size_t max_bytes) 
 std::string output_folder_problem(const std::string& target) {
     if (target.empty()) return "is empty; name a folder for the results (e.g. results/run1)";
     if (target.find('\0') != std::string::npos) return "contains a NUL character, which no file name can hold";
+    // A shell expands ~ in --out unless it is quoted; nothing expands it in a config: "~/runs"
+    // would be a folder named ~ in the current folder (and `rm -rf ~` its undoing).
+    if (target.front() == '~') {
+        const char* home = std::getenv("HOME");
+        const bool home_dir = target.rfind("~/", 0) == 0 && home && *home;
+        return std::string("starts with ~, which only a shell expands; write the full path") +
+               (home_dir ? " (" + (fs::path(home) / target.substr(2)).string() + ")" : "");
+    }
     fs::path p = fs::path(target).lexically_normal();
     while (p.filename().empty() && p != p.root_path()) p = p.parent_path();
     if (p.has_root_directory() && p == p.root_path())

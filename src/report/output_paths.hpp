@@ -32,7 +32,8 @@ std::string name_length_problem(const std::string& name, std::size_t max_bytes =
 /// Why `target` cannot be an output folder on any machine, whatever is on the disk: empty;
 /// holding a NUL character; the root folder; a relative path of "." and ".." alone (the
 /// current folder or one of its parents, which a run would replace as a whole); a component
-/// longer than kMaxNameBytes, or a last one longer than max_output_folder_name_bytes(). A
+/// longer than kMaxNameBytes, or a last one longer than max_output_folder_name_bytes(); a
+/// leading "~", which only a shell expands (the message gives the path under $HOME). A
 /// trailing '/' or "." is ignored, as OutputFolder ignores it. Empty when none applies.
 std::string output_folder_problem(const std::string& target);
 

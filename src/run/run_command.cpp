@@ -95,12 +95,14 @@ Json data_summary(const Batch& b) {
     return j;
 }
 
-// OutputFolder's checks of a config's output.dir, without creating anything: its refusals
-// as errors at the config's /output/dir, as validate and run give them alike.
-void checked_output_dir(const std::string& dir, const std::string& config_path, bool force,
-                        const std::vector<fs::path>& keep) {
+// The OutputFolder for `dir` (its checks; it creates nothing yet). `config_path` is not
+// empty when the config's output.dir named the folder: its refusals are then errors at the
+// config's /output/dir that advise another output.dir, as validate and run give them alike.
+OutputFolder open_output_folder(const fs::path& dir, bool force, const std::vector<fs::path>& keep,
+                                const std::string& config_path) {
+    if (config_path.empty()) return OutputFolder(dir, force, keep);
     try {
-        OutputFolder check(dir, force, keep, "output.dir");
+        return OutputFolder(dir, force, keep, "output.dir");
     } catch (const InputError& e) {
         throw InputError(config_path + ": /output/dir: " + e.what());
     }
@@ -129,7 +131,7 @@ ConfigFindings validate_config(const RunOptions& o) {
         if (first.output_dir) {
             std::vector<fs::path> keep{fs::path(o.config_path)};
             for (const auto& p : inputs.paths()) keep.push_back(p);
-            checked_output_dir(*first.output_dir, o.config_path, false, keep);
+            open_output_folder(*first.output_dir, false, keep, o.config_path);
         }
         return ConfigFindings{std::move(checked.notes), std::move(checked.warnings)};
     });
@@ -254,14 +256,13 @@ void run_points(const RunOptions& o, Provenance& origins) {
     const fs::path out_dir = o.out                ? fs::path(*o.out)
                              : first.output_dir ? fs::path(*first.output_dir)
                                                 : fs::path("results") / first.name;
-    if (!o.out && first.output_dir) checked_output_dir(*first.output_dir, o.config_path, o.force, keep);
-    const std::string setting = o.out || !first.output_dir ? "--out" : "output.dir";
+    const std::string from_config = !o.out && first.output_dir ? o.config_path : std::string();
     if (o.dry_run) {
         fs::path out_path;
         {
             // What run would refuse about the output folder, and whether it can be written
             // here (its staging folder made and removed again).
-            OutputFolder probe(out_dir, o.force, keep, setting);
+            OutputFolder probe = open_output_folder(out_dir, o.force, keep, from_config);
             probe.prepare();
             out_path = probe.path();
         }
@@ -287,7 +288,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
         return;
     }
 
-    OutputFolder folder(out_dir, o.force, keep, setting);  // never deletes an input
+    OutputFolder folder = open_output_folder(out_dir, o.force, keep, from_config);  // never deletes an input
     folder.prepare();  // an output that cannot be written is found before the computing
     // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
     if (!o.quiet) print_messages("warning", checked.warnings);
