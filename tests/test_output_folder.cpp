@@ -106,11 +106,11 @@ TEST_CASE("replacing the output folder never deletes an input of the run, with -
         CAPTURE(c.what);
         write_text(dir / "cfg.json", c.json);
         const CliResult ok = run_in(dir, "validate cfg.json");
-        // validate has no output folder to judge: it passes (or refuses for its own reasons)
+        // without --out, the folder is results/<name>, which holds no input
         CHECK_MESSAGE(ok.err.find("an input of this run") == std::string::npos, ok.err);
-        for (const std::string extra : {"--force", "--force --dry-run"}) {
-            CAPTURE(extra);
-            check_refused(run_in(dir, "run cfg.json --out in " + extra),
+        for (const std::string command : {"run cfg.json --force", "run cfg.json --force --dry-run", "validate cfg.json --force"}) {
+            CAPTURE(command);
+            check_refused(run_in(dir, command + " --out in"),
                           "in: the output folder holds " + c.input + ", an input of this run");
         }
         CHECK(fs::exists(dir / "in" / "d.npy"));

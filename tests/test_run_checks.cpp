@@ -375,3 +375,58 @@ TEST_CASE("--dry-run labels the config's seed and a sweep point's derived seed")
         CHECK_MESSAGE(bad.err.find("--set seed=-1: /seed: seed must be >= 0, but got -1") != std::string::npos, bad.err);
     }
 }
+
+TEST_CASE("validate takes run's options and refuses what run refuses with them") {
+    fs::path dir = fresh_dir("validate_as_run");
+    // Point 1 of the sweep does not fit its LayerNorm; point 0 does.
+    write_text(dir / "shape.json", R"({"name": "v", "data": {"x": {"source": "gaussian", "shape": [2, 6, 4]}},
+      "norms": {"n": {"type": "layernorm", "normalized_shape": [4]}},
+      "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}], "sweep": {"data.x.shape.2": [4, 3]}})");
+    // 20 points whose tables together exceed 200M; a quarter of them fit.
+    std::string means;
+    for (int i = 0; i < 20; ++i) means += (i ? ", " : "") + std::to_string(i);
+    write_text(dir / "rows.json", R"({"name": "r", "data": {"x": {"source": "gaussian", "shape": [4, 6, 8]}},
+      "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}, "bn": {"type": "batchnorm"}},
+      "analyses": [{"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "steps": 1000}],
+      "sweep": {"data.x.mean": [)" + means + "]}}");
+    fs::create_directories(dir / "foreign");
+    write_text(dir / "foreign" / "notes.txt", "not a result\n");
+    const std::string shape = (dir / "shape.json").string(), rows = (dir / "rows.json").string(),
+                      foreign = (dir / "foreign").string();
+    struct Case {
+        std::string args;    ///< after "<command> "
+        std::string expect;  ///< in the one line of the refusal; empty: accepted
+    };
+    const std::vector<Case> cases = {
+        {shape, "/sweep/data.x.shape.2/1 (sweep point 1): /norms/n/normalized_shape"},
+        {shape + " --shard 0/2", ""},
+        {shape + " --shard 1/2", "/sweep/data.x.shape.2/1 (sweep point 1): /norms/n/normalized_shape"},
+        {shape + " --shard 2/2", "--shard 2/2: expected I/N with 0 <= I < N"},
+        {shape + " --shard ''", "--shard : expected I/N"},
+        {rows + " --max-memory 200M", "rows.json: /sweep: its 20 points need an estimated "},
+        {rows + " --max-memory 200M --shard 3/4", ""},
+        {shape + " --shard 0/2 --seed -1", "--seed -1: /seed: seed must be >= 0, but got -1"},
+        {shape + " --shard 0/2 --seed 3", ""},
+        {shape + " --shard 0/2 --threads 0", "--threads 0: expected an integer from 1 to 1024"},
+        {shape + " --shard 0/2 --threads 1", ""},
+        {shape + " --shard 0/2 --out '~/v'", "--out ~/v: "},
+        {shape + " --shard 0/2 --out ''", "--out \"\": "},
+        {shape + " --shard 0/2 --out " + foreign, "foreign: output folder is not empty and does not hold an earlier normlab result; choose another --out or pass --force"},
+        {shape + " --shard 0/2 --out " + foreign + " --force", ""},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.args);
+        const CliResult v = run_normlab("validate " + c.args);
+        const CliResult d = run_normlab("run --dry-run " + c.args);
+        if (c.expect.empty()) {
+            CHECK_MESSAGE(v.exit_code == 0, v.err);
+            CHECK_MESSAGE(d.exit_code == 0, d.err);
+            continue;
+        }
+        CHECK(v.exit_code == 2);
+        CHECK_MESSAGE(first_line(v.err).find(c.expect) != std::string::npos, v.err);
+        CHECK(first_line(d.err) == first_line(v.err));
+    }
+    CHECK(read_text(dir / "foreign" / "notes.txt") == "not a result\n");
+    CHECK_FALSE(fs::exists(dir / "results"));
+}

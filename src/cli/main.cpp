@@ -198,6 +198,19 @@ constexpr long long kMaxThreads = 1024;
 constexpr long long kNoMin = std::numeric_limits<long long>::min();
 constexpr long long kNoMax = std::numeric_limits<long long>::max();
 
+// The options run and validate share that are read as text: --out, --seed, --shard and
+// --threads of `cmd` into `r` (and the engine's thread count), checked alike for both.
+void take_run_options(const CLI::App& cmd, RunOptions& r, const std::string& out, const std::string& seed,
+                      const std::string& shard, const std::string& threads) {
+    // Counted, not tested for "": --out "" and --shard "" are refused, not taken as absent.
+    if (cmd.count("--out")) r.out = out;
+    if (cmd.count("--shard")) r.shard = shard;
+    if (cmd.count("--seed")) r.seed = integer_option(cmd.get_name() + " --seed", seed, kNoMin, kNoMax);  // < 0: the config refuses it
+    if (cmd.count("--threads"))
+        set_engine_threads(static_cast<unsigned>(
+            integer_option("--threads", threads, 1, kMaxThreads, " (leave it out to use all cores)")));
+}
+
 // The command line's work; main checks that what it wrote to stdout arrived.
 int run_cli(int argc, char** argv) {
     CLI::App app{"normlab: experiments with normalization layers (BatchNorm, LayerNorm, "
@@ -233,9 +246,17 @@ int run_cli(int argc, char** argv) {
     auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
                                        "exit 2 if any fails");
     val_cmd->add_option("configs", val_paths, "config files; - reads one from standard input")->required();
+    // run's options, so that "run" can be replaced by "validate" in a command: each is checked as run checks it.
+    std::string val_out, val_seed, val_shard, val_threads;
+    val_cmd->add_option("--out", val_out, "output folder, as for run: checked as run checks it, not created")->type_name("DIR");
+    val_cmd->add_option("--seed", val_seed, "override the config's seed, as for run")->type_name("INT");
     val_cmd->add_option("--set", val.sets, "override a config value: PATH=VALUE")->type_name("PATH=VALUE");
     val_cmd->add_option("--unset", val.unsets, "remove a config key: PATH")->type_name("PATH");
+    val_cmd->add_option("--shard", val_shard, "check only this shard's sweep points, as run --shard runs them: I/N")
+        ->type_name("I/N");
     val_cmd->add_option("--max-memory", val.max_memory, "memory limit, as for run")->type_name("SIZE");
+    val_cmd->add_option("--threads", val_threads, "engine threads, as for run")->type_name("INT");
+    val_cmd->add_flag("--force", val.force, "accept an output folder that run --force would replace");
 
     auto* list_cmd = app.add_subcommand("list", "norm types and their keys, stacks, conventions, data sources and analyses");
 
@@ -335,14 +356,10 @@ int run_cli(int argc, char** argv) {
 
     try {
         if (*run_cmd) {
-            if (run_cmd->count("--out")) run.out = out;  // --out "" is refused, not taken as no --out
-            if (!shard.empty()) run.shard = shard;
-            if (run_cmd->count("--seed")) run.seed = integer_option("run --seed", seed, kNoMin, kNoMax);  // < 0: the config refuses it
-            if (!run_threads.empty())
-                set_engine_threads(static_cast<unsigned>(
-                    integer_option("--threads", run_threads, 1, kMaxThreads, " (leave it out to use all cores)")));
+            take_run_options(*run_cmd, run, out, seed, shard, run_threads);
             run_config(run);
         } else if (*val_cmd) {
+            take_run_options(*val_cmd, val, val_out, val_seed, val_shard, val_threads);
             // Standard input holds one config: a second "-" would read it empty.
             if (std::count(val_paths.begin(), val_paths.end(), "-") > 1)
                 throw InputError("validate: - given more than once; standard input holds one config");

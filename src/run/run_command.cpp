@@ -23,6 +23,7 @@
 #include "report/output_paths.hpp"
 #include "report/table.hpp"
 #include "run/points.hpp"
+#include "run/run_plan.hpp"
 #include "run/safety.hpp"
 #include "tensor/errors.hpp"
 
@@ -36,25 +37,6 @@ constexpr const char* kVersion = "0.1.0";
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Refuses (InputError) a --set, --unset or --seed of a value that the sweep sets at every
-// point (the swept path itself or a value under it): the sweep would overwrite it, so it
-// would be silently unused, while report.json's config would show it.
-void refuse_swept_overrides(const RunOptions& o, const Sweep& sweep) {
-    auto check = [&](const std::string& path, const std::string& who) {
-        const std::string pointer = config_pointer(path);
-        for (const std::string& sp : sweep.paths) {
-            const std::string swept = config_pointer(sp);
-            if (pointer == swept || pointer.rfind(swept + "/", 0) == 0)
-                throw InputError(who + ": " + pointer + " is swept (sweep key " + quoted_text(sp) +
-                                 "): every point sets it, so this value would not be used; change the sweep's "
-                                 "values instead, or take the key out of the sweep");
-        }
-    };
-    for (const auto& u : o.unsets) check(u, "--unset " + plain_or_quoted(u));
-    for (const auto& s : o.sets) check(s.substr(0, s.find('=')), "--set " + plain_or_quoted(s));
-    if (o.seed) check("/seed", "--seed " + std::to_string(*o.seed));
 }
 
 }  // namespace
@@ -95,19 +77,6 @@ Json data_summary(const Batch& b) {
     return j;
 }
 
-// The OutputFolder for `dir` (its checks; it creates nothing yet). `config_path` is not
-// empty when the config's output.dir named the folder: its refusals are then errors at the
-// config's /output/dir that advise another output.dir, as validate and run give them alike.
-OutputFolder open_output_folder(const fs::path& dir, bool force, const std::vector<fs::path>& keep,
-                                const std::string& config_path) {
-    if (config_path.empty()) return OutputFolder(dir, force, keep);
-    try {
-        return OutputFolder(dir, force, keep, "output.dir");
-    } catch (const InputError& e) {
-        throw InputError(config_path + ": /output/dir: " + e.what());
-    }
-}
-
 }  // namespace
 
 void print_messages(const char* kind, const std::vector<std::string>& messages) {
@@ -117,23 +86,8 @@ void print_messages(const char* kind, const std::vector<std::string>& messages) 
 ConfigFindings validate_config(const RunOptions& o) {
     Provenance origins;  // an error at a value set by --set or a sweep point blames that
     return blame_origins(origins, [&] {
-        Json doc = load_config_document(o, &origins);
-        const Sweep sweep = extract_sweep(doc, o.config_path);
-        refuse_swept_overrides(o, sweep);
-        std::vector<const SweepPoint*> all;
-        for (const auto& pt : sweep.points) all.push_back(&pt);
-        InputLog inputs;  // the files check_points reads, which the output folder may not hold
-        CheckedPoints checked = check_points(doc, sweep, all, o.config_path, o.max_memory, &origins);
-        // What run refuses about the config's output.dir (run's own checks, without --force;
-        // nothing is created). Without one, the folder is --out's or results/<name>.
-        const Config first = parse_point(point_document(doc, sweep, sweep.points.front(), o.config_path, &origins),
-                                          o.config_path);
-        if (first.output_dir) {
-            std::vector<fs::path> keep{fs::path(o.config_path)};
-            for (const auto& p : inputs.paths()) keep.push_back(p);
-            open_output_folder(*first.output_dir, false, keep, o.config_path);
-        }
-        return ConfigFindings{std::move(checked.notes), std::move(checked.warnings)};
+        RunPlan plan(o, origins);
+        return ConfigFindings{std::move(plan.checked.notes), std::move(plan.checked.warnings)};
     });
 }
 
@@ -219,53 +173,21 @@ std::string output_line(const fs::path& path, const std::string& origin) {
 void run_points(const RunOptions& o, Provenance& origins) {
     auto t0 = std::chrono::steady_clock::now();
     note_interrupt_keeps_output(!o.dry_run);
-    InputLog inputs;  // check_points reads every input file: the output folder may replace none
-    if (o.out) {  // before the data is loaded: a wrong --out is found at once
-        const std::string why = output_folder_problem(*o.out);
-        if (!why.empty()) throw InputError("--out " + (o.out->empty() ? std::string("\"\"") : *o.out) + ": " + why);
-    }
-    Json base_doc = load_config_document(o, &origins);
-    const Provenance base_origins = origins;
-    const Json resolved_doc = base_doc;  // as the user wrote it, overrides applied, sweep kept
-    Sweep sweep = extract_sweep(base_doc, o.config_path);
-    refuse_swept_overrides(o, sweep);
-    std::size_t shard_i = 0, shard_n = 1;
-    if (o.shard) std::tie(shard_i, shard_n) = parse_shard(*o.shard);
+    RunPlan plan(o, origins);  // every selected point checked before anything is computed, written or printed
+    const Sweep& sweep = plan.sweep;
+    const std::vector<const SweepPoint*>& selected = plan.selected;
+    const SweepPoint& head = *plan.head;
+    const Config& first = plan.first;
+    CheckedPoints& checked = plan.checked;
+    const fs::path& out_dir = plan.out_dir;
     const bool swept = !sweep.paths.empty();
-
-    // A shard may get no points (more shards than points): it still writes a result folder
-    // (CSV headers, no rows, its empty point list) that merge accepts.
-    std::vector<const SweepPoint*> selected;
-    for (const auto& pt : sweep.points)
-        if (pt.index % shard_n == shard_i) selected.push_back(&pt);
-    auto point_doc = [&](const SweepPoint& pt) {
-        origins = base_origins;
-        return point_document(base_doc, sweep, pt, o.config_path, &origins);
-    };
-    // Every selected point is checked before anything is computed, written or printed.
-    CheckedPoints checked = check_points(base_doc, sweep, selected, o.config_path, o.max_memory, &origins);
-    // Name, dtype, output folder and analysis list: the first selected point's, or the first
-    // point's for a shard without points (extract_sweep always lists at least one).
-    const SweepPoint& head = selected.empty() ? sweep.points.front() : *selected.front();
-    const Config first = parse_point(point_doc(head), o.config_path);
-
-    // What replacing the output folder must not delete: the config and every file it read.
-    std::vector<fs::path> keep{fs::path(o.config_path)};
-    for (const auto& p : inputs.paths()) keep.push_back(p);
-    const Json config_seed = resolved_doc.value("seed", Json(0));
-    const fs::path out_dir = o.out                ? fs::path(*o.out)
-                             : first.output_dir ? fs::path(*first.output_dir)
-                                                : fs::path("results") / first.name;
-    const std::string from_config = !o.out && first.output_dir ? o.config_path : std::string();
+    const Json config_seed = plan.resolved_doc.value("seed", Json(0));
+    auto point_doc = [&](const SweepPoint& pt) { return plan.point_doc(pt, origins); };
     if (o.dry_run) {
-        fs::path out_path;
-        {
-            // What run would refuse about the output folder, and whether it can be written
-            // here (its staging folder made and removed again).
-            OutputFolder probe = open_output_folder(out_dir, o.force, keep, from_config);
-            probe.prepare();
-            out_path = probe.path();
-        }
+        // Whether the output folder can be written here: its staging folder made and removed again.
+        plan.folder->prepare();
+        const fs::path out_path = plan.folder->path();
+        plan.folder.reset();
         std::cout << "config: " << o.config_path << " (name " << first.name << ", dtype " << dtype_name(first.dtype)
                   << ")\n";
         std::cout << "seed: " << config_seed.dump() << " (the config's seed; report.json \"seed\")\n";
@@ -288,7 +210,7 @@ void run_points(const RunOptions& o, Provenance& origins) {
         return;
     }
 
-    OutputFolder folder = open_output_folder(out_dir, o.force, keep, from_config);  // never deletes an input
+    OutputFolder& folder = *plan.folder;  // never deletes an input
     folder.prepare();  // an output that cannot be written is found before the computing
     // The checks' warnings (data holding NaN or inf), as validate gives them, before the computing.
     if (!o.quiet) print_messages("warning", checked.warnings);
@@ -395,13 +317,13 @@ void run_points(const RunOptions& o, Provenance& origins) {
         for (const auto& p : sweep.paths) sw["columns"].push_back(sweep_column(p));
         sw["total_points"] = sweep.points.size();
         sw["seed_per_point"] = sweep.seed_per_point;
-        sw["shard"] = {shard_i, shard_n};
+        sw["shard"] = {plan.shard_i, plan.shard_n};
         Json pts = Json::array();
         for (const SweepPoint* pt : selected) pts.push_back(pt->index);
         sw["points"] = pts;
         report["sweep"] = sw;
     }
-    report["config"] = resolved_doc;
+    report["config"] = plan.resolved_doc;
     report["data"] = data_summaries;
     report["analyses"] = analyses;
     report["files"] = files;
