@@ -69,7 +69,7 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
     const std::vector<Case> cases = {
         {"--set norms.ln.epsx=1e-3", "error: --set norms.ln.epsx=1e-3: unknown key \"epsx\" in /norms/ln (did you mean \"eps\"?)"},
         {"--set norms.ln.eps=abc", "error: --set norms.ln.eps=abc: /norms/ln/eps: expected a number, but got string \"abc\""},
-        {"--set norms.ln.eps=-1", "error: --set norms.ln.eps=-1: /norms/ln/eps: eps must be >= 0, but got -1"},
+        {"--set norms.ln.eps=-1", "error: --set norms.ln.eps=-1: /norms/ln/eps: eps must be >= 0 and finite, but got -1"},
         {"--set /norms/ln/convention=pytorch", "error: --set /norms/ln/convention=pytorch: /norms/ln/convention: unknown value \"pytorch\""},
         {R"(--set 'norms.ln={"type":"layernorm","epsx":1}')",
          "error: --set norms.ln={\"type\":\"layernorm\",\"epsx\":1}: unknown key \"epsx\" in /norms/ln (did you mean \"eps\"?)"},
@@ -77,7 +77,7 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
         // a value that opens a list but does not parse is malformed JSON, not a string of the wrong type
         {"--set 'data.tokens.shape=[4,16,64,'", "error: --set data.tokens.shape=[4,16,64,: the value starts with '[' but is not valid JSON: parse error at line 1, column"},
         {"--set 'norms.ln={\"eps\": }'", "error: --set norms.ln={\"eps\": }: the value starts with '{' but is not valid JSON"},
-        {"--set data.tokens.std=-1", "error: --set data.tokens.std=-1: /data/tokens/std: std must be >= 0, but got -1"},
+        {"--set data.tokens.std=-1", "error: --set data.tokens.std=-1: /data/tokens/std: std must be >= 0 and finite, but got -1"},
         {"--set norms.bn.momentum=2", "error: --set norms.bn.momentum=2: /norms/bn/momentum: momentum must be in [0, 1]"},
         // found by the engine when the norm meets its data: still the override's fault
         {"--set norms.ln.normalized_shape=[7]", "error: --set norms.ln.normalized_shape=[7]: /norms/ln/normalized_shape: layernorm \"ln\""},
@@ -114,7 +114,7 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
     // A later --set of a whole object takes over the blame for everything inside it.
     check_refused(run_normlab("run " + kQuick + " --dry-run --set norms.ln.eps=1 " +
                               R"(--set 'norms.ln={"type":"layernorm","normalized_shape":[512],"eps":-2}')"),
-                  "error: --set norms.ln={\"type\":\"layernorm\",\"normalized_shape\":[512],\"eps\":-2}: /norms/ln/eps: eps must be >= 0, but got -2");
+                  "error: --set norms.ln={\"type\":\"layernorm\",\"normalized_shape\":[512],\"eps\":-2}: /norms/ln/eps: eps must be >= 0 and finite, but got -2");
 }
 
 TEST_CASE("an error about a value read from a file that --set named blames that override") {
@@ -185,7 +185,7 @@ TEST_CASE("an error at a value a sweep point set blames that sweep entry") {
     const std::string base = config(kGauss, kLn).substr(0, config(kGauss, kLn).size() - 1);
     const std::string sweep = base + R"(, "sweep": {"norms.n.eps": [1e-5, -1], "data.x.std": [1, 2]}})";
     CliResult r = on_config("blame_sweep", sweep, "validate");
-    check_refused(r, "cfg.json: /sweep/norms.n.eps/1 (sweep point 2): /norms/n/eps: eps must be >= 0, but got -1");
+    check_refused(r, "cfg.json: /sweep/norms.n.eps/1 (sweep point 2): /norms/n/eps: eps must be >= 0 and finite, but got -1");
     const std::string zip = base + R"(, "sweep": {"zip": {"norms.n.eps": [1e-5, 1e-3], "data.x.std": [1, "wide"]}}})";
     CliResult z = on_config("blame_zip", zip, "run");
     check_refused(z, "cfg.json: /sweep/zip/data.x.std/1 (sweep point 1): /data/x/std: expected a number, but got string \"wide\"");
@@ -754,9 +754,9 @@ TEST_CASE("numbers in messages read as the CSVs write them (shortest round trip,
     };
     const std::vector<Case> cases = {
         {"gaussian_std", config(R"({"source": "gaussian", "shape": [2, 4], "std": -1})", kLn),
-         "/data/x/std: std must be >= 0, but got -1"},
+         "/data/x/std: std must be >= 0 and finite, but got -1"},
         {"gaussian_std_nan", config(R"({"source": "gaussian", "shape": [2, 4], "std": "nan"})", kLn),
-         "/data/x/std: std must be >= 0, but got nan"},
+         "/data/x/std: std must be >= 0 and finite, but got nan"},
         {"images_std", config(R"({"source": "images", "shape": [2, 1, 4, 4], "channel_std": [-0.25]})",
                               R"({"type": "batchnorm"})"),
          "/data/x/channel_std/0: must be >= 0, but got -0.25"},
@@ -764,7 +764,7 @@ TEST_CASE("numbers in messages read as the CSVs write them (shortest round trip,
                                  R"({"type": "batchnorm"})"),
          "/data/x/smooth: smooth (the correlation length in pixels) must be in [0, 1e6], but got -0.1"},
         {"normal_init", config(kGauss, R"({"type": "layernorm", "axes": [-1], "weight": {"normal": {"std": -0.5}}})"),
-         "/norms/n/weight/normal/std: std must be >= 0, but got -0.5"},
+         "/norms/n/weight/normal/std: std must be >= 0 and finite, but got -0.5"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.name);
@@ -794,7 +794,22 @@ TEST_CASE("values, weights and other numbers accept \"nan\", \"inf\" and \"-inf\
     check_refused(on_config("nonfinite_bad", config(R"({"source": "values", "values": [[1, "NaN"]]})", kLn), "validate"),
                   "cfg.json: /data/x/values/0/1: expected a number, but got string \"NaN\"");
     check_refused(on_config("nonfinite_eps", config(kGauss, R"({"type": "layernorm", "axes": [-1], "eps": "nan"})"), "validate"),
-                  "cfg.json: /norms/n/eps: eps must be >= 0, but got nan");
+                  "cfg.json: /norms/n/eps: eps must be >= 0 and finite, but got nan");
+    // Settings a non-finite value makes meaningless (eps inf gave outputs of 0; a mean of
+    // inf drew data of inf alone) are refused; data, weights and biases may hold them.
+    const std::vector<std::pair<std::string, std::string>> settings = {
+        {config(kGauss, R"({"type": "layernorm", "axes": [-1], "eps": "inf"})"), "/norms/n/eps: eps must be >= 0 and finite, but got inf"},
+        {config(R"({"source": "gaussian", "shape": [2, 4], "mean": "inf"})", kLn), "/data/x/mean: mean must be finite, but got inf"},
+        {config(R"({"source": "gaussian", "shape": [2, 4], "std": "inf"})", kLn), "/data/x/std: std must be >= 0 and finite, but got inf"},
+        {config(kGauss, R"({"type": "layernorm", "axes": [-1], "weight": {"normal": {"mean": "-inf"}}})"),
+         "/norms/n/weight/normal/mean: mean must be finite, but got -inf"},
+        {config(kGauss, R"({"type": "rmsnorm", "axes": [-1], "weight_offset": "nan"})"),
+         "/norms/n/weight_offset: weight_offset must be finite, but got nan"},
+    };
+    for (const auto& [json, expect] : settings) {
+        CAPTURE(expect);
+        check_refused(on_config("nonfinite_setting", json, "validate"), "cfg.json: " + expect);
+    }
     CliResult w = on_config("nonfinite_const", config(kGauss, R"({"type": "layernorm", "axes": [-1], "bias": "-inf"})"), "run", "-q");
     CHECK_MESSAGE(w.exit_code == 0, w.err);
     // Used as given, with a note.

@@ -63,8 +63,7 @@ ParamInit parse_param(const Json& j, const JsonLocation& loc, const std::filesys
         // on the run seed and this parameter's JSON pointer, so every shape and every point
         // of a sweep with the same seed draws the same leading values.
         p.kind = ParamInit::Kind::generated;
-        const double mean = nr.number("mean", 0.0), std = nr.number("std", 1.0);
-        if (!(std >= 0)) nr.at("std").fail("std must be >= 0, but got " + format_number(std));
+        const double mean = nr.finite("mean", 0.0), std = nr.nonnegative("std", 1.0);
         const std::uint64_t stream = derive_seed(seed, loc.pointer);
         p.generate = [mean, std, stream](const Shape& shape) {
             xt::xarray<double> a = xt::xarray<double>::from_shape(shape);
@@ -208,8 +207,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
     std::string conv = r.choice("convention", convention_names(), "torch");
     d.convention = static_cast<Convention>(
         std::find(convention_names().begin(), convention_names().end(), conv) - convention_names().begin());
-    d.eps = r.number("eps");
-    if (d.eps && !(*d.eps >= 0)) r.at("eps").fail("eps must be >= 0, but got " + format_number(*d.eps));
+    d.eps = r.nonnegative("eps");
     d.affine = r.boolean("affine");
     d.mask = r.boolean("mask", false);
     // Parameters that no data can make valid: refused here too, so that validate finds them in
@@ -254,7 +252,7 @@ NormDef parse_norm(const std::string& name, const Json& j, const JsonLocation& l
         parse_param_axes(r, d);
     }
     if (d.type == NormType::rmsnorm) {
-        d.weight_offset = r.number("weight_offset", 0.0);
+        d.weight_offset = r.finite("weight_offset", 0.0);
     }
     if (d.type == NormType::groupnorm) {
         if (!r.has("num_groups")) r.missing("num_groups");

@@ -51,8 +51,7 @@ WeightInit parse_init(const Json& j, const JsonLocation& loc) {
     ObjectReader nr(r.required("normal"), r.at("normal"));
     nr.declare({"std"});
     w.kind = InitKind::normal;
-    w.std = nr.number("std", 1.0);
-    if (!(w.std >= 0) || !std::isfinite(w.std)) nr.at("std").fail("std must be a finite number >= 0");
+    w.std = nr.nonnegative("std", 1.0);
     nr.finish();
     r.finish();
     return w;

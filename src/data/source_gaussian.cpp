@@ -24,9 +24,8 @@ Shape read_positive_shape(ObjectReader& r, const std::string& key) {
 
 SourceData build_gaussian(const std::string& name, ObjectReader& r, const DataContext& ctx) {
     const Shape shape = read_positive_shape(r, "shape");
-    const double mean = r.number("mean", 0.0);
-    const double std = r.number("std", 1.0);
-    if (!(std >= 0)) r.at("std").fail("std must be >= 0, but got " + format_number(std));
+    const double mean = r.finite("mean", 0.0);
+    const double std = r.nonnegative("std", 1.0);
     Rng rng(derive_seed(ctx.seed, name));
     SourceData d;
     Tensor t;

@@ -230,6 +230,22 @@ double ObjectReader::number(const std::string& key, double fallback) {
     return number(key).value_or(fallback);
 }
 
+std::optional<double> ObjectReader::nonnegative(const std::string& key) {
+    const auto v = number(key);
+    if (v && !(*v >= 0 && std::isfinite(*v))) at(key).fail(key + " must be >= 0 and finite, but got " + format_number(*v));
+    return v;
+}
+
+double ObjectReader::nonnegative(const std::string& key, double fallback) {
+    return nonnegative(key).value_or(fallback);
+}
+
+double ObjectReader::finite(const std::string& key, double fallback) {
+    const double v = number(key, fallback);
+    if (!std::isfinite(v)) at(key).fail(key + " must be finite, but got " + format_number(v));
+    return v;
+}
+
 namespace {
 long long to_integer(const Json& j, const JsonLocation& loc) {
     // nlohmann's is_number_integer() is also true for unsigned values: test unsigned first.

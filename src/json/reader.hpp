@@ -135,6 +135,14 @@ public:
     /// A number, or one of the strings "nan", "inf", "-inf" (json_number).
     std::optional<double> number(const std::string& key);
     double number(const std::string& key, double fallback);
+    /// A finite number >= 0 (an eps, a standard deviation), or nullopt when absent. Another
+    /// number, "inf" or "nan" is refused at the key (InputError): "<key> must be >= 0 and
+    /// finite, but got inf".
+    std::optional<double> nonnegative(const std::string& key);
+    double nonnegative(const std::string& key, double fallback);
+    /// A finite number (a mean, an offset); "inf" or "nan" is refused at the key:
+    /// "<key> must be finite, but got nan".
+    double finite(const std::string& key, double fallback);
     /// Integers are read as signed and range-checked: -1 never becomes 2^64-1.
     std::optional<long long> integer(const std::string& key);
     long long integer(const std::string& key, long long fallback);
