@@ -150,6 +150,15 @@ TEST_CASE("merge names a shard folder given twice, and a missing one") {
     CHECK_MESSAGE(spelled.err == "normlab: error: merge: " + s0 + "/../s1/ is given twice (also as " + s1 + ")\n", spelled.err);
     CliResult missing = run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + (dir / "s2").string());
     CHECK_MESSAGE(missing.err == "normlab: error: " + (dir / "s2").string() + ": no such folder\n", missing.err);
+    CliResult alone = run_normlab("merge " + (dir / "m").string() + " " + s0);
+    CHECK_MESSAGE(alone.err == "normlab: error: merge: 1 of 2 sweep points missing (1); the folder of shard 1/2 is not "
+                  "among those given\n", alone.err);
+    // Merge has no --out: a folder it may not replace is refused with advice it can follow.
+    write_text(dir / "busy" / "notes.txt", "x");
+    CliResult busy = run_normlab("merge " + (dir / "busy").string() + " " + s0 + " " + s1);
+    CHECK(busy.exit_code == 2);
+    CHECK_MESSAGE(busy.err.find("choose another output folder or pass --force to replace it") != std::string::npos, busy.err);
+    CHECK(busy.err.find("--out") == std::string::npos);
     CHECK_FALSE(fs::exists(dir / "m"));
     // A shard run with another --set: where the configs part is named.
     REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --shard 1/2 --set norms.n.axes=[0,1] --out " +

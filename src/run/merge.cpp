@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -131,6 +132,32 @@ std::string first_difference(const Json& here, const Json& there) {
            " there)";
 }
 
+// "; the folder of shard 1/4 is not among those given" (or of shards 1/4 and 3/4) when every
+// report ran as a shard of one N (its /sweep/shard, [I, N]) and each missing point is
+// one of a shard not given; else "": the points alone say what is missing.
+std::string missing_shards(const std::vector<Json>& reports, const std::vector<std::size_t>& missing) {
+    std::size_t n = 0;
+    std::set<std::size_t> given;
+    for (const Json& r : reports) {
+        const Json* sh = r["sweep"].contains("shard") ? &r["sweep"]["shard"] : nullptr;
+        if (!sh || !sh->is_array() || sh->size() != 2 || !(*sh)[0].is_number_unsigned() || !(*sh)[1].is_number_unsigned())
+            return "";
+        const auto i = (*sh)[0].get<std::size_t>(), k = (*sh)[1].get<std::size_t>();
+        if ((n && k != n) || i >= k) return "";
+        n = k;
+        given.insert(i);
+    }
+    std::set<std::size_t> absent;
+    for (std::size_t p : missing) {
+        if (given.count(p % n)) return "";
+        absent.insert(p % n);
+    }
+    std::vector<std::string> names;
+    for (std::size_t i : absent) names.push_back(std::to_string(i) + "/" + std::to_string(n));
+    return std::string("; the folder of ") + (names.size() == 1 ? "shard " : "shards ") + join_words(names, " and ") +
+           " is not among those given";
+}
+
 }  // namespace
 
 void merge_results(const std::string& out, const std::vector<std::string>& dirs, bool force) {
@@ -179,11 +206,12 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
         std::string list;
         for (std::size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
         throw InputError("merge: " + std::to_string(missing.size()) + " of " + count_noun(total, "sweep point") +
-                         " missing (" + list + (missing.size() > 10 ? ", ..." : "") + ")");
+                         " missing (" + list + (missing.size() > 10 ? ", ..." : "") + ")" + missing_shards(reports, missing));
     }
 
-    // Replacing the output folder must not delete a shard being merged.
-    OutputFolder folder(out, force, std::vector<std::filesystem::path>(dirs.begin(), dirs.end()));
+    // Replacing the output folder must not delete a shard being merged. Merge has no --out:
+    // its refusals advise another output folder.
+    OutputFolder folder(out, force, std::vector<std::filesystem::path>(dirs.begin(), dirs.end()), "output folder");
     folder.prepare();  // an output that cannot be written is found before the shards are merged
     std::vector<std::string> files;
     // CSVs: the union of tables, rows stably sorted by point = the unsharded order, since each
