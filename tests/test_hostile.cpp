@@ -235,14 +235,14 @@ TEST_CASE("deeply nested JSON is refused before it is parsed (it used to overflo
     check_row(run_cfg("set_overflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e400"),
               "--set norms.n.eps=1e400: the number is out of range");
     check_row(run_cfg("set_underflow", config(R"({"source": "values", "values": [1, 2]})"), "--set norms.n.eps=1e-400"),
-              "number 1e-400 is below a double's smallest magnitude");
+              "--set norms.n.eps=1e-400: /norms/n/eps: number 1e-400 is below a double's smallest magnitude");
     for (const char* fine : {"0e-400", "1e-310", "0.0"})
         CHECK(run_cfg(std::string("set_small_") + fine, config(R"({"source": "values", "values": [1, 2]})"),
                       std::string("--set norms.n.eps=") + fine).exit_code == 0);
     // A key given twice inside a --set value is refused as in the file, named in the value.
     check_row(run_cfg("set_duplicate", config(R"({"source": "values", "values": [1, 2]})"),
                       R"(--set 'norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}')"),
-              R"(--set norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}: /eps: key given twice in one object)");
+              R"(--set norms.n={"type": "layernorm", "axes": [-1], "eps": 1, "eps": 2}: /norms/n/eps: key given twice in one object)");
     // 90 levels are fine (a values list of rank 86).
     const std::string ok = std::string(86, '[') + "1, 2" + std::string(86, ']');
     CliResult fine = run_cfg("deep_ok", config(R"({"source": "values", "values": )" + ok + "}", R"({"type": "layernorm", "axes": [-1]})"), "-q");

@@ -137,9 +137,9 @@ std::string apply_override(Json& config, const std::string& assignment) {
     Json value;
     check_json_nesting(text, who);
     try {
-        check_duplicate_keys(text, who);
+        check_duplicate_keys(text, who, config_pointer(path));
     } catch (const JsonError& e) {
-        throw InputError(e.what());  // "--set PATH=VALUE: /key: key given twice ...": a pointer into the value
+        throw InputError(e.what());  // "--set PATH=VALUE: /path/key: key given twice ...": the config's pointer
     }
     try {
         value = Json::parse(text);

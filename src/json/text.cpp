@@ -24,7 +24,7 @@ namespace {
 // in an array of objects (50,000 small objects: 2.4 s against 13 ms).
 class DuplicateKeys : public nlohmann::json_sax<Json> {
 public:
-    explicit DuplicateKeys(std::string what) : m_what(std::move(what)) {}
+    DuplicateKeys(std::string what, std::string base) : m_what(std::move(what)), m_base(std::move(base)) {}
 
     bool null() override { return member_done(); }
     bool boolean(bool) override { return member_done(); }
@@ -74,7 +74,7 @@ public:
 private:
     // The JSON pointer of the value being read.
     JsonLocation here() const {
-        JsonLocation at{m_what, ""};
+        JsonLocation at{m_what, m_base};
         for (const Level& outer : m_levels) at = outer.array ? at.child(outer.count) : at.child(outer.key);
         return at;
     }
@@ -90,6 +90,7 @@ private:
         std::string key;             // an object's current key
     };
     std::string m_what;
+    std::string m_base;           // the pointer of the text's value in its document
     std::vector<Level> m_levels;  // the containers open, outermost first
 };
 
@@ -149,8 +150,8 @@ bool is_utf8(const std::string& s) {
     }
 }
 
-void check_duplicate_keys(const std::string& text, const std::string& what) {
-    DuplicateKeys keys(what);
+void check_duplicate_keys(const std::string& text, const std::string& what, const std::string& base) {
+    DuplicateKeys keys(what, base);
     Json::sax_parse(text, &keys);
 }
 

@@ -11,8 +11,11 @@ enum class DType;  // tensor/tensor.hpp
 
 /// Throws JsonError "what: /pointer/key: key given twice in one object ..." for the first
 /// key that an object of `text` gives twice (RFC 8259 leaves duplicate names to the parser;
-/// nlohmann keeps the last without a word). Malformed text is left to the parser.
-void check_duplicate_keys(const std::string& text, const std::string& what);
+/// nlohmann keeps the last without a word), and for a number literal below a double's
+/// smallest magnitude ("1e-400", which would read as 0). `base` is the JSON pointer where
+/// `text`'s value goes in its document ("/norms/ln" for a --set of norms.ln), so that the
+/// pointers name the document's place. Malformed text is left to the parser.
+void check_duplicate_keys(const std::string& text, const std::string& what, const std::string& base = "");
 
 /// `s` in double quotes for a one-line message, with '"', '\\' and control characters
 /// escaped as JSON escapes them ("a\u0000b", "a\nb"; nlohmann's dump): a NUL would end the
