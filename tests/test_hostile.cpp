@@ -379,13 +379,18 @@ TEST_CASE("bad image files: exit 2, the config pointer and the file") {
     fs::path huge = fresh_dir("hostile_images_huge") / "huge.png";  // claims 100000 x 100000 pixels
     write_text(huge, png_header_only(100000, 100000));
     auto img = [](const std::string& p) { return config(R"({"source": "image_files", "paths": [")" + p + R"("]})"); };
+    // A JPEG cut off after its first 100 bytes, before its frame header.
+    fs::path cut = fresh_dir("hostile_images_cut") / "cut.jpg";
+    write_text(cut, read_text(d + "ok/c_flat_10x4.jpg").substr(0, 100));
     check_rows({
+        {"image_cut_jpeg", img(cut.string()),
+         "cfg.json: /data/x/paths/0: " + cut.string() + ": cannot decode image: a damaged or truncated JPEG file (stb_image: "},
         {"image_not_image", img(d + "bad/text.png"),
-         "cfg.json: /data/x/paths/0: " + d + "bad/text.png: cannot decode image (unknown image type)"},
-        {"image_truncated", img(d + "bad/truncated.png"), "cfg.json: /data/x/paths/0: " + d + "bad/truncated.png: cannot decode image ("},
+         "cfg.json: /data/x/paths/0: " + d + "bad/text.png: cannot decode image: not a JPEG or PNG file, the two formats the image sources read (stb_image: unknown image type)"},
+        {"image_truncated", img(d + "bad/truncated.png"), "cfg.json: /data/x/paths/0: " + d + "bad/truncated.png: cannot decode image: a damaged or truncated PNG file (stb_image: "},
         {"image_missing", img(d + "ok/nope.png"), "cfg.json: /data/x/paths/0: " + d + "ok/nope.png: no such file"},
         {"image_directory", img(d + "ok"), "cfg.json: /data/x/paths/0: " + d + "ok: is a directory, not a file"},
-        {"image_huge_header", img(huge.string()), "cfg.json: /data/x/paths/0: " + huge.string() + ": cannot decode image (too large)"},
+        {"image_huge_header", img(huge.string()), "cfg.json: /data/x/paths/0: " + huge.string() + ": cannot decode image: its header gives a size beyond what stb_image decodes (damaged, or too large) (stb_image: too large)"},
     });
 }
 

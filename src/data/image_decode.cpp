@@ -16,12 +16,28 @@
 
 namespace normlab {
 
+namespace {
+
+// What the bytes that stb_image refused look like, by their signature: its own reasons
+// ("no SOF", "outofdata", "bad huffman code") name the decoder's step, not the file's fault.
+std::string undecodable(const std::string& bytes, const std::string& reason) {
+    // stb_image refuses dimensions over 2^24 and pixel buffers over 2^31 bytes.
+    if (reason == "too large") return "its header gives a size beyond what stb_image decodes (damaged, or too large)";
+    if (bytes.rfind("\xFF\xD8\xFF", 0) == 0) return "a damaged or truncated JPEG file";
+    if (bytes.rfind("\x89PNG\r\n\x1A\n", 0) == 0) return "a damaged or truncated PNG file";
+    return "not a JPEG or PNG file, the two formats the image sources read";
+}
+
+}  // namespace
+
 Image8 decode_image(const std::string& bytes, int channels, const std::string& what) {
     if (bytes.size() > static_cast<std::size_t>(INT_MAX)) throw InputError(what + ": image file too large");
     int w = 0, h = 0, n = 0;
     unsigned char* p = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(bytes.data()),
                                              static_cast<int>(bytes.size()), &w, &h, &n, channels);
-    if (!p) throw InputError(what + ": cannot decode image (" + stbi_failure_reason() + ")");
+    if (!p)
+        throw InputError(what + ": cannot decode image: " + undecodable(bytes, stbi_failure_reason()) + " (stb_image: " +
+                         stbi_failure_reason() + ")");
     Image8 img;
     img.width = static_cast<std::size_t>(w);
     img.height = static_cast<std::size_t>(h);
