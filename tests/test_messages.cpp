@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_util.hpp"
 #include "data/npy.hpp"
 
@@ -1000,4 +1002,21 @@ TEST_CASE("a --set, --unset or --seed of a value the sweep sets at every point i
     // Values the sweep does not set, and the sweep itself, may be overridden.
     CHECK(run_normlab(v + "--set 'data.x.shape=[2,6,4]' --set norms.n.type=rmsnorm").exit_code == 0);
     CHECK(run_normlab(v + "--set '/sweep/norms.n.eps=[0.5]'").exit_code == 0);
+}
+
+TEST_CASE("a path holding a newline is printed escaped: each message stays one line") {
+    const fs::path dir = fresh_dir("newline_path") / "a\nb";
+    fs::create_directories(dir);
+    write_text(dir / "c.json", read_text(kQuick));
+    const std::string quoted = "'" + dir.string() + "'";  // the shell keeps the newline inside quotes
+    const CliResult missing = run_normlab("validate " + quoted + "/nope.json");
+    check_refused(missing, "a\\nb/nope.json: cannot open config file");
+    const CliResult ran = run_normlab("run " + quoted + "/c.json --out " + quoted + "/out");
+    REQUIRE_MESSAGE(ran.exit_code == 0, ran.err);
+    // The summary line and one line per file written, each path escaped and quoted.
+    const std::size_t files = nlohmann::json::parse(read_text(dir / "out" / "report.json"))["files"].size() + 1;
+    CHECK(static_cast<std::size_t>(std::count(ran.err.begin(), ran.err.end(), '\n')) == 1 + files);
+    CHECK_MESSAGE(ran.err.find("written to \"" + fresh_dir("newline_probe").parent_path().string() + "/newline_path/a\\nb/out\"\n") !=
+                      std::string::npos,
+                  ran.err);
 }

@@ -350,7 +350,7 @@ int run_cli(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-        std::cerr << "normlab: error: " << usage_error(app, e, argc, argv) << '\n';
+        std::cerr << "normlab: error: " << one_line(usage_error(app, e, argc, argv)) << '\n';
         return 2;
     }
 
@@ -373,7 +373,7 @@ int run_cli(int argc, char** argv) {
                     print_messages("warning", f.warnings);
                     std::cout << p << ": ok\n";
                 } catch (const InputError& e) {
-                    std::cerr << "normlab: error: " << e.what() << '\n';
+                    std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
                     ++failed;
                 }
             }
@@ -455,8 +455,8 @@ int run_cli(int argc, char** argv) {
         } else if (*report_cmd) {
             const auto written = write_report(report_dir);
             // A message, as run's and merge's summaries are: stderr, so stdout carries data only.
-            std::cerr << "normlab: report: " << count_noun(written.size(), "file") << " written to " << report_dir << "\n";
-            for (const auto& p : written) std::cerr << "  " << p.string() << "\n";
+            std::cerr << "normlab: report: " << count_noun(written.size(), "file") << " written to " << plain_or_quoted(report_dir) << "\n";
+            for (const auto& p : written) std::cerr << "  " << plain_or_quoted(p.string()) << "\n";
         } else if (*show_cmd) {
             std::stringstream ss(show_columns);
             std::string col;
@@ -465,16 +465,16 @@ int run_cli(int argc, char** argv) {
             std::cout << show_result(show_dir, show);
         }
     } catch (const InputError& e) {
-        std::cerr << "normlab: error: " << e.what() << '\n';
+        std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
         return 2;
     } catch (const EnvError& e) {
-        std::cerr << "normlab: error: " << e.what() << '\n';
+        std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
         return 1;
     } catch (const std::bad_alloc&) {
         std::cerr << "normlab: error: out of memory\n";
         return 1;
     } catch (const std::exception& e) {
-        std::cerr << "normlab: internal error: " << e.what() << '\n';
+        std::cerr << "normlab: internal error: " << one_line(e.what()) << '\n';
         return 1;
     }
     return 0;

@@ -136,6 +136,19 @@ std::string plain_or_quoted(const std::string& s) {
     return plain ? s : quoted_text(s);
 }
 
+std::string one_line(const std::string& message) {
+    std::string out;
+    out.reserve(message.size());
+    for (char c : message) {
+        if (static_cast<unsigned char>(c) >= 0x20) out += c;
+        else {
+            const std::string q = quoted_text(std::string(1, c));  // "\n" with its quotes
+            out += q.substr(1, q.size() - 2);
+        }
+    }
+    return out;
+}
+
 DType parse_dtype(const std::string& name) {
     if (auto d = dtype_from_name(name)) return *d;
     throw InputError("unknown dtype " + quoted_text(name) + " (expected " + kDtypeNames + ")");

@@ -27,6 +27,11 @@ std::string quoted_text(const std::string& s);
 /// cut the line or split it.
 std::string plain_or_quoted(const std::string& s);
 
+/// `message` with each control character written as JSON escapes it ("\n", "\t",
+/// "\u0000"), other bytes as they are: what normlab prints as one line of stderr (an error,
+/// a note) stays one line whatever path or value it names.
+std::string one_line(const std::string& message);
+
 /// The dtype named `name` (dtype_from_name); throws InputError "unknown dtype \"...\" (expected
 /// float16, ...)" with the name as quoted_text shows it, so that a typed newline stays escaped.
 DType parse_dtype(const std::string& name);

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "json/reader.hpp"
+#include "json/text.hpp"
 #include "run/report_command.hpp"
 #include "run/safety.hpp"
 #include "report/output.hpp"
@@ -299,7 +300,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
     folder.commit();
     // + 1: report.json itself, which its "files" list does not name
     std::cerr << "normlab: merged " << count_noun(dirs.size(), "shard folder") << " (" << count_noun(total, "point")
-              << "): " << count_noun(merged["files"].size() + 1, "file") << " written to " << out << "\n";
+              << "): " << count_noun(merged["files"].size() + 1, "file") << " written to " << plain_or_quoted(out) << "\n";
 }
 
 }  // namespace normlab

@@ -80,7 +80,7 @@ Json data_summary(const Batch& b) {
 }  // namespace
 
 void print_messages(const char* kind, const std::vector<std::string>& messages) {
-    for (const auto& m : messages) std::cerr << "normlab: " << kind << ": " << m << "\n";
+    for (const auto& m : messages) std::cerr << "normlab: " << kind << ": " << one_line(m) << "\n";
 }
 
 ConfigFindings validate_config(const RunOptions& o) {
@@ -342,9 +342,9 @@ void run_points(const RunOptions& o, Provenance& origins) {
         for (const auto& f : report["files"]) written.push_back(f.get<std::string>());
         written.push_back("report.json");
         std::cerr << "normlab: " << first.name << ": " << count_noun(selected.size(), "point") << ", "
-                  << count_noun(written.size(), "file") << " written to " << out_dir.string() << "\n";
+                  << count_noun(written.size(), "file") << " written to " << plain_or_quoted(out_dir.string()) << "\n";
         if (written.size() <= 20)
-            for (const auto& f : written) std::cerr << "  " << (out_dir / f).string() << "\n";
+            for (const auto& f : written) std::cerr << "  " << plain_or_quoted((out_dir / f).string()) << "\n";
     }
 }
 

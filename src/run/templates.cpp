@@ -104,7 +104,7 @@ void write_template(const std::string& name, const std::string& path, bool force
     f << text;
     f.close();
     if (!f) throw EnvError(path + ": write failed: " + std::strerror(errno));
-    std::cerr << "normlab: wrote " << path << " (run it: normlab run " << path << ")\n";
+    std::cerr << "normlab: wrote " << plain_or_quoted(path) << " (run it: normlab run " << plain_or_quoted(path) << ")\n";
 }
 
 }  // namespace normlab
