@@ -379,13 +379,13 @@ TEST_CASE("--dry-run labels the config's seed and a sweep point's derived seed")
 TEST_CASE("validate takes run's options and refuses what run refuses with them") {
     fs::path dir = fresh_dir("validate_as_run");
     // Point 1 of the sweep does not fit its LayerNorm; point 0 does.
-    write_text(dir / "shape.json", R"({"name": "v", "data": {"x": {"source": "gaussian", "shape": [2, 6, 4]}},
+    write_text(dir / "shape.json", R"({"name": "validate_as_run_v", "data": {"x": {"source": "gaussian", "shape": [2, 6, 4]}},
       "norms": {"n": {"type": "layernorm", "normalized_shape": [4]}},
       "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"]}], "sweep": {"data.x.shape.2": [4, 3]}})");
     // 20 points whose tables together exceed 200M; a quarter of them fit.
     std::string means;
     for (int i = 0; i < 20; ++i) means += (i ? ", " : "") + std::to_string(i);
-    write_text(dir / "rows.json", R"({"name": "r", "data": {"x": {"source": "gaussian", "shape": [4, 6, 8]}},
+    write_text(dir / "rows.json", R"({"name": "validate_as_run_r", "data": {"x": {"source": "gaussian", "shape": [4, 6, 8]}},
       "norms": {"ln": {"type": "layernorm", "normalized_shape": [8]}, "bn": {"type": "batchnorm"}},
       "analyses": [{"type": "train_eval", "data": ["x"], "norms": ["ln", "bn"], "steps": 1000}],
       "sweep": {"data.x.mean": [)" + means + "]}}");
@@ -402,7 +402,7 @@ TEST_CASE("validate takes run's options and refuses what run refuses with them")
         {shape + " --shard 0/2", ""},
         {shape + " --shard 1/2", "/sweep/data.x.shape.2/1 (sweep point 1): /norms/n/normalized_shape"},
         {shape + " --shard 2/2", "--shard 2/2: expected I/N with 0 <= I < N"},
-        {shape + " --shard ''", "--shard : expected I/N"},
+        {shape + " --shard ''", "--shard \"\": expected I/N"},
         {rows + " --max-memory 200M", "rows.json: /sweep: its 20 points need an estimated "},
         {rows + " --max-memory 200M --shard 3/4", ""},
         {shape + " --shard 0/2 --seed -1", "--seed -1: /seed: seed must be >= 0, but got -1"},
@@ -413,7 +413,16 @@ TEST_CASE("validate takes run's options and refuses what run refuses with them")
         {shape + " --shard 0/2 --out ''", "--out \"\": "},
         {shape + " --shard 0/2 --out " + foreign, "foreign: output folder is not empty and does not hold an earlier normlab result; choose another --out or pass --force"},
         {shape + " --shard 0/2 --out " + foreign + " --force", ""},
+        // output.dir set by an override: its refusal blames the override, as other values' do
+        {shape + " --shard 0/2 --set 'output={\"dir\": \"" + foreign + "\"}'",
+         "--set output={\"dir\": \"" + foreign + "\"}: /output/dir: " + foreign + ": output folder is not empty"},
+        {shape + " --shard 0/2 --out " + shape + "/x", "shape.json is a file, not a folder, so the output folder cannot be made in it"},
+        {shape + " --shard 0/2 --out " + (dir / "new" / "out").string(), ""},
     };
+    // Without --out the folder is results/<name> in the current folder: validate and the
+    // dry run must leave it as they found it (absent).
+    const fs::path defaults = fs::current_path() / "results";
+    for (const char* name : {"validate_as_run_v", "validate_as_run_r"}) fs::remove_all(defaults / name);
     for (const auto& c : cases) {
         CAPTURE(c.args);
         const CliResult v = run_normlab("validate " + c.args);
@@ -428,5 +437,7 @@ TEST_CASE("validate takes run's options and refuses what run refuses with them")
         CHECK(first_line(d.err) == first_line(v.err));
     }
     CHECK(read_text(dir / "foreign" / "notes.txt") == "not a result\n");
-    CHECK_FALSE(fs::exists(dir / "results"));
+    CHECK_FALSE(fs::exists(defaults / "validate_as_run_v"));
+    CHECK_FALSE(fs::exists(defaults / "validate_as_run_r"));
+    CHECK_FALSE(fs::exists(dir / "new"));
 }

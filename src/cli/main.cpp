@@ -364,20 +364,25 @@ int run_cli(int argc, char** argv) {
             if (std::count(val_paths.begin(), val_paths.end(), "-") > 1)
                 throw InputError("validate: - given more than once; standard input holds one config");
             // Every config gets its verdict: one bad file must not hide the state of the next.
-            int failed = 0;
+            // Exit 2 if one is refused, else 1 if one could not be checked (an unreadable folder).
+            int refused = 0, unchecked = 0;
             for (const auto& p : val_paths) {
                 val.config_path = p;
                 try {
                     const ConfigFindings f = validate_config(val);
                     print_messages("note", f.notes);
                     print_messages("warning", f.warnings);
-                    std::cout << p << ": ok\n";
+                    std::cout << plain_or_quoted(p) << ": ok\n";
                 } catch (const InputError& e) {
                     std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
-                    ++failed;
+                    ++refused;
+                } catch (const EnvError& e) {
+                    std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
+                    ++unchecked;
                 }
             }
-            if (failed) return 2;
+            if (refused) return 2;
+            if (unchecked) return 1;
         } else if (*list_cmd) {
             std::cout << list_text();
         } else if (*shapes_cmd) {

@@ -151,11 +151,25 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
     if (m_path == m_path.root_path())
         throw InputError(shown + ": refusing to use the root folder as the output folder; name a folder for the results");
     std::error_code ec;
+    // A folder cannot be made under a file (--out notes.txt/run1, /dev/null/x): refused here,
+    // so that validate finds it as run does, where prepare() would fail on it (exit 1).
+    for (fs::path up = m_path.parent_path(); !up.empty(); up = up.parent_path()) {
+        if (fs::exists(up, ec)) {
+            if (!fs::is_directory(up, ec))
+                throw InputError(shown + ": " + up.string() + " is a file, not a folder, so the output folder " +
+                                 "cannot be made in it; choose another " + setting);
+            break;
+        }
+        if (up == up.root_path()) break;
+    }
     const fs::path cwd = fs::current_path(ec);
     if (!ec && path_within(cwd, m_path))
         throw InputError(shown + ": is the current folder or one of its parents; normlab replaces its output folder "
                                  "as a whole, so name a new folder (e.g. " +
-                                 (setting == "--out" ? "--out results/run1" : setting + " \"results/run1\"") + ")");
+                                 (setting == "--out"        ? "--out results/run1"
+                                  : setting == "output.dir" ? "output.dir \"results/run1\""
+                                                            : "results/run1") +
+                                 ")");
     for (const auto& k : keep) {
         if (resolved(k) == resolved(m_path))
             throw InputError(shown + ": is an input of this run (" + k.string() +

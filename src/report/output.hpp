@@ -20,7 +20,7 @@ public:
     /// normlab result and nothing else (a report.json whose "tool" is "normlab", and only the
     /// files that report lists), which is replaced as a whole. Anything else is refused
     /// (InputError) unless `force`. Never accepted, even with `force` (InputError): a target
-    /// that is a file, the root folder, or the current folder or one of its parents, nor
+    /// that is a file or lies under one, the root folder, or the current folder or one of its parents, nor
     /// one output_folder_problem() refuses (an empty path, a name too long to create).
     /// A trailing '/' or '.' in `target` is ignored. Nor a target that is or contains one of the
     /// `keep` paths (the run's inputs: its config file, data files and folders, weights;

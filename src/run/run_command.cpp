@@ -6,7 +6,6 @@
 #include <iostream>
 #include <set>
 #include <sstream>
-#include <tuple>
 #include <unistd.h>
 
 #include "analysis/analysis.hpp"
@@ -16,11 +15,9 @@
 #include "config/config.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep.hpp"
-#include "data/files.hpp"
 #include "data/npy.hpp"
 #include "json/text.hpp"
 #include "report/output.hpp"
-#include "report/output_paths.hpp"
 #include "report/table.hpp"
 #include "run/points.hpp"
 #include "run/run_plan.hpp"

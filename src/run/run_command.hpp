@@ -9,7 +9,7 @@
 
 namespace normlab {
 
-/// Options of `normlab run`.
+/// Options of `normlab run`, which `normlab validate` takes too (all but `quiet` and `dry_run`).
 struct RunOptions {
     std::string config_path;
     std::optional<std::string> out;          ///< --out: overrides output.dir
@@ -51,9 +51,11 @@ struct ConfigFindings {
 /// "warning"), as validate, run and the dry run give them.
 void print_messages(const char* kind, const std::vector<std::string>& messages);
 
-/// Checks a config at every sweep point as run_config does before it computes anything
-/// (check_points), without writing. Throws InputError on the first problem, with the
-/// message run_config would give. Returns its notes and warnings.
+/// Checks a config as run_config does before it computes anything (RunPlan: the overrides,
+/// the sweep points of `o.shard`, or all, with check_points, and the output folder's
+/// refusals, `o.force` applied), without writing; whether the folder can be written is
+/// left to run. Throws InputError on the first problem, with the message run_config would
+/// give. Returns its notes and warnings.
 ConfigFindings validate_config(const RunOptions& o);
 
 }  // namespace normlab

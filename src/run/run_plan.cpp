@@ -54,18 +54,19 @@ RunPlan::RunPlan(const RunOptions& o, Provenance& origins) : config_path(o.confi
     head = selected.empty() ? &sweep.points.front() : selected.front();
     first = parse_point(point_doc(*head, origins), o.config_path);
 
-    keep.push_back(fs::path(o.config_path));
+    if (o.config_path != "-") keep.push_back(fs::path(o.config_path));  // "-": standard input, no file
     for (const auto& p : inputs.paths()) keep.push_back(p);
     out_dir = o.out ? fs::path(*o.out) : first.output_dir ? fs::path(*first.output_dir) : fs::path("results") / first.name;
     if (o.out || !first.output_dir) {
         folder.emplace(out_dir, o.force, keep);
         return;
     }
-    // The config chose the folder: its refusals are errors at /output/dir, advising another output.dir.
+    // The config chose the folder: its refusals are errors at /output/dir, advising another
+    // output.dir, and blame the --set or sweep point that set it (blame_origins).
     try {
         folder.emplace(out_dir, o.force, keep, "output.dir");
     } catch (const InputError& e) {
-        throw InputError(o.config_path + ": /output/dir: " + e.what());
+        JsonLocation{o.config_path, "/output/dir"}.fail(e.what());
     }
 }
 
