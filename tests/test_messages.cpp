@@ -34,6 +34,11 @@ std::string config(const std::string& data, const std::string& norm, const std::
            R"(}, "analyses": [{"type": "apply", "data": ["x"], "norms": ["n"])" + analysis_extra + "}]}";
 }
 
+// One data entry, one norm (or several: `norm` may go on with more entries), one analysis entry.
+std::string analysis(const std::string& data, const std::string& norm, const std::string& entry) {
+    return R"({"name": "t", "data": {"x": )" + data + R"(}, "norms": {"n": )" + norm + R"(}, "analyses": [)" + entry + "]}";
+}
+
 const std::string kGauss = R"({"source": "gaussian", "shape": [2, 6, 4]})";
 const std::string kLn = R"({"type": "layernorm", "normalized_shape": [4]})";
 
@@ -761,7 +766,7 @@ TEST_CASE("numbers in messages read as the CSVs write them (shortest round trip,
          "/data/x/std: std must be >= 0 and finite, but got nan"},
         {"images_std", config(R"({"source": "images", "shape": [2, 1, 4, 4], "channel_std": [-0.25]})",
                               R"({"type": "batchnorm"})"),
-         "/data/x/channel_std/0: must be >= 0, but got -0.25"},
+         "/data/x/channel_std/0: must be >= 0 and finite, but got -0.25"},
         {"images_smooth", config(R"({"source": "images", "shape": [2, 1, 4, 4], "smooth": -0.1})",
                                  R"({"type": "batchnorm"})"),
          "/data/x/smooth: smooth (the correlation length in pixels) must be in [0, 1e6], but got -0.1"},
@@ -807,6 +812,25 @@ TEST_CASE("values, weights and other numbers accept \"nan\", \"inf\" and \"-inf\
          "/norms/n/weight/normal/mean: mean must be finite, but got -inf"},
         {config(kGauss, R"({"type": "rmsnorm", "axes": [-1], "weight_offset": "nan"})"),
          "/norms/n/weight_offset: weight_offset must be finite, but got nan"},
+        // A tolerance of inf made every verdict "true".
+        {analysis(kGauss, kLn, R"({"type": "invariance", "data": ["x"], "norms": ["n"], "tolerance": "inf"})"),
+         "/analyses/0/tolerance: tolerance must be >= 0 and finite, but got inf"},
+        {analysis(kGauss, kLn + R"(, "m": {"type": "layernorm", "axes": [-1]})",
+                  R"({"type": "equivalence", "data": ["x"], "norms": ["n", "m"], "tolerance": "inf"})"),
+         "/analyses/0/tolerance: tolerance must be >= 0 and finite, but got inf"},
+        {analysis(R"({"source": "tokens", "batch": 3, "max_len": 6, "dim": 4})", R"({"type": "layernorm", "normalized_shape": [4], "mask": true})",
+                  R"({"type": "padding", "data": ["x"], "norms": ["n"], "tolerance": "nan"})"),
+         "/analyses/0/tolerance: tolerance must be >= 0 and finite, but got nan"},
+        {config(R"({"source": "images", "shape": [2, 3, 4, 4], "channel_mean": ["inf", 0, 0]})", R"({"type": "batchnorm"})"),
+         "/data/x/channel_mean/0: must be finite, but got inf"},
+        {config(R"({"source": "images", "shape": [2, 3, 4, 4], "channel_std": [1, "nan", 1]})", R"({"type": "batchnorm"})"),
+         "/data/x/channel_std/1: must be >= 0 and finite, but got nan"},
+        {config(R"({"source": "tokens", "batch": 3, "max_len": 6, "dim": 4, "scale": "inf"})", kLn),
+         "/data/x/scale: scale must be finite, but got inf"},
+        {config(R"({"source": "tokens", "batch": 3, "max_len": 6, "dim": 4, "offset": [0, 0, "nan", 0]})", kLn),
+         "/data/x/offset/2: offset must be finite, but got nan"},
+        {config(R"({"source": "tokens", "batch": 3, "max_len": 6, "dim": 4, "outlier_scale": "-inf"})", kLn),
+         "/data/x/outlier_scale: outlier_scale must be finite, but got -inf"},
     };
     for (const auto& [json, expect] : settings) {
         CAPTURE(expect);

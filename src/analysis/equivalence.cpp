@@ -44,8 +44,7 @@ Options read_options(const AnalysisSpec& spec) {
             o.reshape[it.key()] = dims;
         }
     }
-    o.tolerance = r.number("tolerance");
-    if (o.tolerance && !(*o.tolerance >= 0)) r.at("tolerance").fail("tolerance must be >= 0");
+    o.tolerance = r.nonnegative("tolerance");
     r.finish();
     return o;
 }

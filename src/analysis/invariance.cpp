@@ -32,8 +32,7 @@ Options read_options(const AnalysisSpec& spec) {
     range("scale_range", o.scale_lo, o.scale_hi);
     if (!(o.scale_lo > 0)) r.at("scale_range").fail("scales must be > 0, but the range starts at " + format_number(o.scale_lo));
     range("shift_range", o.shift_lo, o.shift_hi);
-    o.tolerance = r.number("tolerance", 1e-9);
-    if (!(o.tolerance >= 0)) r.at("tolerance").fail("tolerance must be >= 0");
+    o.tolerance = r.nonnegative("tolerance", 1e-9);
     r.finish();
     return o;
 }

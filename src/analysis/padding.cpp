@@ -32,9 +32,7 @@ Options read_options(const AnalysisSpec& spec) {
     if (o.extra_length && *o.extra_length < 1)
         r.at("extra_length").fail("extra_length must be >= 1, but got " + std::to_string(*o.extra_length));
     o.pad_value = r.number("pad_value", 0.0);
-    o.tolerance = r.number("tolerance");
-    if (o.tolerance && !(*o.tolerance >= 0))
-        r.at("tolerance").fail("tolerance must be >= 0, but got " + format_number(*o.tolerance));
+    o.tolerance = r.nonnegative("tolerance");
     r.finish();
     return o;
 }

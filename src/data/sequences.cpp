@@ -1,8 +1,10 @@
 #include "data/sequences.hpp"
 
+#include <cmath>
 #include <map>
 
 #include "data/random.hpp"
+#include "tensor/numbers.hpp"
 
 namespace normlab {
 
@@ -11,7 +13,7 @@ namespace {
 std::vector<double> per_dim(ObjectReader& r, const std::string& key, std::size_t dim, double fallback) {
     const Json* j = r.raw(key);
     if (!j) return std::vector<double>(dim, fallback);
-    if (const auto v = json_number(*j)) return std::vector<double>(dim, *v);
+    if (json_number(*j)) return std::vector<double>(dim, r.finite(key, fallback));
     if (!j->is_array())
         r.at(key).fail("expected a number or a list of " + count_noun(dim, "number") +
                        " (one per dimension), but got " + json_type_name(*j));
@@ -19,6 +21,8 @@ std::vector<double> per_dim(ObjectReader& r, const std::string& key, std::size_t
     if (v.size() != dim)
         r.at(key).fail("expected " + count_noun(dim, "number") + " (one per dimension, dim = " +
                        std::to_string(dim) + "), but got " + std::to_string(v.size()));
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i])) r.at(key).child(i).fail(key + " must be finite, but got " + format_number(v[i]));
     return v;
 }
 
@@ -42,7 +46,7 @@ SequenceStyle read_sequence_style(ObjectReader& r, std::size_t dim) {
     SequenceStyle s;
     s.scale = per_dim(r, "scale", dim, 1.0);
     s.offset = per_dim(r, "offset", dim, 0.0);
-    const double outlier_scale = r.number("outlier_scale", 20.0);
+    const double outlier_scale = r.finite("outlier_scale", 20.0);
     if (auto dims = r.integers("outlier_dims")) {
         for (std::size_t i = 0; i < dims->size(); ++i) {
             const std::size_t d = at_location(r.at("outlier_dims").child(i), [&] {
