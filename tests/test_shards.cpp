@@ -177,6 +177,26 @@ TEST_CASE("merge names a shard folder given twice, and a missing one") {
     REQUIRE(run_normlab("merge " + (dir / "m").string() + " " + s0 + " " + s1).exit_code == 0);
 }
 
+TEST_CASE("merge names the shards not given, and refuses shards of different N") {
+    const fs::path dir = fresh_dir("shards_which");
+    write_text(dir / "cfg.json", R"({"name": "w", "data": {"x": {"source": "values", "values": [[1, 2, 3, 4]]}},
+        "norms": {"n": {"type": "layernorm", "axes": [-1]}}, "analyses": [{"type": "stats_shapes", "data": ["x"], "norms": ["n"]}],
+        "sweep": {"norms.n.eps": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]}})");
+    auto shard = [&](const std::string& which, const std::string& folder) {
+        REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --shard " + which + " --out " + (dir / folder).string() +
+                            " -q").exit_code == 0);
+        return (dir / folder).string();
+    };
+    const std::string a = shard("0/4", "a"), c = shard("2/4", "c"), t = shard("1/3", "t");
+    CliResult two = run_normlab("merge " + (dir / "m").string() + " " + a + " " + c);
+    CHECK_MESSAGE(two.err == "normlab: error: merge: 2 of 5 sweep points missing (1, 3); the folders of shards 1/4 and 3/4 "
+                  "are not among those given\n", two.err);
+    CliResult mixed = run_normlab("merge " + (dir / "m").string() + " " + a + " " + t);
+    CHECK_MESSAGE(mixed.err == "normlab: error: merge: " + t + " ran as shard 1/3, " + a + " as shard 0/4: the shards of one "
+                  "merge split the sweep by one N (--shard I/N, the same N)\n", mixed.err);
+    CHECK_FALSE(fs::exists(dir / "m"));
+}
+
 TEST_CASE("merge refuses shards whose norms without compute took different arithmetic") {
     // A shard run on a CPU without FMA instructions takes the double path where another
     // takes the float path: the merged folder would mix the two.

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -133,20 +134,28 @@ std::string first_difference(const Json& here, const Json& there) {
            " there)";
 }
 
-// "; the folder of shard 1/4 is not among those given" (or of shards 1/4 and 3/4) when every
-// report ran as a shard of one N (its /sweep/shard, [I, N]) and each missing point is
-// one of a shard not given; else "": the points alone say what is missing.
+// The shard I/N a report ran as (its /sweep/shard), or nullopt when it does not say.
+std::optional<std::pair<std::size_t, std::size_t>> report_shard(const Json& r) {
+    const Json& sw = r["sweep"];
+    if (!sw.contains("shard")) return std::nullopt;
+    const Json& sh = sw["shard"];
+    if (!sh.is_array() || sh.size() != 2 || !sh[0].is_number_unsigned() || !sh[1].is_number_unsigned()) return std::nullopt;
+    const auto i = sh[0].get<std::size_t>(), n = sh[1].get<std::size_t>();
+    if (i >= n) return std::nullopt;
+    return std::make_pair(i, n);
+}
+
+// "; the folder of shard 1/4 is not among those given" (the folders of shards 1/4 and 3/4
+// are ..., at most ten named) when every report ran as a shard of one N and each missing
+// point is one of a shard not given; else "": the points alone say what is missing.
 std::string missing_shards(const std::vector<Json>& reports, const std::vector<std::size_t>& missing) {
     std::size_t n = 0;
     std::set<std::size_t> given;
     for (const Json& r : reports) {
-        const Json* sh = r["sweep"].contains("shard") ? &r["sweep"]["shard"] : nullptr;
-        if (!sh || !sh->is_array() || sh->size() != 2 || !(*sh)[0].is_number_unsigned() || !(*sh)[1].is_number_unsigned())
-            return "";
-        const auto i = (*sh)[0].get<std::size_t>(), k = (*sh)[1].get<std::size_t>();
-        if ((n && k != n) || i >= k) return "";
-        n = k;
-        given.insert(i);
+        const auto sh = report_shard(r);
+        if (!sh || (n && sh->second != n)) return "";
+        n = sh->second;
+        given.insert(sh->first);
     }
     std::set<std::size_t> absent;
     for (std::size_t p : missing) {
@@ -154,9 +163,16 @@ std::string missing_shards(const std::vector<Json>& reports, const std::vector<s
         absent.insert(p % n);
     }
     std::vector<std::string> names;
-    for (std::size_t i : absent) names.push_back(std::to_string(i) + "/" + std::to_string(n));
-    return std::string("; the folder of ") + (names.size() == 1 ? "shard " : "shards ") + join_words(names, " and ") +
-           " is not among those given";
+    for (std::size_t i : absent) {
+        if (names.size() == 10) {
+            names.push_back("...");
+            break;
+        }
+        names.push_back(std::to_string(i) + "/" + std::to_string(n));
+    }
+    if (absent.size() == 1) return "; the folder of shard " + names.front() + " is not among those given";
+    return "; the folders of shards " + join_words(names, names.back() == "..." ? ", " : " and ") +
+           " are not among those given";
 }
 
 }  // namespace
@@ -189,6 +205,14 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
                              reports.front().value("default_compute", "(unrecorded)") +
                              " path (machines with and without FMA instructions): run the shards on one kind of "
                              "machine, or give each norm \"compute\"");
+        // Shards of one sweep split it by one N: --shard 1/4 beside 0/3 is another split.
+        const auto sh = report_shard(r), first = reports.empty() ? std::nullopt : report_shard(reports.front());
+        auto name = [](const std::pair<std::size_t, std::size_t>& p) {
+            return std::to_string(p.first) + "/" + std::to_string(p.second);
+        };
+        if (sh && first && sh->second != first->second)
+            throw InputError("merge: " + dirs[s] + " ran as shard " + name(*sh) + ", " + dirs.front() + " as shard " +
+                             name(*first) + ": the shards of one merge split the sweep by one N (--shard I/N, the same N)");
         for (std::size_t pi : points) {
             if (owner.count(pi))
                 throw InputError("merge: point " + std::to_string(pi) + " is in both " + dirs[owner[pi]] + " and " + dirs[s]);
