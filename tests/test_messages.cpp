@@ -869,7 +869,10 @@ TEST_CASE("a list typed without brackets, and a mask given inline, are answered 
                   "/norms/ln/eps: expected a number, but got string \".001\" (as a number, JSON writes it 0.001, "
                   "without quotes)");
     check_refused(run_normlab("validate " + kQuick + " --set 'norms.ln.eps=\"1e-3\"'"),
-                  "got string \"1e-3\" (as a number, JSON writes it 0.001, without quotes)");
+                  "got string \"1e-3\" (as a number, JSON writes it 1e-3, without quotes)");
+    // A valid JSON number in quotes is shown as written (nlohmann would print 1e-05).
+    check_refused(run_normlab("validate " + kQuick + " --set 'norms.ln.eps=\"1e-5\"'"),
+                  "got string \"1e-5\" (as a number, JSON writes it 1e-5, without quotes)");
     // A number out of double's range among them is still such a list, not an out-of-range number.
     check_refused(run_normlab("validate " + kQuick + " --set data.small.shape=1e999,2"),
                   "/data/small/shape: expected a list of integers, but got string \"1e999,2\"");

@@ -75,7 +75,7 @@ TEST_CASE("ObjectReader: types, unknown keys with did-you-mean, pointer paths") 
     ObjectReader r(j, loc);
     CHECK_THROWS_WITH_AS(r.number("eps"),
                          "cfg.json: /norms/ln/eps: expected a number, but got string \"1e-5\" (as a number, JSON "
-                         "writes it 1e-05, without quotes)",
+                         "writes it 1e-5, without quotes)",
                          InputError);
     CHECK(r.integer("n", 0) == -1);
     CHECK(r.integer("k", 0) == 3);

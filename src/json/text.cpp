@@ -122,6 +122,8 @@ std::string string_number_note(const Json& j) {
     errno = 0;
     const double v = std::strtod(s.c_str(), &end);
     if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return "";
+    // Already a JSON number ("1e-5" in quotes): shown as written, not as nlohmann would print it (1e-05).
+    if (Json::accept(s)) return " (as a number, JSON writes it " + s + ", without quotes)";
     const bool whole = std::floor(v) == v && std::abs(v) < 1e15;
     return " (as a number, JSON writes it " + (whole ? Json(static_cast<long long>(v)) : Json(v)).dump() +
            ", without quotes)";

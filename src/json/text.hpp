@@ -49,7 +49,8 @@ std::string nonfinite_note(const std::string& word);
 /// Python write a non-finite number ("NaN", "Infinity"), most often a --set value, which
 /// reaches the config as a string because it is no JSON. For a string that reads as a finite number (".001" or
 /// "+5" from --set, which JSON does not take as written, or "1e-5" quoted in a file), how
-/// JSON writes it: " (as a number, JSON writes it 0.001, without quotes)". "" for anything else.
+/// JSON writes it: " (as a number, JSON writes it 0.001, without quotes)", as given where it
+/// is a JSON number already ("1e-5"). "" for anything else.
 std::string string_number_note(const Json& j);
 
 /// nonfinite_note for the word of `text` that a parse error at `byte` (nlohmann's, 1-based)
