@@ -597,7 +597,7 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
     }
     SUBCASE("a foreign folder: refused; with --force replaced as a whole") {
         write_text(dir / "foreign" / "a.txt", "mine");
-        check_row(run_sh(run + "--out foreign"), "foreign: output folder is not empty and does not hold an earlier normlab result");
+        check_row(run_sh(run + "--out foreign"), "foreign: output folder is not empty (it holds \"a.txt\") and does not hold an earlier normlab result");
         CHECK(read_text(dir / "foreign" / "a.txt") == "mine");
         CHECK(run_sh(run + "--out foreign --force").exit_code == 0);
         CHECK_FALSE(fs::exists(dir / "foreign" / "a.txt"));
@@ -609,11 +609,19 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         write_text(dir / "afile", "x");
         for (const std::string extra : {"", "--dry-run "}) {
             CAPTURE(extra);
-            CliResult r = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out afile/sub");
+            // /proc takes no new folder, even from root, whom permissions do not stop.
+            CliResult r = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out /proc/normlab_out/sub");
             CHECK(r.exit_code == 1);
-            CHECK(r.err == "normlab: error: afile/sub: cannot write the output folder here: cannot create a folder in " +
-                               (dir / "afile").string() + ": Not a directory\n");
+            CHECK_MESSAGE(r.err.rfind("normlab: error: /proc/normlab_out/sub: cannot write the output folder here: cannot "
+                                      "create /proc/normlab_out: ", 0) == 0, r.err);
+            CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
             CHECK(r.out.empty());
+            // A folder under a file is refused by the folder's own check, as validate finds it (exit 2).
+            CliResult f = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out afile/sub");
+            CHECK(f.exit_code == 2);
+            CHECK(f.err == "normlab: error: afile/sub: " + (dir / "afile").string() +
+                               " is a file, not a folder, so the output folder cannot be made in it; choose another --out\n");
+            CHECK(f.out.empty());
         }
         // The dry run's probe leaves nothing behind: not the staging folder, nor the parents.
         CliResult dry = run_sh(run + "--dry-run --out new/deeper/out");
@@ -623,7 +631,7 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
             CHECK_MESSAGE(e.path().filename().string().find("normlab-staging") == std::string::npos, e.path());
         // --dry-run refuses what run refuses about the folder.
         write_text(dir / "theirs" / "a.txt", "mine");
-        check_row(run_sh(run + "--dry-run --out theirs"), "theirs: output folder is not empty and does not hold an earlier normlab result");
+        check_row(run_sh(run + "--dry-run --out theirs"), "theirs: output folder is not empty (it holds \"a.txt\") and does not hold an earlier normlab result");
     }
     SUBCASE("a trailing slash names the same folder") {
         CliResult r = run_sh(run + "--out res2/");

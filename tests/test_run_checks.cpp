@@ -411,7 +411,7 @@ TEST_CASE("validate takes run's options and refuses what run refuses with them")
         {shape + " --shard 0/2 --threads 1", ""},
         {shape + " --shard 0/2 --out '~/v'", "--out ~/v: "},
         {shape + " --shard 0/2 --out ''", "--out \"\": "},
-        {shape + " --shard 0/2 --out " + foreign, "foreign: output folder is not empty and does not hold an earlier normlab result; choose another --out or pass --force"},
+        {shape + " --shard 0/2 --out " + foreign, "foreign: output folder is not empty (it holds \"notes.txt\") and does not hold an earlier normlab result; choose another --out or pass --force"},
         {shape + " --shard 0/2 --out " + foreign + " --force", ""},
         // output.dir set by an override: its refusal blames the override, as other values' do
         {shape + " --shard 0/2 --set 'output={\"dir\": \"" + foreign + "\"}'",

@@ -183,10 +183,18 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
         if (!fs::is_directory(m_path, ec))
             throw InputError(shown + ": output path exists and is not a folder");
         if (!force && !fs::is_empty(m_path, ec)) {
-            if (!is_normlab_result(m_path))
-                throw InputError(shown +
-                                 ": output folder is not empty and does not hold an earlier normlab "
-                                 "result; choose another " + setting + " or pass --force to replace it");
+            if (!is_normlab_result(m_path)) {
+                // One of its entries (the first by name), so the user can see what it holds.
+                std::string first;
+                for (auto it = fs::directory_iterator(m_path, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+                    const std::string name = it->path().filename().string();
+                    if (first.empty() || name < first) first = name;
+                }
+                throw InputError(shown + ": output folder is not empty" +
+                                 (first.empty() ? std::string() : " (it holds " + quoted_text(first) + ")") +
+                                 " and does not hold an earlier normlab result; choose another " + setting +
+                                 " or pass --force to replace it");
+            }
             const std::string foreign = foreign_entry(m_path);
             if (!foreign.empty())
                 throw InputError(shown + ": output folder holds an earlier normlab result and also " + quoted_text(foreign) +
