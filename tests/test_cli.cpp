@@ -375,6 +375,7 @@ TEST_CASE("usage errors exit 2; validate and list") {
         {"run x.json --thread 2", "normlab: error: run: unknown option \"--thread\" (did you mean \"--threads\"?); see normlab run --help"},
         {"run x.json y.json", "normlab: error: run: unexpected argument \"y.json\""},
         {"run", "normlab: error: run: config is required"},
+        {"merge m", "normlab: error: merge: SHARD_DIR is required; see normlab merge --help"},
         {"bench --repeet 3", "normlab: error: bench: unknown option \"--repeet\" (did you mean \"--repeat\"?)"},
         // Keras's "axis": the channel axis of a BatchNorm, the normalized axis of a LayerNorm.
         {"shapes --shape 2,3,4 --norm batchnorm --axis -1",
@@ -456,6 +457,17 @@ TEST_CASE("usage errors exit 2; validate and list") {
     CHECK_MESSAGE(errors.rfind("normlab: error: " + (dir / "bad1.json").string() + ":", 0) == 0, many.err);
     CHECK_MESSAGE(errors.find("\nnormlab: error: " + (dir / "bad2.json").string() + ": /norms/n/epsx: unknown key") !=
                       std::string::npos, many.err);
+    // An error that names no config (a --set refusal) is prefixed with its config's path
+    // when several are given, and left as run gives it for one.
+    const std::string set = " --set norms.n.typo=1";
+    CliResult two = run_normlab("validate " + (dir / "a.json").string() + " " + (dir / "c.json").string() + set);
+    CHECK(two.exit_code == 2);
+    CHECK_MESSAGE(two.err.find("normlab: error: " + (dir / "a.json").string() + ": --set norms.n.typo=1: unknown key") !=
+                      std::string::npos, two.err);
+    CHECK_MESSAGE(two.err.find("normlab: error: " + (dir / "c.json").string() + ": --set norms.n.typo=1: unknown key") !=
+                      std::string::npos, two.err);
+    CliResult one = run_normlab("validate " + (dir / "a.json").string() + set);
+    CHECK_MESSAGE(one.err.rfind("normlab: error: --set norms.n.typo=1: unknown key", 0) == 0, one.err);
     CHECK(l.out.find("groupnorm") != std::string::npos);
     CHECK(l.out.find("stats_shapes") != std::string::npos);
     // normalized_shape has no default: the listing must not read like one

@@ -287,8 +287,8 @@ int run_cli(int argc, char** argv) {
     std::vector<std::string> merge_dirs;
     bool merge_force = false;
     auto* merge_cmd = app.add_subcommand("merge", "combine the folders of a sharded sweep into one");
-    merge_cmd->add_option("out", merge_out, "output folder")->required();
-    merge_cmd->add_option("dirs", merge_dirs, "shard folders")->required();
+    merge_cmd->add_option("OUT", merge_out, "output folder")->required();
+    merge_cmd->add_option("SHARD_DIR", merge_dirs, "shard folders, one per shard run (--shard I/N)")->required();
     merge_cmd->add_flag("--force", merge_force, "replace an output folder that does not hold a normlab result");
 
     std::string report_dir;
@@ -368,16 +368,23 @@ int run_cli(int argc, char** argv) {
             int refused = 0, unchecked = 0;
             for (const auto& p : val_paths) {
                 val.config_path = p;
+                // With several configs, an error that does not start with its config's path
+                // (an --out or --set refusal, results/<name>) is prefixed with it.
+                auto error = [&](const char* what) {
+                    const std::string name = plain_or_quoted(p), text = what;
+                    const bool named = val_paths.size() == 1 || text.rfind(name + ": ", 0) == 0;
+                    std::cerr << "normlab: error: " << one_line(named ? text : name + ": " + text) << '\n';
+                };
                 try {
                     const ConfigFindings f = validate_config(val);
                     print_messages("note", f.notes);
                     print_messages("warning", f.warnings);
                     std::cout << plain_or_quoted(p) << ": ok\n";
                 } catch (const InputError& e) {
-                    std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
+                    error(e.what());
                     ++refused;
                 } catch (const EnvError& e) {
-                    std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
+                    error(e.what());
                     ++unchecked;
                 }
             }
