@@ -557,7 +557,10 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
         CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
         // --out naming the config itself: said as such, not as a folder holding it.
         check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out sub/cfg.json --force"),
-                  "sub/cfg.json: is an input of this run (sub/cfg.json), not a folder for its results; choose another --out");
+                  "sub/cfg.json: is an input of this run, not a folder for its results; choose another --out");
+        // Named as the run read it where --out spells it otherwise.
+        check_row(run_sh("cd " + dir.string() + " && NL run sub/cfg.json --out ./sub/cfg.json --force"),
+                  "./sub/cfg.json: is an input of this run (sub/cfg.json), not a folder for its results; choose another --out");
         CHECK(read_text(dir / "sub" / "cfg.json") == cfg);
     }
     SUBCASE("a config's output.dir that run refuses: validate refuses it too, at /output/dir") {

@@ -172,8 +172,8 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
                                  ")");
     for (const auto& k : keep) {
         if (resolved(k) == resolved(m_path))
-            throw InputError(shown + ": is an input of this run (" + k.string() +
-                             "), not a folder for its results; choose another " + setting);
+            throw InputError(shown + ": is an input of this run" + (k.string() == shown ? "" : " (" + k.string() + ")") +
+                             ", not a folder for its results; choose another " + setting);
         if (path_within(k, m_path))
             throw InputError(shown + ": the output folder holds " + k.string() +
                              ", an input of this run; normlab replaces the output folder as a whole, so choose "

@@ -98,6 +98,12 @@ void write_template(const std::string& name, const std::string& path, bool force
         throw InputError(path + ": is a folder; name the file to write (e.g. " +
                          (std::filesystem::path(path) / "my.json").string() + ")");
     if (std::filesystem::exists(path, ec) && !force) throw InputError(path + ": exists; pass --force to overwrite");
+    // init writes one file and makes no folder: a missing one is named, not left to strerror.
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+        throw InputError(plain_or_quoted(path) + ": the folder " + plain_or_quoted(parent.string()) +
+                         (std::filesystem::exists(parent, ec) ? " is a file" : " does not exist") +
+                         "; init writes the file into an existing folder");
     errno = 0;
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     if (!f) throw EnvError(path + ": cannot write: " + std::strerror(errno));
