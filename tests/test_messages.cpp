@@ -99,6 +99,14 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
         check_refused(run_normlab("run " + kQuick + " --dry-run " + c.args), c.expect);
         check_refused(run_normlab("validate " + kQuick + " " + c.args), c.expect);
     }
+    // A dotted path into a sweep, whose keys hold dots: the pointer form that reaches the key.
+    const std::string sweep = kSrc + "/configs/sweep.json";
+    for (const std::string option : {"--unset sweep.norms.ln.eps", "--set 'sweep.norms.ln.eps=[1]'"}) {
+        CAPTURE(option);
+        check_refused(run_normlab("validate " + sweep + " " + option),
+                      ": /sweep/norms does not exist in the config (the key \"norms.ln.eps\" holds dots: give the path as a "
+                      "JSON pointer, /sweep/norms.ln.eps)");
+    }
     // --unset removes a key: its default applies, and an error about the key names it.
     check_refused(run_normlab("validate " + kQuick + " --unset norms.ln.normalized_shape"),
                   "error: --unset norms.ln.normalized_shape: /norms/ln: missing \"normalized_shape\"");

@@ -45,20 +45,32 @@ std::vector<std::string> object_keys(const Json& o) {
     return keys;
 }
 
-// The value at `tokens` (the last one may be a new key of an object when `may_add`), walked
-// from `config`; `walked` receives its JSON pointer. InputError naming `who` for a step that
-// does not exist, an array index that is not one, or a step into a number or string.
-Json* walk_path(Json& config, const std::vector<std::string>& tokens, bool may_add, const std::string& who,
-                std::string& walked) {
+// The value at the first `depth` of `tokens` (the last of them may be a new key of an object
+// when `may_add`), walked from `config`; `walked` receives its JSON pointer. InputError naming
+// `who` for a step that does not exist (with a note when `tokens` split a key that holds
+// dots), an array index that is not one, or a step into a number or string.
+Json* walk_path(Json& config, const std::vector<std::string>& tokens, std::size_t depth, bool may_add,
+                const std::string& who, std::string& walked) {
     Json* node = &config;
     walked.clear();
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
+    for (std::size_t i = 0; i < depth; ++i) {
         const std::string& t = tokens[i];
-        const bool last = i + 1 == tokens.size();
+        const bool last = i + 1 == depth;
         if (node->is_object()) {
-            if ((!last || !may_add) && !node->contains(t))
+            if ((!last || !may_add) && !node->contains(t)) {
+                // A key holding dots (a sweep's "norms.ln.eps") that the dotted path split up.
+                std::string dotted = t, note;
+                for (std::size_t j = i + 1; j < tokens.size() && note.empty(); ++j) {
+                    dotted += "." + tokens[j];
+                    if (!node->contains(dotted)) continue;
+                    JsonLocation at = JsonLocation{"", walked}.child(dotted);
+                    for (std::size_t k = j + 1; k < tokens.size(); ++k) at = at.child(tokens[k]);
+                    note = " (the key " + quoted_text(dotted) + " holds dots: give the path as a JSON pointer, " +
+                           plain_or_quoted(at.pointer) + ")";
+                }
                 throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + " does not exist in the config" +
-                                 did_you_mean_note(t, object_keys(*node)));
+                                 (note.empty() ? did_you_mean_note(t, object_keys(*node)) : note));
+            }
             walked = JsonLocation{"", walked}.child(t).pointer;
             node = &(*node)[t];
         } else if (node->is_array()) {
@@ -92,7 +104,7 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
     const auto tokens = path_tokens(path);
     if (tokens.empty()) throw InputError(who + ": empty path");
     std::string walked;
-    *walk_path(config, tokens, true, who, walked) = std::move(value);
+    *walk_path(config, tokens, tokens.size(), true, who, walked) = std::move(value);
     return walked;
 }
 
@@ -103,12 +115,11 @@ std::string config_pointer(const std::string& path) {
 }
 
 std::string remove_config_value(Json& config, const std::string& path, const std::string& who) {
-    auto tokens = path_tokens(path);
+    const auto tokens = path_tokens(path);
     if (tokens.empty()) throw InputError(who + ": empty path");
     const std::string key = tokens.back();
-    tokens.pop_back();
     std::string walked;
-    Json* parent = walk_path(config, tokens, false, who, walked);
+    Json* parent = walk_path(config, tokens, tokens.size() - 1, false, who, walked);
     const std::string pointer = JsonLocation{"", walked}.child(key).pointer;
     if (!parent->is_object())
         throw InputError(who + ": " + plain_or_quoted(pointer) + ": only a key of an object can be removed (" +
