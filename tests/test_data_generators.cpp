@@ -96,7 +96,7 @@ TEST_CASE("images: errors") {
                          "cfg.json: /data/x/channel_mean: expected 3 values (one per channel, C = 3), but got 2",
                          InputError);
     CHECK_THROWS_WITH_AS(make(R"({"source": "images", "shape": [1, 1, 4, 4], "channel_std": [-0.1]})"),
-                         doctest::Contains("/data/x/channel_std/0: must be >= 0"), InputError);
+                         doctest::Contains("/data/x/channel_std/0: channel_std must be >= 0"), InputError);
     CHECK_THROWS_WITH_AS(make(R"({"source": "images", "shape": [1, 1, 4, 4], "smooth": -1})"),
                          doctest::Contains("/data/x/smooth: smooth (the correlation length in pixels) must be in"),
                          InputError);

@@ -341,5 +341,5 @@ TEST_CASE("values: \"nan\", \"inf\" and \"-inf\" are the non-finite numbers, as 
     CHECK_THROWS_WITH_AS(batch(R"({"source": "tokens", "batch": 1, "max_len": 2, "dim": 2, "scale": ["inf", 1], "lengths": [2]})"),
                          "cfg.json: /data/x/scale/0: scale must be finite, but got inf", InputError);
     CHECK_THROWS_WITH_AS(batch(R"({"source": "images", "shape": [1, 1, 2, 2], "channel_mean": ["-inf"]})"),
-                         "cfg.json: /data/x/channel_mean/0: must be finite, but got -inf", InputError);
+                         "cfg.json: /data/x/channel_mean/0: channel_mean must be finite, but got -inf", InputError);
 }

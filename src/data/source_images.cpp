@@ -32,8 +32,8 @@ std::vector<double> channel_values(ObjectReader& r, const std::string& key, std:
     // A mean or std of inf or NaN would draw every pixel of its channel non-finite.
     for (std::size_t c = 0; c < v.size(); ++c) {
         if (non_negative && !(v[c] >= 0 && std::isfinite(v[c])))
-            r.at(key).child(c).fail("must be >= 0 and finite, but got " + format_number(v[c]));
-        if (!std::isfinite(v[c])) r.at(key).child(c).fail("must be finite, but got " + format_number(v[c]));
+            r.at(key).child(c).fail(key + " must be >= 0 and finite, but got " + format_number(v[c]));
+        if (!std::isfinite(v[c])) r.at(key).child(c).fail(key + " must be finite, but got " + format_number(v[c]));
     }
     return v;
 }

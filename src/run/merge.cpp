@@ -136,9 +136,9 @@ std::string first_difference(const Json& here, const Json& there) {
 
 // The shard I/N a report ran as (its /sweep/shard), or nullopt when it does not say.
 std::optional<std::pair<std::size_t, std::size_t>> report_shard(const Json& r) {
-    const Json& sw = r["sweep"];
-    if (!sw.contains("shard")) return std::nullopt;
-    const Json& sh = sw["shard"];
+    const auto sw = r.find("sweep");
+    if (sw == r.end() || !sw->is_object() || !sw->contains("shard")) return std::nullopt;
+    const Json& sh = (*sw)["shard"];
     if (!sh.is_array() || sh.size() != 2 || !sh[0].is_number_unsigned() || !sh[1].is_number_unsigned()) return std::nullopt;
     const auto i = sh[0].get<std::size_t>(), n = sh[1].get<std::size_t>();
     if (i >= n) return std::nullopt;
