@@ -316,6 +316,25 @@ TEST_CASE("memory: the estimate refuses what does not fit, fast, before allocati
               "cfg.json: /data/x: needs an estimated ");
 }
 
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's shadow memory does not start under ulimit -v
+TEST_CASE("memory: a process given less than --max-memory allows says so when an allocation fails") {
+    // 1.8 GiB of data within the default limit (half of the RAM), in a process limited to
+    // about 400 MiB of address space: the estimate passes and the allocation fails.
+    const std::string big = config(R"({"source": "gaussian", "shape": [64, 1024, 1024]})");
+    const fs::path dir = out_of("mem_ulimit").parent_path();
+    write_text(dir / "cfg.json", big);
+    CliResult within = run_sh("cd " + dir.string() + " && ulimit -v 400000 && NL run cfg.json --out out");
+    CHECK(within.exit_code == 1);
+    CHECK_MESSAGE(within.err.rfind("normlab: error: out of memory: an allocation failed although the config's estimated "
+                                   "memory was within --max-memory", 0) == 0, within.err);
+    CliResult none = run_sh("cd " + dir.string() + " && ulimit -v 400000 && NL run cfg.json --out out --max-memory none");
+    CHECK(none.exit_code == 1);
+    CHECK_MESSAGE(none.err.find("--max-memory none had turned off the check") != std::string::npos, none.err);
+    for (const CliResult* r : {&within, &none}) CHECK(std::count(r->err.begin(), r->err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+}
+#endif
+
 TEST_CASE("bad npy files: exit 2, the config pointer, the file and the problem") {
     const std::string d = kData + "/npy/";
     fs::path dir = fresh_dir("hostile_npy_files");

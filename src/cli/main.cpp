@@ -483,7 +483,16 @@ int run_cli(int argc, char** argv) {
         std::cerr << "normlab: error: " << one_line(e.what()) << '\n';
         return 1;
     } catch (const std::bad_alloc&) {
-        std::cerr << "normlab: error: out of memory\n";
+        std::string why;
+        if (*run_cmd && run.max_memory == "none")
+            why = ": an allocation failed, and --max-memory none had turned off the check that refuses a config "
+                  "whose estimated memory is too large; give a limit (e.g. --max-memory 50%) to have it refused "
+                  "before it runs";
+        else if (*run_cmd)
+            why = ": an allocation failed although the config's estimated memory was within --max-memory (by "
+                  "default half of the RAM); this process may have less (ulimit -v, a container's limit): give "
+                  "--max-memory what it has, to have such a config refused before it runs";
+        std::cerr << "normlab: error: out of memory" << why << "\n";
         return 1;
     } catch (const std::exception& e) {
         std::cerr << "normlab: internal error: " << one_line(e.what()) << '\n';
