@@ -706,6 +706,8 @@ TEST_CASE("numeric options refuse values the help gives no meaning") {
         {"run " + kQuick + " --dry-run --threads 0", "--threads 0: expected an integer from 1 to 1024 (leave it out to use all cores)"},
         {"run " + kQuick + " --dry-run --threads -2", "--threads -2: expected an integer from 1 to 1024"},
         {"run " + kQuick + " --dry-run --threads 100000", "--threads 100000: expected an integer from 1 to 1024"},
+        {"run " + kQuick + " --dry-run --threads 99999999999999999999", "--threads 99999999999999999999: expected an integer from 1 to 1024 (leave it out to use all cores)\n"},
+        {"run " + kQuick + " --dry-run --seed 9223372036854775808", "run --seed 9223372036854775808: expected an integer, at most 9223372036854775807 in magnitude\n"},
         {"run " + kQuick + " --dry-run --threads two", "--threads two: expected an integer from 1 to 1024"},
         {"run " + kQuick + " --dry-run --max-memory 0", "--max-memory: \"0\" would allow no memory at all; for no limit, give none"},
         {"validate " + kQuick + " --max-memory 0G", "--max-memory: \"0G\" would allow no memory at all; for no limit, give none"},

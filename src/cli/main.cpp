@@ -66,6 +66,13 @@ long long integer_option(const std::string& name, const std::string& text, long 
         std::size_t used = 0;
         v = std::stoll(text, &used);
         if (used != text.size()) throw std::invalid_argument(text);
+    } catch (const std::out_of_range&) {
+        // Digits beyond a 64-bit integer: an integer still, and where the range is open on
+        // a side, its limit is the 64-bit one, which is said.
+        const bool open = lo == std::numeric_limits<long long>::min() || hi == std::numeric_limits<long long>::max();
+        throw InputError(name + " " + text + ": expected " + range + hint +
+                         (open ? ", at most " + std::to_string(std::numeric_limits<long long>::max()) + " in magnitude"
+                               : std::string()));
     } catch (const std::exception&) {
         throw InputError(name + " " + text + ": expected " + range + hint);
     }
