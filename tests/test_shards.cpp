@@ -192,9 +192,16 @@ TEST_CASE("merge names the shards not given, and refuses shards of different N")
     CHECK_MESSAGE(two.err == "normlab: error: merge: 2 of 5 sweep points missing (1, 3); the folders of shards 1/4 and 3/4 "
                   "are not among those given\n", two.err);
     CliResult mixed = run_normlab("merge " + (dir / "m").string() + " " + a + " " + t);
-    CHECK_MESSAGE(mixed.err == "normlab: error: merge: " + t + " ran as shard 1/3, " + a + " as shard 0/4: the shards of one "
-                  "merge split the sweep by one N (--shard I/N, the same N)\n", mixed.err);
+    CHECK_MESSAGE(mixed.err == "normlab: error: merge: point 4 is in both " + a + " (shard 0/4) and " + t +
+                  " (shard 1/3): shards of different N overlap\n", mixed.err);
     CHECK_FALSE(fs::exists(dir / "m"));
+    // Shards of different N that cover the sweep once (a failed 1/2 split again in two) merge,
+    // into the rows of one unsharded run.
+    const std::string half = shard("0/2", "h0"), q1 = shard("1/4", "q1"), q3 = shard("3/4", "q3");
+    CliResult resplit = run_normlab("merge " + (dir / "m").string() + " " + half + " " + q1 + " " + q3);
+    REQUIRE_MESSAGE(resplit.exit_code == 0, resplit.err);
+    REQUIRE(run_normlab("run " + (dir / "cfg.json").string() + " --out " + (dir / "whole").string() + " -q").exit_code == 0);
+    CHECK(read_text(dir / "m" / "stats_shapes.csv") == read_text(dir / "whole" / "stats_shapes.csv"));
 }
 
 TEST_CASE("merge refuses shards whose norms without compute took different arithmetic") {

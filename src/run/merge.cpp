@@ -145,6 +145,11 @@ std::optional<std::pair<std::size_t, std::size_t>> report_shard(const Json& r) {
     return std::make_pair(i, n);
 }
 
+// "1/4": shard I of N, as --shard takes it.
+std::string shard_name(const std::pair<std::size_t, std::size_t>& shard) {
+    return std::to_string(shard.first) + "/" + std::to_string(shard.second);
+}
+
 // "; the folder of shard 1/4 is not among those given" (the folders of shards 1/4 and 3/4
 // are ..., at most ten named) when every report ran as a shard of one N and each missing
 // point is one of a shard not given; else "": the points alone say what is missing.
@@ -168,7 +173,7 @@ std::string missing_shards(const std::vector<Json>& reports, const std::vector<s
             names.push_back("...");
             break;
         }
-        names.push_back(std::to_string(i) + "/" + std::to_string(n));
+        names.push_back(shard_name({i, n}));
     }
     if (absent.size() == 1) return "; the folder of shard " + names.front() + " is not among those given";
     return "; the folders of shards " + join_words(names, names.back() == "..." ? ", " : " and ") +
@@ -205,17 +210,15 @@ void merge_results(const std::string& out, const std::vector<std::string>& dirs,
                              reports.front().value("default_compute", "(unrecorded)") +
                              " path (machines with and without FMA instructions): run the shards on one kind of "
                              "machine, or give each norm \"compute\"");
-        // Shards of one sweep split it by one N: --shard 1/4 beside 0/3 is another split.
-        const auto sh = report_shard(r), first = reports.empty() ? std::nullopt : report_shard(reports.front());
-        auto name = [](const std::pair<std::size_t, std::size_t>& p) {
-            return std::to_string(p.first) + "/" + std::to_string(p.second);
-        };
-        if (sh && first && sh->second != first->second)
-            throw InputError("merge: " + dirs[s] + " ran as shard " + name(*sh) + ", " + dirs.front() + " as shard " +
-                             name(*first) + ": the shards of one merge split the sweep by one N (--shard I/N, the same N)");
         for (std::size_t pi : points) {
-            if (owner.count(pi))
-                throw InputError("merge: point " + std::to_string(pi) + " is in both " + dirs[owner[pi]] + " and " + dirs[s]);
+            if (owner.count(pi)) {
+                // Shards of different N may cover a sweep (0/2 beside 1/4 and 3/4), but not overlap.
+                const auto here = report_shard(r), there = report_shard(reports[owner[pi]]);
+                const bool mixed = here && there && here->second != there->second;
+                throw InputError("merge: point " + std::to_string(pi) + " is in both " + dirs[owner[pi]] +
+                                 (mixed ? " (shard " + shard_name(*there) + ")" : "") + " and " + dirs[s] +
+                                 (mixed ? " (shard " + shard_name(*here) + "): shards of different N overlap" : ""));
+            }
             owner[pi] = s;
         }
         reports.push_back(std::move(r));
