@@ -466,6 +466,9 @@ TEST_CASE("usage errors exit 2; validate and list") {
                       std::string::npos, two.err);
     CHECK_MESSAGE(two.err.find("normlab: error: " + (dir / "c.json").string() + ": --set norms.n.typo=1: unknown key") !=
                       std::string::npos, two.err);
+    // A config's own error, which starts with its path (or "- (standard input)"), is not prefixed again.
+    CliResult piped = run_normlab("validate - " + (dir / "a.json").string() + " < /dev/null");
+    CHECK_MESSAGE(piped.err.rfind("normlab: error: - (standard input): ", 0) == 0, piped.err);
     CliResult one = run_normlab("validate " + (dir / "a.json").string() + set);
     CHECK_MESSAGE(one.err.rfind("normlab: error: --set norms.n.typo=1: unknown key", 0) == 0, one.err);
     CHECK(l.out.find("groupnorm") != std::string::npos);

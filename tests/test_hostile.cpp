@@ -401,12 +401,21 @@ TEST_CASE("bad image files: exit 2, the config pointer and the file") {
     // A JPEG cut off after its first 100 bytes, before its frame header.
     fs::path cut = fresh_dir("hostile_images_cut") / "cut.jpg";
     write_text(cut, read_text(d + "ok/c_flat_10x4.jpg").substr(0, 100));
+    // The same JPEG with a 12-bit frame: valid, but not decoded by stb_image.
+    fs::path deep = fresh_dir("hostile_images_12bit") / "deep.jpg";
+    std::string bytes = read_text(d + "ok/c_flat_10x4.jpg");
+    const auto sof = bytes.find("\xFF\xC0");
+    REQUIRE(sof != std::string::npos);
+    bytes[sof + 4] = 12;  // after the marker and its 2-byte length: the sample precision
+    write_text(deep, bytes);
     check_rows({
+        {"image_12bit_jpeg", img(deep.string()),
+         "cfg.json: /data/x/paths/0: " + deep.string() + ": cannot decode image: a 12-bit JPEG, which stb_image does not decode (8-bit only) (stb_image: only 8-bit)"},
         {"image_cut_jpeg", img(cut.string()),
-         "cfg.json: /data/x/paths/0: " + cut.string() + ": cannot decode image: a damaged or truncated JPEG file (stb_image: "},
+         "cfg.json: /data/x/paths/0: " + cut.string() + ": cannot decode image: a damaged or truncated JPEG file, or a kind of JPEG stb_image does not decode (stb_image: "},
         {"image_not_image", img(d + "bad/text.png"),
          "cfg.json: /data/x/paths/0: " + d + "bad/text.png: cannot decode image: not a JPEG or PNG file, the two formats the image sources read (stb_image: unknown image type)"},
-        {"image_truncated", img(d + "bad/truncated.png"), "cfg.json: /data/x/paths/0: " + d + "bad/truncated.png: cannot decode image: a damaged or truncated PNG file (stb_image: "},
+        {"image_truncated", img(d + "bad/truncated.png"), "cfg.json: /data/x/paths/0: " + d + "bad/truncated.png: cannot decode image: a damaged or truncated PNG file, or a kind of PNG stb_image does not decode (stb_image: "},
         {"image_missing", img(d + "ok/nope.png"), "cfg.json: /data/x/paths/0: " + d + "ok/nope.png: no such file"},
         {"image_directory", img(d + "ok"), "cfg.json: /data/x/paths/0: " + d + "ok: is a directory, not a file"},
         {"image_huge_header", img(huge.string()), "cfg.json: /data/x/paths/0: " + huge.string() + ": cannot decode image: its header gives a size beyond what stb_image decodes (damaged, or too large) (stb_image: too large)"},
@@ -641,8 +650,8 @@ TEST_CASE("output folder: kept inside where the user pointed, nothing foreign to
             // A folder under a file is refused by the folder's own check, as validate finds it (exit 2).
             CliResult f = run_sh("cd " + dir.string() + " && NL run nan.json " + extra + "--out afile/sub");
             CHECK(f.exit_code == 2);
-            CHECK(f.err == "normlab: error: afile/sub: " + (dir / "afile").string() +
-                               " is a file, not a folder, so the output folder cannot be made in it; choose another --out\n");
+            CHECK(f.err == "normlab: error: afile/sub: afile is a file, not a folder, so the output folder cannot be made in "
+                           "it; choose another --out\n");
             CHECK(f.out.empty());
         }
         // The dry run's probe leaves nothing behind: not the staging folder, nor the parents.

@@ -107,6 +107,10 @@ TEST_CASE("an error at a value set by --set blames the override, not the config 
                       ": /sweep/norms does not exist in the config (the key \"norms.ln.eps\" holds dots: give the path as a "
                       "JSON pointer, /sweep/norms.ln.eps)");
     }
+    // A path given as a pointer gets no such advice: it is one already.
+    const CliResult pointer = run_normlab("validate " + sweep + " --unset /sweep/norms/ln.eps");
+    check_refused(pointer, "--unset /sweep/norms/ln.eps: /sweep/norms does not exist in the config");
+    CHECK(pointer.err.find("holds dots") == std::string::npos);
     // --unset removes a key: its default applies, and an error about the key names it.
     check_refused(run_normlab("validate " + kQuick + " --unset norms.ln.normalized_shape"),
                   "error: --unset norms.ln.normalized_shape: /norms/ln: missing \"normalized_shape\"");

@@ -378,9 +378,10 @@ int run_cli(int argc, char** argv) {
                 // With several configs, an error that does not start with its config's path
                 // (an --out or --set refusal, results/<name>) is prefixed with it.
                 auto error = [&](const char* what) {
-                    const std::string name = plain_or_quoted(p), text = what;
-                    const bool named = val_paths.size() == 1 || text.rfind(name + ": ", 0) == 0;
-                    std::cerr << "normlab: error: " << one_line(named ? text : name + ": " + text) << '\n';
+                    const std::string text = what;  // a config's own errors start with its path as given
+                    const bool named = val_paths.size() == 1 || text.rfind(p + ": ", 0) == 0 ||
+                                       text.rfind(p + " (standard input)", 0) == 0;
+                    std::cerr << "normlab: error: " << one_line(named ? text : plain_or_quoted(p) + ": " + text) << '\n';
                 };
                 try {
                     const ConfigFindings f = validate_config(val);

@@ -47,9 +47,9 @@ std::vector<std::string> object_keys(const Json& o) {
 
 // The value at the first `depth` of `tokens` (the last of them may be a new key of an object
 // when `may_add`), walked from `config`; `walked` receives its JSON pointer. InputError naming
-// `who` for a step that does not exist (with a note when `tokens` split a key that holds
-// dots), an array index that is not one, or a step into a number or string.
-Json* walk_path(Json& config, const std::vector<std::string>& tokens, std::size_t depth, bool may_add,
+// `who` for a step that does not exist (with a note when `dotted`, the path given with dots,
+// split a key that holds dots), an array index that is not one, or a step into a number or string.
+Json* walk_path(Json& config, const std::vector<std::string>& tokens, std::size_t depth, bool may_add, bool dotted,
                 const std::string& who, std::string& walked) {
     Json* node = &config;
     walked.clear();
@@ -59,13 +59,13 @@ Json* walk_path(Json& config, const std::vector<std::string>& tokens, std::size_
         if (node->is_object()) {
             if ((!last || !may_add) && !node->contains(t)) {
                 // A key holding dots (a sweep's "norms.ln.eps") that the dotted path split up.
-                std::string dotted = t, note;
-                for (std::size_t j = i + 1; j < tokens.size() && note.empty(); ++j) {
-                    dotted += "." + tokens[j];
-                    if (!node->contains(dotted)) continue;
-                    JsonLocation at = JsonLocation{"", walked}.child(dotted);
+                std::string key = t, note;
+                for (std::size_t j = i + 1; dotted && j < tokens.size() && note.empty(); ++j) {
+                    key += "." + tokens[j];
+                    if (!node->contains(key)) continue;
+                    JsonLocation at = JsonLocation{"", walked}.child(key);
                     for (std::size_t k = j + 1; k < tokens.size(); ++k) at = at.child(tokens[k]);
-                    note = " (the key " + quoted_text(dotted) + " holds dots: give the path as a JSON pointer, " +
+                    note = " (the key " + quoted_text(key) + " holds dots: give the path as a JSON pointer, " +
                            plain_or_quoted(at.pointer) + ")";
                 }
                 throw InputError(who + ": " + plain_or_quoted(JsonLocation{"", walked}.child(t).pointer) + " does not exist in the config" +
@@ -104,7 +104,7 @@ std::string set_config_value(Json& config, const std::string& path, Json value, 
     const auto tokens = path_tokens(path);
     if (tokens.empty()) throw InputError(who + ": empty path");
     std::string walked;
-    *walk_path(config, tokens, tokens.size(), true, who, walked) = std::move(value);
+    *walk_path(config, tokens, tokens.size(), true, path[0] != '/', who, walked) = std::move(value);
     return walked;
 }
 
@@ -119,7 +119,7 @@ std::string remove_config_value(Json& config, const std::string& path, const std
     if (tokens.empty()) throw InputError(who + ": empty path");
     const std::string key = tokens.back();
     std::string walked;
-    Json* parent = walk_path(config, tokens, tokens.size() - 1, false, who, walked);
+    Json* parent = walk_path(config, tokens, tokens.size() - 1, false, path[0] != '/', who, walked);
     const std::string pointer = JsonLocation{"", walked}.child(key).pointer;
     if (!parent->is_object())
         throw InputError(who + ": " + plain_or_quoted(pointer) + ": only a key of an object can be removed (" +

@@ -23,8 +23,13 @@ namespace {
 std::string undecodable(const std::string& bytes, const std::string& reason) {
     // stb_image refuses dimensions over 2^24 and pixel buffers over 2^31 bytes.
     if (reason == "too large") return "its header gives a size beyond what stb_image decodes (damaged, or too large)";
-    if (bytes.rfind("\xFF\xD8\xFF", 0) == 0) return "a damaged or truncated JPEG file";
-    if (bytes.rfind("\x89PNG\r\n\x1A\n", 0) == 0) return "a damaged or truncated PNG file";
+    if (reason == "outofmem") return "stb_image could not allocate its pixels";
+    // Valid files stb_image does not decode: 12-bit or arithmetic-coded JPEGs, PNGs of other depths.
+    if (bytes.rfind("\xFF\xD8\xFF", 0) == 0)
+        return reason == "only 8-bit" ? "a 12-bit JPEG, which stb_image does not decode (8-bit only)"
+                                      : "a damaged or truncated JPEG file, or a kind of JPEG stb_image does not decode";
+    if (bytes.rfind("\x89PNG\r\n\x1A\n", 0) == 0)
+        return "a damaged or truncated PNG file, or a kind of PNG stb_image does not decode";
     return "not a JPEG or PNG file, the two formats the image sources read";
 }
 

@@ -155,9 +155,14 @@ OutputFolder::OutputFolder(fs::path target, bool force, const std::vector<fs::pa
     // so that validate finds it as run does, where prepare() would fail on it (exit 1).
     for (fs::path up = m_path.parent_path(); !up.empty(); up = up.parent_path()) {
         if (fs::exists(up, ec)) {
-            if (!fs::is_directory(up, ec))
-                throw InputError(shown + ": " + up.string() + " is a file, not a folder, so the output folder " +
-                                 "cannot be made in it; choose another " + setting);
+            if (!fs::is_directory(up, ec)) {
+                // Named as the user spelled the target: relative to the current folder when it was.
+                std::error_code cec;
+                const fs::path rel = m_target.is_absolute() ? fs::path() : up.lexically_relative(fs::current_path(cec));
+                throw InputError(shown + ": " + plain_or_quoted((rel.empty() ? up : rel).string()) +
+                                 " is a file, not a folder, so the output folder cannot be made in it; choose another " +
+                                 setting);
+            }
             break;
         }
         if (up == up.root_path()) break;

@@ -161,7 +161,8 @@ std::string show_result(const fs::path& dir, const ShowOptions& o) {
         out += "\n\n";
     }
     const fs::path html = dir / "report.html";
-    out += fs::exists(html) ? "report: " + html.string() + "\n" : "no report.html yet: normlab report " + dir.string() + "\n";
+    out += fs::exists(html) ? "report: " + plain_or_quoted(html.string()) + "\n"
+                            : "no report.html yet: normlab report " + plain_or_quoted(dir.string()) + "\n";
     return out;
 }
 

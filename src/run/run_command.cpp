@@ -153,7 +153,8 @@ std::string swept_line(const Sweep& sweep, const std::size_t* index) {
 std::string output_line(const fs::path& path, const std::string& origin) {
     std::error_code ec;
     if (fs::is_symlink(fs::symlink_status(path, ec)))
-        return "output: " + path.string() + " (" + origin + "; a symbolic link to " + resolved(path).string() +
+        return "output: " + plain_or_quoted(path.string()) + " (" + origin + "; a symbolic link to " +
+               plain_or_quoted(resolved(path).string()) +
                ", which the run replaces with a folder of its own; the dry run writes nothing)\n";
     std::string replaced;
     if (fs::is_directory(path, ec) && !fs::is_empty(path, ec) && !ec) {
@@ -164,7 +165,7 @@ std::string output_line(const fs::path& path, const std::string& origin) {
                                             : "; holds an earlier result and other files (" + quoted_text(foreign) +
                                            "), which the run replaces (--force)";
     }
-    return "output: " + resolved(path).string() + " (" + origin + replaced + "; the dry run writes nothing)\n";
+    return "output: " + plain_or_quoted(resolved(path).string()) + " (" + origin + replaced + "; the dry run writes nothing)\n";
 }
 
 void run_points(const RunOptions& o, Provenance& origins) {

@@ -99,11 +99,17 @@ void write_template(const std::string& name, const std::string& path, bool force
                          (std::filesystem::path(path) / "my.json").string() + ")");
     if (std::filesystem::exists(path, ec) && !force) throw InputError(path + ": exists; pass --force to overwrite");
     // init writes one file and makes no folder: a missing one is named, not left to strerror.
+    // An unreadable parent (permissions) is left to the write below and its strerror (exit 1).
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-        throw InputError(plain_or_quoted(path) + ": the folder " + plain_or_quoted(parent.string()) +
-                         (std::filesystem::exists(parent, ec) ? " is a file" : " does not exist") +
-                         "; init writes the file into an existing folder");
+    if (!parent.empty()) {
+        std::error_code sec;
+        const auto type = std::filesystem::status(parent, sec).type();
+        const bool missing = type == std::filesystem::file_type::not_found;
+        if (missing || (!sec && type != std::filesystem::file_type::directory))
+            throw InputError(plain_or_quoted(path) + ": " + plain_or_quoted(parent.string()) +
+                             (missing ? " does not exist" : " is a file, not a folder") +
+                             "; init writes the file into an existing folder");
+    }
     errno = 0;
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     if (!f) throw EnvError(path + ": cannot write: " + std::strerror(errno));
