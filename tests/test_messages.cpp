@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -1054,9 +1055,13 @@ TEST_CASE("a path holding a newline is printed escaped: each message stays one l
     check_refused(missing, "a\\nb/nope.json: cannot open config file");
     const CliResult ran = run_normlab("run " + quoted + "/c.json --out " + quoted + "/out");
     REQUIRE_MESSAGE(ran.exit_code == 0, ran.err);
-    // The summary line and one line per file written, each path escaped and quoted.
+    // The summary line and one line per file written, each path escaped and quoted; on a
+    // build or CPU without FMA a note (one line too) comes first.
     const std::size_t files = nlohmann::json::parse(read_text(dir / "out" / "report.json"))["files"].size() + 1;
-    CHECK(static_cast<std::size_t>(std::count(ran.err.begin(), ran.err.end(), '\n')) == 1 + files);
+    std::size_t lines = 0;
+    std::istringstream err_lines(ran.err);
+    for (std::string line; std::getline(err_lines, line);) lines += line.rfind("normlab: note: ", 0) != 0;
+    CHECK_MESSAGE(lines == 1 + files, ran.err);
     CHECK_MESSAGE(ran.err.find("written to \"" + fresh_dir("newline_probe").parent_path().string() + "/newline_path/a\\nb/out\"\n") !=
                       std::string::npos,
                   ran.err);
