@@ -35,7 +35,7 @@ std::string sweep_column_in(const std::string& column, const std::vector<std::st
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
     auto slash = text.find('/');
     auto bad = [&] {
-        throw InputError("--shard " + (text.empty() ? std::string("\"\"") : plain_or_quoted(text)) +
+        throw InputError("--shard " + plain_or_quoted(text) +
                          ": expected I/N with 0 <= I < N (e.g. 0/4 ... 3/4)");
     };
     if (slash == std::string::npos) bad();

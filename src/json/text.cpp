@@ -134,7 +134,8 @@ std::string quoted_text(const std::string& s) {
 }
 
 std::string plain_or_quoted(const std::string& s) {
-    const bool plain = std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    const bool plain = !s.empty() &&
+                       std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
     return plain ? s : quoted_text(s);
 }
 

@@ -23,8 +23,8 @@ void check_duplicate_keys(const std::string& text, const std::string& what, cons
 std::string quoted_text(const std::string& s);
 
 /// `s` as it is when it has no control character, else quoted_text(s): for what a message
-/// shows as typed (a JSON pointer, a --set assignment), where a NUL or a newline would still
-/// cut the line or split it.
+/// shows as typed (a JSON pointer, a --set assignment, an option's value), where a NUL or a
+/// newline would still cut the line or split it. An empty `s` shows as "" (--out "").
 std::string plain_or_quoted(const std::string& s);
 
 /// `message` with each control character written as JSON escapes it ("\n", "\t",

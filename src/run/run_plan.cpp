@@ -37,7 +37,7 @@ void refuse_swept_overrides(const RunOptions& o, const Sweep& sweep) {
 RunPlan::RunPlan(const RunOptions& o, Provenance& origins) : config_path(o.config_path) {
     if (o.out) {  // before the data is loaded: a wrong --out is found at once
         const std::string why = output_folder_problem(*o.out);
-        if (!why.empty()) throw InputError("--out " + (o.out->empty() ? std::string("\"\"") : *o.out) + ": " + why);
+        if (!why.empty()) throw InputError("--out " + plain_or_quoted(*o.out) + ": " + why);
     }
     InputLog inputs;  // check_points reads every input file: the output folder may replace none
     base_doc = load_config_document(o, &origins);
