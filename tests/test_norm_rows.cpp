@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "norm/channels_last.hpp"
 #include "norm/engine.hpp"
 #include "norm/lanes.hpp"
+#include "norm/line_vector.hpp"
 #include "norm/moments_rows.hpp"
 #include "norm/normalize_stream.hpp"
 
@@ -74,6 +76,27 @@ NormSpec row_spec(bool center) {
 }
 
 }  // namespace
+
+TEST_CASE("LineVector's data starts on a 64-byte line whatever its size, after growth and when copied") {
+    // The row writers load the scale and shift a register at a time; malloc's blocks sit 16
+    // bytes into a line, so among these sizes plain vectors would start mid-line.
+    std::vector<LineVector<float>> fs;
+    std::vector<LineVector<double>> ds;
+    for (std::size_t n = 1; n <= 4096; n = n * 3 / 2 + 1) {
+        fs.emplace_back(n, 1.0f);
+        ds.emplace_back(n, 1.0);
+    }
+    for (const auto& v : fs) CHECK(reinterpret_cast<std::uintptr_t>(v.data()) % 64 == 0);
+    for (const auto& v : ds) CHECK(reinterpret_cast<std::uintptr_t>(v.data()) % 64 == 0);
+    LineVector<float> grown;
+    for (int i = 0; i < 1000; ++i) {
+        grown.push_back(static_cast<float>(i));
+        REQUIRE(reinterpret_cast<std::uintptr_t>(grown.data()) % 64 == 0);
+    }
+    const LineVector<double> copy(ds.back());
+    CHECK(reinterpret_cast<std::uintptr_t>(copy.data()) % 64 == 0);
+    CHECK(copy == ds.back());
+}
 
 TEST_CASE("one-pass moments: an outlier as the first element (the shift) keeps mean and variance") {
     // The shift K is 0, or the row's first element where its first values look far from 0

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "norm/lanes.hpp"
+#include "norm/line_vector.hpp"
 #include "norm/moments.hpp"
 #include "norm/normalize_f32.hpp"
 #include "norm/normalize_stream.hpp"
@@ -197,8 +198,8 @@ NORMLAB_INLINE inline void chunk_moments_cl(const T* x, std::size_t C, std::size
 // path's: hi and lo = the mean's two floats, a = fl(rstd * scale), c = fl(b - lo * a); the double
 // arithmetic's: mean, mean_lo, rstd * scale and shift.
 struct GroupConstants {
-    std::vector<float> hi, a, c;
-    std::vector<double> mean, mlo, da, db;
+    LineVector<float> hi, a, c;
+    LineVector<double> mean, mlo, da, db;
 };
 
 void build_constants(const ChannelsLast& l, std::size_t o, const NormalizeArgs& args, bool f32, GroupConstants& k) {

@@ -12,6 +12,7 @@
 
 #include "norm/channels_last.hpp"
 #include "norm/float_range.hpp"
+#include "norm/line_vector.hpp"
 #include "norm/moments.hpp"
 #include "norm/moments_rows.hpp"
 #include "norm/normalize.hpp"
@@ -334,8 +335,8 @@ bool read_ahead() { return mode_or_intel(g_read_ahead); }
 namespace {
 
 // The effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0), np of each.
-void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np, std::vector<double>& scale,
-                   std::vector<double>& shift) {
+void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np, LineVector<double>& scale,
+                   LineVector<double>& shift) {
     scale.assign(np, 1.0);
     shift.assign(np, 0.0);
     if (in.weight)
@@ -348,7 +349,7 @@ void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np
 // (float_range.hpp), with the effective parameters `scale` and `shift` (affine_params),
 // which that check uses too.
 void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, const ForwardInputs& in,
-                     const std::vector<double>& scale, const std::vector<double>& shift, ForwardResult& out) {
+                     const LineVector<double>& scale, const LineVector<double>& shift, ForwardResult& out) {
     Shape ss = keepdims_shape(xs, spec.reduction_axes);
     if (in.mask) mask_strides(xs, *in.mask);
     const bool given = in.given_mean || in.given_var;
@@ -363,11 +364,11 @@ void forward_kernels(const Tensor& x, const Shape& xs, const NormSpec& spec, con
     // and the affine step follows on those values.
     const bool twice = spec.affine_rounding == AffineRounding::twice && compute_dtype(x.dtype) != x.dtype &&
                        (in.weight || in.bias);
-    std::vector<double> unit_scale, no_shift;
+    LineVector<double> unit_scale, no_shift;
     if (twice) unit_scale.assign(np, 1.0), no_shift.assign(np, 0.0);
     // The float path: float32 data unless the spec asks for double arithmetic.
     const bool f32 = x.dtype == DType::float32 && spec.compute == Compute::float32;
-    std::vector<float> shift_f;
+    LineVector<float> shift_f;
     if (f32) shift_f.assign(shift.begin(), shift.end());
     NormalizeArgs args;
     args.scale = twice ? unit_scale.data() : scale.data();
@@ -538,7 +539,7 @@ void forward(const Tensor& x, const Shape& xs, const NormSpec& spec, const Forwa
     const Shape ps = select_dims(xs, spec.param_axes);
     if (in.weight) check_operand_shape(*in.weight, ps, "weight");
     if (in.bias) check_operand_shape(*in.bias, ps, "bias");
-    std::vector<double> scale, shift;
+    LineVector<double> scale, shift;
     affine_params(spec, in, std::max<std::size_t>(1, num_elements(ps)), scale, shift);
     forward_kernels(x, xs, spec, in, scale, shift, out);
     if (x.dtype != DType::float32 || spec.compute != Compute::float32) return;

@@ -62,7 +62,7 @@ NORMLAB_VECTOR_CLONES bool screen_block(const double* rstd, const double* mean, 
 }  // namespace
 
 std::vector<std::uint8_t> float_path_unsafe(const ForwardResult& out, bool center, bool given, bool masked,
-                                            const std::vector<double>& scale, const std::vector<double>& shift) {
+                                            const LineVector<double>& scale, const LineVector<double>& shift) {
     double smin = INFINITY, smax = 0, bmax = 0;
     for (double s : scale)
         if (s != 0) smin = std::min(smin, std::abs(s)), smax = std::max(smax, std::abs(s));

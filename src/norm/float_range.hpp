@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "norm/engine.hpp"
+#include "norm/line_vector.hpp"
 #include "norm/strided.hpp"
 
 namespace normlab {
@@ -42,7 +43,7 @@ enum FloatRangeFlag : std::uint8_t {
 /// is rstd infinite for batch statistics (a constant group: x - mean is 0 on both paths).
 /// `center` false (RMSNorm): x enters unshifted and exact, so only a and c count.
 std::vector<std::uint8_t> float_path_unsafe(const ForwardResult& out, bool center, bool given, bool masked,
-                                            const std::vector<double>& scale, const std::vector<double>& shift);
+                                            const LineVector<double>& scale, const LineVector<double>& shift);
 
 /// Rewrites y for the elements `unsafe` flags (float_path_unsafe) with the double
 /// arithmetic of the double path (y = ((x - mean) - mean_lo) * (rstd * scale) + shift,

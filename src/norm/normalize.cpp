@@ -1,5 +1,6 @@
 #include "norm/normalize.hpp"
 
+#include "norm/line_vector.hpp"
 #include "norm/normalize_double.hpp"
 #include "norm/normalize_f32.hpp"
 
@@ -20,7 +21,7 @@ NORMLAB_INLINE inline void normalize_double(const T* x, T* y, const Walk& w, std
 // Within a chunk, channels-last runs repeat the same statistics and parameters (BatchNorm
 // (N, H, W, C): every run is the same C channels), so a run reuses the previous one's.
 struct RunConstants {
-    std::vector<float> hi, a, c;
+    LineVector<float> hi, a, c;
     std::size_t key_a = 0, key_b = 0, key_n = 0;
     bool valid = false;
     void reserve(std::size_t n) {
