@@ -334,7 +334,8 @@ bool read_ahead() { return mode_or_intel(g_read_ahead); }
 
 namespace {
 
-// The effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0), np of each.
+// The effective per-parameter scale (offset + weight, or 1) and shift (bias, or 0), np of
+// each, on a cache line: the row writers load them a register at a time (line_vector.hpp).
 void affine_params(const NormSpec& spec, const ForwardInputs& in, std::size_t np, LineVector<double>& scale,
                    LineVector<double>& shift) {
     scale.assign(np, 1.0);
