@@ -251,7 +251,7 @@ int run_cli(int argc, char** argv) {
     RunOptions val;
     std::vector<std::string> val_paths;
     auto* val_cmd = app.add_subcommand("validate", "check configs (and their data), writing nothing: reports each, "
-                                       "exit 2 if any fails");
+                                       "exits 2 if any is refused, else 1 if one could not be checked");
     val_cmd->add_option("configs", val_paths, "config files; - reads one from standard input")->required();
     // run's options, so that "run" can be replaced by "validate" in a command: each is checked as run checks it.
     std::string val_out, val_seed, val_shard, val_threads;
