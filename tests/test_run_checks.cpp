@@ -403,6 +403,12 @@ TEST_CASE("validate takes run's options and refuses what run refuses with them")
         {shape + " --shard 1/2", "/sweep/data.x.shape.2/1 (sweep point 1): /norms/n/normalized_shape"},
         {shape + " --shard 2/2", "--shard 2/2: expected I/N with 0 <= I < N"},
         {shape + " --shard ''", "--shard \"\": expected I/N"},
+        // digits alone: no sign, no blanks on either side of either number
+        {shape + " --shard ' 0/2'", "--shard \" 0/2\": expected I/N"},
+        {shape + " --shard '0/2 '", "--shard \"0/2 \": expected I/N"},
+        {shape + " --shard '0/ 2'", "--shard 0/ 2: expected I/N"},
+        {shape + " --shard +0/2", "--shard +0/2: expected I/N"},
+        {shape + " --shard 0/+2", "--shard 0/+2: expected I/N"},
         {rows + " --max-memory 200M", "rows.json: /sweep: its 20 points need an estimated "},
         {rows + " --max-memory 200M --shard 3/4", ""},
         {shape + " --shard 0/2 --seed -1", "--seed -1: /seed: seed must be >= 0, but got -1"},

@@ -39,6 +39,11 @@ std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
                          ": expected I/N with 0 <= I < N (e.g. 0/4 ... 3/4)");
     };
     if (slash == std::string::npos) bad();
+    // Digits alone on both sides: std::stoll would also take a sign and leading blanks.
+    auto digits = [](const std::string& part) {
+        return !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c); });
+    };
+    if (!digits(text.substr(0, slash)) || !digits(text.substr(slash + 1))) bad();
     try {
         std::size_t u1 = 0, u2 = 0;
         long long i = std::stoll(text.substr(0, slash), &u1);

@@ -134,7 +134,7 @@ std::string quoted_text(const std::string& s) {
 }
 
 std::string plain_or_quoted(const std::string& s) {
-    const bool plain = !s.empty() &&
+    const bool plain = !s.empty() && s.front() != ' ' && s.back() != ' ' &&
                        std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
     return plain ? s : quoted_text(s);
 }

@@ -24,7 +24,8 @@ std::string quoted_text(const std::string& s);
 
 /// `s` as it is when it has no control character, else quoted_text(s): for what a message
 /// shows as typed (a JSON pointer, a --set assignment, an option's value), where a NUL or a
-/// newline would still cut the line or split it. An empty `s` shows as "" (--out "").
+/// newline would still cut the line or split it. An empty `s` shows as "" (--out ""), and
+/// one that starts or ends with a space is quoted too, so that the space shows.
 std::string plain_or_quoted(const std::string& s);
 
 /// `message` with each control character written as JSON escapes it ("\n", "\t",
