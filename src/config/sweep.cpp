@@ -33,24 +33,23 @@ std::string sweep_column_in(const std::string& column, const std::vector<std::st
 }
 
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
-    auto slash = text.find('/');
+    const auto slash = text.find('/');
     auto bad = [&] {
         throw InputError("--shard " + plain_or_quoted(text) +
                          ": expected I/N with 0 <= I < N (e.g. 0/4 ... 3/4)");
     };
     if (slash == std::string::npos) bad();
+    const std::string first = text.substr(0, slash), count = text.substr(slash + 1);
     // Digits alone on both sides: std::stoll would also take a sign and leading blanks.
     auto digits = [](const std::string& part) {
         return !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c); });
     };
-    if (!digits(text.substr(0, slash)) || !digits(text.substr(slash + 1))) bad();
+    if (!digits(first) || !digits(count)) bad();
     try {
-        std::size_t u1 = 0, u2 = 0;
-        long long i = std::stoll(text.substr(0, slash), &u1);
-        long long n = std::stoll(text.substr(slash + 1), &u2);
-        if (u1 != slash || u2 != text.size() - slash - 1 || n <= 0 || i < 0 || i >= n) bad();
+        const long long i = std::stoll(first), n = std::stoll(count);
+        if (i >= n) bad();
         return {static_cast<std::size_t>(i), static_cast<std::size_t>(n)};
-    } catch (const std::logic_error&) {
+    } catch (const std::out_of_range&) {  // digits beyond 64 bits
         bad();
     }
     return {0, 1};

@@ -3,10 +3,10 @@
 // constants the vector kernels load a register at a time: the effective scale and shift
 // (LayerNorm/RMSNorm's run along each row), the per-channel and per-element constants of
 // channels-last runs. malloc aligns a block to 16 bytes, so 64-byte loads from an ordinary
-// std::vector straddle two lines three times in four. Measured on a 2-core AMD EPYC (Zen 5, AVX-512), one thread, the same kernels with
-// the parameters 64-byte aligned, medians of 3 alternating rounds: RMSNorm (64,128,768)
-// 1.61 -> 1.22 ms, LayerNorm (64,128,768) 1.66 -> 1.40, RMSNorm (32,64,512) 0.165 -> 0.136
-// (scripts/PERFORMANCE.md).
+// std::vector straddle two lines three times in four. On a 2-core AMD EPYC (Zen 5,
+// AVX-512), the build before against these vectors, medians of 3 alternating rounds:
+// RMSNorm (64,128,768) 1.52 -> 1.33 ms on one thread, 0.815 -> 0.620 on two; RMSNorm
+// (32,64,512) on two threads 0.132 -> 0.087 (scripts/PERFORMANCE.md, 7 December, late night).
 #include <cstddef>
 #include <new>
 #include <vector>
